@@ -1,0 +1,37 @@
+# fuserank: the two commands are `make serve` and `make test`; both set everything up.
+BUILD ?= build
+CONFIG ?= config/fuserank.yaml
+CUDA ?= AUTO
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build serve test test-unit test-fuzz test-sanitize bench format-check clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DFUSERANK_CUDA=$(CUDA) $(CMAKE_FLAGS)
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+serve: build
+	$(BUILD)/bin/fuserank-server --config $(CONFIG)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 600
+
+test-unit: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
+
+format-check:
+	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format --dry-run -Werror
+
+clean:
+	rm -rf $(BUILD)

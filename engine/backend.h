@@ -1,0 +1,38 @@
+// The seam between the request path and the compute: a Backend scores whole Batches.
+// The CPU engine implements it here; the CUDA backend implements it in a module that
+// the server loads at run time. One Backend serves one loaded model.
+#ifndef FUSERANK_ENGINE_BACKEND_H_
+#define FUSERANK_ENGINE_BACKEND_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "engine/batch.h"
+
+namespace fuserank::engine {
+
+struct BackendOptions {
+  int workers = 4;          // engine.streams: concurrent Run() calls (one per worker)
+  int cpu_threads = 1;      // CPU backend: threads that split one large batch
+  int gpu = 0;              // CUDA: device ordinal
+  bool cuda_graphs = true;  // CUDA: capture and replay a graph per batch-size bucket
+  bool allow_tf32 = false;  // CUDA: TF32 tensor-core math in the MLP
+  int max_batch_candidates = 8192;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu" or "cuda:<ordinal>", as exported in fuserank_model_info{device}.
+  virtual std::string device() const = 0;
+  virtual int num_workers() const = 0;
+  // Scores every candidate of `batch` and writes each request's top-K into `result`.
+  // REQUIRES: 0 <= worker < num_workers(); at most one call per worker at a time;
+  // batch.model is the model this backend was created for.
+  virtual absl::Status Run(int worker, const Batch& batch, BatchResult* result) = 0;
+};
+
+}  // namespace fuserank::engine
+
+#endif  // FUSERANK_ENGINE_BACKEND_H_

@@ -1,0 +1,104 @@
+// A loaded model: its spec, embedding tables (mapped from the weights file, never
+// copied) and the dense MLP layers with the linear cross already folded in.
+// Immutable after construction; share it read-only as std::shared_ptr<const Model>.
+#ifndef FUSERANK_ENGINE_MODEL_H_
+#define FUSERANK_ENGINE_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model_spec.h"
+
+namespace fuserank::engine {
+
+class MappedFile;
+
+// One embedding table's rows: `rows` x `dim` elements of `dtype`, row-major.
+struct EmbeddingTable {
+  std::string name;
+  int spec_index = 0;  // position in ModelSpec::tables
+  Side side = Side::kItem;
+  Pooling pooling = Pooling::kSum;
+  Oov oov = Oov::kModulo;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int dim = 0;
+  const std::byte* data = nullptr;  // points into the mapped file or owned storage
+  size_t row_bytes = 0;             // bytes of one row in `data`
+};
+
+// A fully connected layer, PyTorch layout: weight [out, in] row-major, bias [out].
+struct DenseLayer {
+  int in = 0;
+  int out = 0;
+  bool relu = true;
+  std::vector<float> weight;
+  std::vector<float> bias;
+};
+
+// A named tensor in memory (safetensors dtype strings: "F32", "F16", "BF16", "I8", ...).
+struct TensorView {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;
+  size_t nbytes = 0;
+};
+using TensorMap = std::map<std::string, TensorView>;
+
+// SPEC section 2, step 1: the row of `id` in a table of `rows` rows. Returns false
+// when the id is out of range and the table's policy is Oov::kReject.
+inline bool MapRow(int64_t id, int64_t rows, Oov oov, int32_t* row) {
+  if (id >= 0 && id < rows) {
+    *row = static_cast<int32_t>(id);
+    return true;
+  }
+  if (oov == Oov::kReject) return false;
+  *row = static_cast<int32_t>(((id % rows) + rows) % rows);
+  return true;
+}
+
+class Model {
+ public:
+  // Loads `spec_path` and the safetensors file it names; the weights are mmapped.
+  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& spec_path);
+  // Builds a model from tensors in memory (tests, generators); tensors are copied.
+  static absl::StatusOr<std::shared_ptr<const Model>> FromTensors(const ModelSpec& spec,
+                                                                  const TensorMap& tensors);
+
+  const ModelSpec& spec() const { return spec_; }
+  const std::vector<EmbeddingTable>& tables() const { return tables_; }
+  // Spec indices of the user-side and item-side tables, in spec order.
+  const std::vector<int>& user_tables() const { return user_tables_; }
+  const std::vector<int>& item_tables() const { return item_tables_; }
+  const std::vector<DenseLayer>& bottom_mlp() const { return bottom_mlp_; }
+  // With `interaction: linear`, layer 0 is W_top1 * W_cross (input: concat(V)).
+  const std::vector<DenseLayer>& top_mlp() const { return top_mlp_; }
+  // Position of a table by name, or -1.
+  int FindTable(std::string_view name) const;
+
+  ~Model();
+
+ private:
+  Model() = default;
+  static absl::StatusOr<std::shared_ptr<const Model>> Build(
+      const ModelSpec& spec, const TensorMap& tensors, std::unique_ptr<MappedFile> file,
+      bool copy_tables);
+
+  ModelSpec spec_;
+  std::vector<EmbeddingTable> tables_;
+  std::vector<int> user_tables_;
+  std::vector<int> item_tables_;
+  std::vector<DenseLayer> bottom_mlp_;
+  std::vector<DenseLayer> top_mlp_;
+  std::unique_ptr<MappedFile> file_;            // keeps mapped tables alive
+  std::vector<std::vector<std::byte>> owned_;   // tables copied by FromTensors
+};
+
+}  // namespace fuserank::engine
+
+#endif  // FUSERANK_ENGINE_MODEL_H_
