@@ -1,0 +1,316 @@
+#include "bench/loadgen/load_runner.h"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "fuserank/v1/ranker.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+
+namespace fuserank::bench {
+namespace {
+
+constexpr char kRankMethod[] = "/fuserank.v1.Ranker/Rank";
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One RPC in flight; its address is the completion-queue tag.
+struct Call {
+  grpc::ClientContext context;
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
+  int64_t start_ns = 0;  // scheduled (open loop) or actual (closed loop) send time
+};
+
+// A completion queue and what its poller thread records. Only the poller touches the
+// plain fields; `interval` is shared with the progress thread.
+struct Lane {
+  grpc::CompletionQueue cq;
+  grpc::GenericStub* stub = nullptr;
+  int slots = 0;  // closed loop: calls this lane keeps in flight
+  bool shut_down = false;
+  LatencyHistogram latency;
+  int64_t ok = 0;
+  std::map<std::string, int64_t> errors;
+  absl::Mutex mu;
+  LatencyHistogram interval ABSL_GUARDED_BY(mu);
+  int64_t interval_errors ABSL_GUARDED_BY(mu) = 0;
+};
+
+class Runner {
+ public:
+  Runner(const RunOptions& options, const RequestPool& pool) : options_(options), pool_(pool) {}
+
+  absl::StatusOr<RunResult> Run();
+
+ private:
+  absl::Status Connect();
+  void Issue(Lane& lane, int64_t start_ns);
+  void Poll(Lane& lane);
+  void Complete(Lane& lane, const Call& call, int64_t now_ns);
+  bool ValidResponse(const grpc::ByteBuffer& buffer) const;
+  void Schedule();
+  void ReportProgress(absl::Notification& done);
+
+  const RunOptions& options_;
+  const RequestPool& pool_;
+  std::vector<grpc::ByteBuffer> requests_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
+  std::deque<Lane> lanes_;
+  std::atomic<uint64_t> next_request_{0};
+  std::atomic<int64_t> inflight_{0};
+  int64_t start_ns_ = 0;
+  int64_t window_start_ns_ = 0;
+  int64_t window_end_ns_ = 0;
+  // Written by the open-loop scheduler only; read after it is joined.
+  int64_t delayed_sends_ = 0;
+  int64_t max_send_lag_ns_ = 0;
+};
+
+absl::Status Runner::Connect() {
+  for (int i = 0; i < options_.channels; ++i) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    // Distinct arguments keep channels from sharing one subchannel (one connection).
+    args.SetInt("fuserank.bench.channel", i);
+    auto channel =
+        grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(options_.connect_timeout_ms))) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", options_.target, " within ",
+                                                 options_.connect_timeout_ms, " ms"));
+    }
+    stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
+  }
+  return absl::OkStatus();
+}
+
+void Runner::Issue(Lane& lane, int64_t start_ns) {
+  auto* call = new Call;
+  call->start_ns = start_ns;
+  call->context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::milliseconds(options_.timeout_ms));
+  const uint64_t index = next_request_.fetch_add(1, std::memory_order_relaxed);
+  inflight_.fetch_add(1, std::memory_order_relaxed);
+  call->reader = lane.stub->PrepareUnaryCall(&call->context, kRankMethod,
+                                             requests_[index % requests_.size()], &lane.cq);
+  call->reader->StartCall();
+  call->reader->Finish(&call->response, &call->status, call);
+}
+
+bool Runner::ValidResponse(const grpc::ByteBuffer& buffer) const {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return false;
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  fuserank::v1::RankResponse response;
+  if (!response.ParseFromString(bytes)) return false;
+  if (response.items_size() != pool_.expected_items) return false;
+  float previous = 1.0f;
+  for (const fuserank::v1::ScoredItem& item : response.items()) {
+    // Scores are sigmoid outputs, sorted descending (NaN fails every comparison).
+    if (!(item.score() >= 0.0f && item.score() <= previous)) return false;
+    previous = item.score();
+  }
+  return true;
+}
+
+void Runner::Complete(Lane& lane, const Call& call, int64_t now_ns) {
+  const bool measured = call.start_ns >= window_start_ns_ && call.start_ns < window_end_ns_;
+  std::string error;
+  if (!call.status.ok()) {
+    error = StatusCodeName(call.status.error_code());
+  } else if (options_.validate && !ValidResponse(call.response)) {
+    error = "BAD_RESPONSE";
+  }
+  const int64_t latency = now_ns - call.start_ns;
+  if (error.empty()) {
+    if (measured) {
+      lane.latency.Record(latency);
+      ++lane.ok;
+    }
+    absl::MutexLock lock(&lane.mu);
+    lane.interval.Record(latency);
+  } else {
+    if (measured) ++lane.errors[error];
+    absl::MutexLock lock(&lane.mu);
+    ++lane.interval_errors;
+  }
+}
+
+void Runner::Poll(Lane& lane) {
+  const bool closed_loop = options_.concurrency > 0;
+  void* tag = nullptr;
+  bool ok = false;
+  while (lane.cq.Next(&tag, &ok)) {
+    std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    const int64_t now = NowNs();
+    Complete(lane, *call, now);
+    call.reset();
+    inflight_.fetch_sub(1, std::memory_order_relaxed);
+    if (!closed_loop) continue;
+    if (now < window_end_ns_) {
+      Issue(lane, now);
+    } else if (!lane.shut_down) {
+      // Pending calls still drain through Next() after Shutdown().
+      lane.shut_down = true;
+      lane.cq.Shutdown();
+    }
+  }
+}
+
+void Runner::Schedule() {
+  prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: wake close to each scheduled send
+  std::mt19937_64 rng(options_.seed);
+  std::exponential_distribution<double> gap_s(options_.rate);
+  size_t lane = 0;
+  int64_t next = start_ns_;
+  while (next < window_end_ns_) {
+    const int64_t now = NowNs();
+    if (next > now) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(next - now));
+      continue;
+    }
+    bool delayed = false;
+    while (inflight_.load(std::memory_order_relaxed) >= options_.max_outstanding) {
+      delayed = true;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (next >= window_start_ns_) {
+      delayed_sends_ += delayed ? 1 : 0;
+      max_send_lag_ns_ = std::max(max_send_lag_ns_, NowNs() - next);
+    }
+    Issue(lanes_[lane], next);
+    lane = (lane + 1) % lanes_.size();
+    next += static_cast<int64_t>(std::llround(gap_s(rng) * 1e9));
+  }
+  for (Lane& l : lanes_) l.cq.Shutdown();
+}
+
+void Runner::ReportProgress(absl::Notification& done) {
+  LatencyHistogram merged;
+  int64_t last = NowNs();
+  while (!done.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+    merged.Reset();
+    int64_t errors = 0;
+    for (Lane& lane : lanes_) {
+      absl::MutexLock lock(&lane.mu);
+      merged.Merge(lane.interval);
+      lane.interval.Reset();
+      errors += lane.interval_errors;
+      lane.interval_errors = 0;
+    }
+    const int64_t now = NowNs();
+    const double elapsed = (now - start_ns_) / 1e9;
+    const char* phase =
+        last < window_start_ns_ ? "warmup" : last < window_end_ns_ ? "run" : "drain";
+    std::fprintf(stderr,
+                 "[%5.1fs %-6s] qps %8.1f  p50 %7.3f ms  p99 %7.3f ms  errors %lld  "
+                 "inflight %lld\n",
+                 elapsed, phase, merged.count() / ((now - last) / 1e9),
+                 merged.ValueAtQuantile(0.5) / 1e6, merged.ValueAtQuantile(0.99) / 1e6,
+                 static_cast<long long>(errors),
+                 static_cast<long long>(inflight_.load(std::memory_order_relaxed)));
+    last = now;
+  }
+}
+
+absl::StatusOr<RunResult> Runner::Run() {
+  if ((options_.concurrency > 0) == (options_.rate > 0)) {
+    return absl::InvalidArgumentError("give exactly one of --concurrency and --rate");
+  }
+  if (pool_.serialized.empty()) return absl::InvalidArgumentError("empty request pool");
+  if (options_.channels < 1 || options_.threads < 1 || options_.duration_s <= 0 ||
+      options_.warmup_s < 0 || options_.timeout_ms < 1 || options_.max_outstanding < 1) {
+    return absl::InvalidArgumentError(
+        "channels, threads, duration, timeout_ms and max_outstanding must be positive");
+  }
+  for (const std::string& bytes : pool_.serialized) {
+    grpc::Slice slice(bytes);
+    requests_.emplace_back(&slice, 1);
+  }
+  if (absl::Status status = Connect(); !status.ok()) return status;
+
+  int lanes = options_.threads;
+  if (options_.concurrency > 0) lanes = std::min(lanes, options_.concurrency);
+  for (int i = 0; i < lanes; ++i) {
+    Lane& lane = lanes_.emplace_back();
+    lane.stub = stubs_[i % stubs_.size()].get();
+    if (options_.concurrency > 0) {
+      lane.slots = options_.concurrency / lanes + (i < options_.concurrency % lanes ? 1 : 0);
+    }
+  }
+  start_ns_ = NowNs();
+  window_start_ns_ = start_ns_ + static_cast<int64_t>(options_.warmup_s * 1e9);
+  window_end_ns_ = window_start_ns_ + static_cast<int64_t>(options_.duration_s * 1e9);
+
+  absl::Notification done;
+  std::thread progress;
+  if (options_.progress) progress = std::thread([&] { ReportProgress(done); });
+  for (Lane& lane : lanes_) {
+    for (int s = 0; s < lane.slots; ++s) Issue(lane, NowNs());
+  }
+  std::vector<std::thread> pollers;
+  for (Lane& lane : lanes_) pollers.emplace_back([&] { Poll(lane); });
+  std::thread scheduler;
+  if (options_.rate > 0) scheduler = std::thread([&] { Schedule(); });
+  if (scheduler.joinable()) scheduler.join();
+  for (std::thread& t : pollers) t.join();
+  done.Notify();
+  if (progress.joinable()) progress.join();
+
+  RunResult result;
+  result.window_s = options_.duration_s;
+  for (Lane& lane : lanes_) {
+    result.latency.Merge(lane.latency);
+    result.ok += lane.ok;
+    for (const auto& [code, n] : lane.errors) {
+      result.errors_by_code[code] += n;
+      result.errors += n;
+    }
+  }
+  result.delayed_sends = delayed_sends_;
+  result.max_send_lag_ns = max_send_lag_ns_;
+  return result;
+}
+
+}  // namespace
+
+std::string StatusCodeName(int code) {
+  static constexpr const char* kNames[] = {
+      "OK",        "CANCELLED",         "UNKNOWN",       "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+      "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",  "UNIMPLEMENTED",    "INTERNAL",
+      "UNAVAILABLE", "DATA_LOSS",       "UNAUTHENTICATED"};
+  if (code >= 0 && code < static_cast<int>(std::size(kNames))) return kNames[code];
+  return absl::StrCat("CODE_", code);
+}
+
+absl::StatusOr<RunResult> RunLoad(const RunOptions& options, const RequestPool& pool) {
+  Runner runner(options, pool);
+  return runner.Run();
+}
+
+}  // namespace fuserank::bench

@@ -1,0 +1,129 @@
+#include "bench/loadgen/report.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace fuserank::bench {
+namespace {
+
+// JSON has no NaN or infinity.
+std::string Number(double value, int decimals) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.*f", decimals, value);
+}
+
+double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+double Qps(const BenchReport& report) {
+  const double window = report.result.window_s;
+  return window > 0 ? static_cast<double>(report.result.ok) / window : 0.0;
+}
+
+}  // namespace
+
+std::string JsonQuote(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string ReportJson(const BenchReport& report) {
+  const RunResult& r = report.result;
+  const LatencyHistogram& h = r.latency;
+  const bool closed = report.run.concurrency > 0;
+  std::vector<std::string> codes;
+  for (const auto& [code, n] : r.errors_by_code) {
+    codes.push_back(absl::StrCat(JsonQuote(code), ":", n));
+  }
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"target", JsonQuote(report.target)},
+      {"model", JsonQuote(report.model)},
+      {"mode", JsonQuote(closed ? "closed" : "open")},
+      {"concurrency", closed ? absl::StrCat(report.run.concurrency) : "null"},
+      {"rate", closed ? "null" : Number(report.run.rate, 3)},
+      {"candidates", absl::StrCat(report.request.candidates)},
+      {"top_k", absl::StrCat(report.request.top_k)},
+      {"bag", absl::StrCat(report.request.bag)},
+      {"zipf", Number(report.request.zipf_alpha, 3)},
+      {"duration_s", Number(r.window_s, 3)},
+      {"warmup_s", Number(report.run.warmup_s, 3)},
+      {"channels", absl::StrCat(report.run.channels)},
+      {"threads", absl::StrCat(report.run.threads)},
+      {"requests_pool", absl::StrCat(report.requests_pool)},
+      {"request_bytes", Number(report.request_bytes, 1)},
+      {"seed", absl::StrCat(report.request.seed)},
+      {"ok", absl::StrCat(r.ok)},
+      {"errors", absl::StrCat(r.errors)},
+      {"errors_by_code", absl::StrCat("{", absl::StrJoin(codes, ","), "}")},
+      {"qps", Number(Qps(report), 2)},
+      {"candidates_per_s", Number(Qps(report) * report.request.candidates, 1)},
+      {"mean_ms", Number(h.mean() / 1e6, 4)},
+      {"min_ms", Number(Ms(h.min()), 4)},
+      {"p50_ms", Number(Ms(h.ValueAtQuantile(0.50)), 4)},
+      {"p90_ms", Number(Ms(h.ValueAtQuantile(0.90)), 4)},
+      {"p99_ms", Number(Ms(h.ValueAtQuantile(0.99)), 4)},
+      {"p999_ms", Number(Ms(h.ValueAtQuantile(0.999)), 4)},
+      {"max_ms", Number(Ms(h.max()), 4)},
+      {"delayed_sends", absl::StrCat(r.delayed_sends)},
+      {"max_send_lag_ms", Number(Ms(r.max_send_lag_ns), 4)},
+  };
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : fields) parts.push_back(absl::StrCat(JsonQuote(key), ":", value));
+  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+}
+
+std::string ReportText(const BenchReport& report) {
+  const RunResult& r = report.result;
+  const LatencyHistogram& h = r.latency;
+  const std::string load = report.run.concurrency > 0
+                               ? absl::StrCat("concurrency ", report.run.concurrency)
+                               : absl::StrCat("rate ", report.run.rate, "/s (Poisson)");
+  std::string text = absl::StrFormat(
+      "fuserank-bench %s model %s: %s, %d candidates, top_k %u, %.1f s (+%.1f s warmup)\n",
+      report.target, report.model, load, report.request.candidates, report.request.top_k,
+      r.window_s, report.run.warmup_s);
+  absl::StrAppendFormat(&text, "  ok %d  errors %d  qps %.1f  candidates/s %.0f\n", r.ok,
+                        r.errors, Qps(report), Qps(report) * report.request.candidates);
+  absl::StrAppendFormat(&text,
+                        "  latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  "
+                        "max %.3f\n",
+                        h.mean() / 1e6, Ms(h.ValueAtQuantile(0.5)), Ms(h.ValueAtQuantile(0.9)),
+                        Ms(h.ValueAtQuantile(0.99)), Ms(h.ValueAtQuantile(0.999)), Ms(h.max()));
+  for (const auto& [code, n] : r.errors_by_code) {
+    absl::StrAppendFormat(&text, "  error %s: %d\n", code, n);
+  }
+  if (report.run.rate > 0 && (r.delayed_sends > 0 || r.max_send_lag_ns > 1000000)) {
+    absl::StrAppendFormat(&text,
+                          "  open loop: %d sends held by --max_outstanding, latest send %.3f ms "
+                          "behind schedule (counted in latency)\n",
+                          r.delayed_sends, Ms(r.max_send_lag_ns));
+  }
+  return text;
+}
+
+}  // namespace fuserank::bench

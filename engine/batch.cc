@@ -1,0 +1,59 @@
+#include "engine/batch.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace fuserank::engine {
+namespace {
+
+// Appends `other`'s bags after `bags`' own, shifting their row offsets.
+void AppendBags(const BagSet& other, BagSet* bags) {
+  const uint32_t base = static_cast<uint32_t>(bags->rows.size());
+  bags->bag_begin.reserve(bags->bag_begin.size() + other.num_bags());
+  for (size_t b = 1; b < other.bag_begin.size(); ++b) {
+    bags->bag_begin.push_back(base + other.bag_begin[b]);
+  }
+  bags->rows.insert(bags->rows.end(), other.rows.begin(), other.rows.end());
+  bags->weights.insert(bags->weights.end(), other.weights.begin(), other.weights.end());
+}
+
+template <typename T>
+void AppendAll(const std::vector<T>& from, std::vector<T>* to) {
+  to->insert(to->end(), from.begin(), from.end());
+}
+
+}  // namespace
+
+void Batch::Clear() {
+  model.reset();  // do not keep a replaced model alive through an idle batch
+  candidate_begin.assign(1, 0);
+  top_k.clear();
+  user.Clear();
+  item.Clear();
+  user_dense.clear();
+  item_dense.clear();
+}
+
+void Batch::Append(const Batch& other) {
+  if (&other == this) {
+    const Batch copy = other;
+    Append(copy);
+    return;
+  }
+  if (model == nullptr) model = other.model;
+  if (other.model != nullptr && other.model != model) {
+    std::fprintf(stderr, "Batch::Append: batches of different models\n");
+    std::abort();  // a broken invariant of the batcher, not a request error
+  }
+  const uint32_t base = static_cast<uint32_t>(num_candidates());
+  for (size_t r = 1; r < other.candidate_begin.size(); ++r) {
+    candidate_begin.push_back(base + other.candidate_begin[r]);
+  }
+  AppendAll(other.top_k, &top_k);
+  AppendBags(other.user, &user);
+  AppendBags(other.item, &item);
+  AppendAll(other.user_dense, &user_dense);
+  AppendAll(other.item_dense, &item_dense);
+}
+
+}  // namespace fuserank::engine

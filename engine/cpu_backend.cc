@@ -1,0 +1,206 @@
+#include "engine/cpu_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu_forward.h"
+#include "engine/cpu_plan.h"
+#include "engine/cpu_thread_pool.h"
+#include "engine/topk.h"
+
+namespace fuserank::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Checks that a BagSet holds `bags` bags whose rows fit their tables: bag b belongs to
+// tables[b % tables.size()].
+absl::Status CheckBags(const Model& model, const BagSet& set, const std::vector<int>& tables,
+                       size_t bags, const char* side) {
+  if (set.num_bags() != bags || set.bag_begin.front() != 0 ||
+      set.rows.size() != set.bag_begin.back() || set.weights.size() != set.rows.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bags malformed (",
+                                                   set.num_bags(), " bags, expected ", bags,
+                                                   ")"));
+  }
+  for (size_t b = 0; b < bags; ++b) {
+    if (set.bag_begin[b] > set.bag_begin[b + 1]) {
+      return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bag ", b, " reversed"));
+    }
+    const EmbeddingTable& table = model.tables()[tables[b % tables.size()]];
+    for (uint32_t i = set.bag_begin[b]; i < set.bag_begin[b + 1]; ++i) {
+      if (set.rows[i] < 0 || set.rows[i] >= table.rows) {
+        return absl::InvalidArgumentError(absl::StrCat("batch: row ", set.rows[i],
+                                                       " out of range for table '", table.name,
+                                                       "'"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBatch(const Model& model, const Batch& batch) {
+  const int requests = batch.num_requests();
+  if (requests < 0 || batch.candidate_begin.front() != 0 ||
+      batch.top_k.size() != static_cast<size_t>(requests)) {
+    return absl::InvalidArgumentError("batch: candidate_begin or top_k malformed");
+  }
+  for (int r = 0; r < requests; ++r) {
+    if (batch.candidate_begin[r] > batch.candidate_begin[r + 1]) {
+      return absl::InvalidArgumentError("batch: candidate_begin decreases");
+    }
+  }
+  const size_t candidates = batch.num_candidates();
+  const ModelSpec& spec = model.spec();
+  if (batch.user_dense.size() != static_cast<size_t>(requests) * spec.dense_user ||
+      batch.item_dense.size() != candidates * spec.dense_item) {
+    return absl::InvalidArgumentError("batch: dense features of the wrong size");
+  }
+  if (!model.user_tables().empty()) {
+    if (absl::Status status = CheckBags(model, batch.user, model.user_tables(),
+                                        requests * model.user_tables().size(), "user");
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (!model.item_tables().empty()) {
+    if (absl::Status status = CheckBags(model, batch.item, model.item_tables(),
+                                        candidates * model.item_tables().size(), "item");
+        !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(std::shared_ptr<const Model> model, const BackendOptions& options)
+      : model_(std::move(model)), plan_(BuildCpuPlan(*model_)) {
+    const int threads = std::max(1, options.cpu_threads);
+    for (int w = 0; w < std::max(1, options.workers); ++w) {
+      auto worker = std::make_unique<Worker>();
+      worker->pool = std::make_unique<CpuThreadPool>(threads);
+      worker->scratch.resize(threads);
+      if (plan_.ok()) {
+        for (TileScratch& scratch : worker->scratch) scratch.Prepare(*plan_);
+      }
+      workers_.push_back(std::move(worker));
+    }
+  }
+
+  std::string device() const override { return "cpu"; }
+  int num_workers() const override { return static_cast<int>(workers_.size()); }
+  absl::Status Run(int worker, const Batch& batch, BatchResult* result) override;
+
+ private:
+  struct Tile {
+    int request;
+    int first;
+    int count;
+  };
+  // Everything one Run() touches besides the model: reused from call to call.
+  struct Worker {
+    std::unique_ptr<CpuThreadPool> pool;
+    std::vector<TileScratch> scratch;  // one per pool thread
+    std::vector<float> shares;         // requests x RequestShareWidth
+    std::vector<float> scores;         // candidates
+    std::vector<Tile> tiles;
+  };
+
+  void Score(Worker& w, const Batch& batch);
+  void SelectTopK(Worker& w, const Batch& batch, BatchResult* result);
+
+  std::shared_ptr<const Model> model_;
+  absl::StatusOr<CpuPlan> plan_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result) {
+  if (worker < 0 || worker >= num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat("cpu backend: no worker ", worker));
+  }
+  if (!plan_.ok()) return plan_.status();
+  if (batch.model != nullptr && batch.model != model_) {
+    return absl::InvalidArgumentError("cpu backend: batch is for another model");
+  }
+  if (absl::Status status = CheckBatch(*model_, batch); !status.ok()) return status;
+  Worker& w = *workers_[worker];
+  result->Clear();
+  for (TileScratch& scratch : w.scratch) scratch.times = {};
+  Score(w, batch);
+  SelectTopK(w, batch, result);
+  // Per-thread seconds, averaged over the threads that shared the batch.
+  const double threads = static_cast<double>(std::min<size_t>(w.scratch.size(), w.tiles.size()));
+  for (const TileScratch& scratch : w.scratch) {
+    result->stages.lookup += scratch.times.lookup;
+    result->stages.cross += scratch.times.cross;
+    result->stages.dnn += scratch.times.dnn;
+  }
+  if (threads > 1) {
+    result->stages.lookup /= threads;
+    result->stages.cross /= threads;
+    result->stages.dnn /= threads;
+  }
+  return absl::OkStatus();
+}
+
+void CpuBackend::Score(Worker& w, const Batch& batch) {
+  const CpuPlan& plan = *plan_;
+  const int requests = batch.num_requests();
+  const size_t share_width = RequestShareWidth(plan);
+  if (w.shares.size() < requests * share_width) w.shares.resize(requests * share_width);
+  if (w.scores.size() < static_cast<size_t>(batch.num_candidates())) {
+    w.scores.resize(batch.num_candidates());
+  }
+  w.tiles.clear();
+  for (int r = 0; r < requests; ++r) {
+    ComputeRequestShare(plan, *model_, batch, r, w.shares.data() + r * share_width,
+                        &w.scratch[0].times);
+    for (uint32_t c = batch.candidate_begin[r]; c < batch.candidate_begin[r + 1];
+         c += kTileCandidates) {
+      const int count = std::min<int>(kTileCandidates, batch.candidate_begin[r + 1] - c);
+      w.tiles.push_back({r, static_cast<int>(c), count});
+    }
+  }
+  w.pool->ParallelFor(static_cast<int>(w.tiles.size()), [&](int thread, int i) {
+    const Tile& tile = w.tiles[i];
+    ScoreTile(plan, *model_, batch, tile.request, tile.first, tile.count,
+              w.shares.data() + tile.request * share_width, &w.scratch[thread],
+              w.scores.data());
+  });
+}
+
+void CpuBackend::SelectTopK(Worker& w, const Batch& batch, BatchResult* result) {
+  const Clock::time_point start = Clock::now();
+  const int requests = batch.num_requests();
+  size_t total = 0;
+  for (int r = 0; r < requests; ++r) {
+    const int count = static_cast<int>(batch.candidate_begin[r + 1] - batch.candidate_begin[r]);
+    const int k = batch.top_k[r] == 0 ? count : std::min<int>(batch.top_k[r], count);
+    total += k;
+    result->result_begin.push_back(static_cast<uint32_t>(total));
+  }
+  result->items.resize(total);
+  for (int r = 0; r < requests; ++r) {
+    const uint32_t first = batch.candidate_begin[r];
+    TopK(w.scores.data() + first, static_cast<int>(batch.candidate_begin[r + 1] - first),
+         static_cast<int>(result->result_begin[r + 1] - result->result_begin[r]),
+         result->items.data() + result->result_begin[r]);
+  }
+  result->stages.topk = std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackend(std::shared_ptr<const Model> model,
+                                          const BackendOptions& options) {
+  return std::make_unique<CpuBackend>(std::move(model), options);
+}
+
+}  // namespace fuserank::engine

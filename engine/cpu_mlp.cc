@@ -1,0 +1,33 @@
+#include "engine/cpu_mlp.h"
+
+#include <cmath>
+#include <cstddef>
+
+namespace fuserank::engine {
+
+PackedLayer PackLayer(const DenseLayer& layer, bool relu, const std::vector<int>* columns,
+                      bool with_bias) {
+  PackedLayer packed;
+  packed.in = columns != nullptr ? static_cast<int>(columns->size()) : layer.in;
+  packed.out = layer.out;
+  packed.relu = relu;
+  packed.weight = PackedMatrix::FromTransposed(layer.weight.data(), layer.out, packed.in,
+                                               layer.in,
+                                               columns != nullptr ? columns->data() : nullptr);
+  packed.bias = with_bias ? layer.bias : std::vector<float>(layer.out, 0.0f);
+  return packed;
+}
+
+void LayerForward(const PackedLayer& layer, int rows, const float* x, int x_stride, float* y,
+                  int y_stride, const float* bias) {
+  SgemmPacked(rows, x, x_stride, layer.weight, bias != nullptr ? bias : layer.bias.data(),
+              layer.relu, y, y_stride);
+}
+
+void Sigmoid(const float* x, int n, int x_stride, float* out) {
+  for (int i = 0; i < n; ++i) {
+    out[i] = 1.0f / (1.0f + std::exp(-x[static_cast<size_t>(i) * x_stride]));
+  }
+}
+
+}  // namespace fuserank::engine

@@ -1,0 +1,98 @@
+#include "engine/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_probe.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/status_macros.h"
+#include "kernels/interaction.h"
+#include "kernels/layout_math.h"
+
+namespace fuserank::engine::cuda {
+namespace {
+
+constexpr size_t kMaxDotSharedBytes = 48 * 1024;
+
+absl::Status CheckServable(const GpuLayout& g) {
+  if (g.interaction != Interaction::kDot) return absl::OkStatus();
+  const int n = g.user_tables + g.item_tables + (g.z_width > 0 ? 1 : 0);
+  if (kernels::DotSharedBytesPerWarp(n, g.dim) > kMaxDotSharedBytes) {
+    return absl::UnimplementedError(absl::StrCat("dot interaction of ", n, " vectors of width ",
+                                                 g.dim, " needs more than 48 KiB of shared "
+                                                 "memory per warp"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    std::shared_ptr<const Model> model, const BackendOptions& options,
+    const CudaOptions& cuda_options) {
+  if (model == nullptr) return absl::InvalidArgumentError("CudaBackend: no model");
+  if (options.workers < 1 || options.max_batch_candidates < 1) {
+    return absl::InvalidArgumentError("CudaBackend: workers and max_batch_candidates must be >= 1");
+  }
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  ASSIGN_OR_RETURN(b->description_, ProbeCudaDevice(options.gpu));
+  b->model_ = std::move(model);
+  const Model& m = *b->model_;
+  ASSIGN_OR_RETURN(GpuLayout layout, ComputeGpuLayout(m));
+  RETURN_IF_ERROR(CheckServable(layout));
+  ASSIGN_OR_RETURN(b->device_model_, DeviceModel::Upload(m, layout));
+
+  BackendShared& sh = b->shared_;
+  sh.gpu = options.gpu;
+  sh.cuda_graphs = options.cuda_graphs;
+  sh.reorder_ids = cuda_options.reorder_ids;
+  sh.max_bucket = kernels::CandidateBucket(static_cast<uint32_t>(options.max_batch_candidates));
+  for (uint32_t n = kernels::kMinCandidateBucket; n <= sh.max_bucket; n *= 2) sh.buckets.push_back(n);
+  sh.workspace_bytes = cuda_options.workspace_bytes;
+  sh.pack_info = MakePackInfo(m);
+
+  // Algorithms are chosen once here, with a handle of the same device as the workers'.
+  ASSIGN_OR_RETURN(LtHandle lt, CreateLtHandle());
+  if (!b->device_model_->bottom().empty()) {
+    std::vector<MlpLayerShape> shapes = b->device_model_->bottom();
+    SetPitches(&shapes, layout.x_ld, layout.hidden_ld, layout.h_ld);
+    ASSIGN_OR_RETURN(b->bottom_, MlpPlan::Create(lt.get(), std::move(shapes), sh.buckets,
+                                                 options.allow_tf32, sh.workspace_bytes));
+  }
+  std::vector<MlpLayerShape> top = b->device_model_->top();
+  SetPitches(&top, layout.h_ld, layout.hidden_ld, /*last_out_ld=*/1);
+  ASSIGN_OR_RETURN(b->top_, MlpPlan::Create(lt.get(), std::move(top), sh.buckets,
+                                            options.allow_tf32, sh.workspace_bytes));
+  sh.layout = std::move(layout);
+  sh.model = b->device_model_.get();
+  sh.bottom = b->bottom_.get();
+  sh.top = b->top_.get();
+  for (int w = 0; w < options.workers; ++w) {
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaWorker> worker, CudaWorker::Create(&sh));
+    b->workers_.push_back(std::move(worker));
+  }
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  // Device memory is freed on this thread: make the backend's GPU current first.
+  cudaSetDevice(shared_.gpu);
+  workers_.clear();
+}
+
+std::string CudaBackend::device() const { return absl::StrCat("cuda:", shared_.gpu); }
+
+absl::Status CudaBackend::Run(int worker, const Batch& batch, BatchResult* result) {
+  if (worker < 0 || worker >= num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaBackend: no worker ", worker));
+  }
+  if (batch.model.get() != model_.get()) {
+    return absl::InvalidArgumentError("CudaBackend: the batch is for another model");
+  }
+  return workers_[worker]->Run(batch, result);
+}
+
+}  // namespace fuserank::engine::cuda

@@ -1,0 +1,65 @@
+// The CUDA backend: a model's tables and weights resident on one GPU and a pool of
+// workers (engine.streams), each running whole batches on its own stream, replayed as
+// one CUDA graph per size bucket. Built into the run-time loaded module
+// libfuserank_cuda.so; the server reaches it only through the Backend interface.
+// Thread-safe in the Backend sense: one Run() per worker index at a time.
+#ifndef FUSERANK_ENGINE_CUDA_CUDA_BACKEND_H_
+#define FUSERANK_ENGINE_CUDA_CUDA_BACKEND_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/cuda/cuda_worker.h"
+#include "engine/cuda/device_model.h"
+#include "engine/cuda/mlp_plan.h"
+#include "engine/model.h"
+
+namespace fuserank::engine::cuda {
+
+// Settings of the CUDA backend that the engine config does not carry.
+struct CudaOptions {
+  // Sort and deduplicate (table, row) per batch and read each row once (off by default;
+  // a measurement decides). The module reads FUSERANK_CUDA_REORDER_IDS=1.
+  bool reorder_ids = false;
+  size_t workspace_bytes = size_t{8} << 20;  // cuBLASLt workspace per worker
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Probes options.gpu, uploads the model and creates options.workers workers.
+  // FAILED_PRECONDITION without a usable GPU; UNIMPLEMENTED for what the GPU path does
+  // not serve (int8 tables); RESOURCE_EXHAUSTED when device memory runs out.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(std::shared_ptr<const Model> model,
+                                                             const BackendOptions& options,
+                                                             const CudaOptions& cuda_options);
+  ~CudaBackend() override;
+
+  std::string device() const override;
+  int num_workers() const override { return static_cast<int>(workers_.size()); }
+  absl::Status Run(int worker, const Batch& batch, BatchResult* result) override;
+
+  // Counters of one worker (read between batches of that worker).
+  const WorkerStats& stats(int worker) const { return workers_[worker]->stats(); }
+  // The probe's description of the GPU.
+  const std::string& description() const { return description_; }
+
+ private:
+  CudaBackend() = default;
+
+  std::shared_ptr<const Model> model_;
+  std::string description_;
+  std::unique_ptr<DeviceModel> device_model_;
+  std::unique_ptr<MlpPlan> bottom_;
+  std::unique_ptr<MlpPlan> top_;
+  BackendShared shared_;
+  // Last: workers (and their graphs) go before the model state they point into.
+  std::vector<std::unique_ptr<CudaWorker>> workers_;
+};
+
+}  // namespace fuserank::engine::cuda
+
+#endif  // FUSERANK_ENGINE_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,328 @@
+#include "engine/cuda/cuda_worker.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/status_macros.h"
+#include "kernels/batch_layout.h"
+#include "kernels/interaction.h"
+#include "kernels/layout_math.h"
+#include "kernels/lookup.h"
+#include "kernels/topk.h"
+#include "kernels/topk_keys.h"
+
+namespace fuserank::engine::cuda {
+namespace {
+
+static_assert(sizeof(kernels::ScoredPair) == sizeof(ScoredIndex) &&
+                  offsetof(ScoredIndex, index) == 0 && offsetof(ScoredIndex, score) == 4,
+              "results copy back as ScoredIndex");
+
+constexpr size_t kInitialStagingBytes = 256 * 1024;
+
+size_t Floats(uint32_t rows, int ld) { return sizeof(float) * rows * static_cast<size_t>(ld); }
+
+double Seconds(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0.0f;
+  return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms * 1e-3 : 0.0;
+}
+
+}  // namespace
+
+CudaWorker::CudaWorker(const BackendShared* shared)
+    : shared_(shared), packer_(shared->pack_info, shared->reorder_ids) {}
+
+absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(const BackendShared* shared) {
+  std::unique_ptr<CudaWorker> w(new CudaWorker(shared));
+  RETURN_IF_ERROR(w->Allocate());
+  return w;
+}
+
+absl::Status CudaWorker::Allocate() {
+  const GpuLayout& g = shared_->layout;
+  const uint32_t n = shared_->max_bucket;
+  ASSIGN_OR_RETURN(stream_, CreateStream());
+  ASSIGN_OR_RETURN(lt_, CreateLtHandle());
+  for (Event& e : events_) {
+    ASSIGN_OR_RETURN(e, CreateEvent());
+  }
+  ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(shared_->workspace_bytes, "cuBLASLt workspace"));
+  ASSIGN_OR_RETURN(h_out_, PinnedBuffer::Allocate(n * sizeof(kernels::ScoredPair), "results"));
+  ASSIGN_OR_RETURN(d_out_, DeviceBuffer::Allocate(n * sizeof(kernels::ScoredPair), "results"));
+  ASSIGN_OR_RETURN(h_logits_, PinnedBuffer::Allocate(n * sizeof(float), "logits"));
+  ASSIGN_OR_RETURN(logits_, DeviceBuffer::Allocate(n * sizeof(float), "logits"));
+  ASSIGN_OR_RETURN(h_, DeviceBuffer::Allocate(Floats(n, g.h_ld), "interaction output"));
+  ASSIGN_OR_RETURN(hidden0_, DeviceBuffer::Allocate(Floats(n, g.hidden_ld), "hidden"));
+  ASSIGN_OR_RETURN(hidden1_, DeviceBuffer::Allocate(Floats(n, g.hidden_ld), "hidden"));
+  if (g.bottom_mlp) {
+    ASSIGN_OR_RETURN(x_, DeviceBuffer::Allocate(Floats(n, g.x_ld), "dense input"));
+  }
+  if (g.user_tables > 0) {
+    ASSIGN_OR_RETURN(user_, DeviceBuffer::Allocate(Floats(n, g.user_ld), "pooled user vectors"));
+  }
+  if (g.interaction == Interaction::kDot && g.item_tables > 0) {
+    ASSIGN_OR_RETURN(item_, DeviceBuffer::Allocate(Floats(n, g.item_ld), "pooled item vectors"));
+  }
+  if (shared_->bottom != nullptr) {
+    bottom_io_ = ChainIo(shared_->bottom->num_layers(), x_.get<float>(), hidden0_.get<float>(),
+                         hidden1_.get<float>(), h_.get<float>());
+  }
+  top_io_ = ChainIo(shared_->top->num_layers(), h_.get<float>(), hidden0_.get<float>(),
+                    hidden1_.get<float>(), logits_.get<float>());
+  graphs_.resize(shared_->buckets.size() * kernels::kNumTopKShapes);
+  kernels::PackedHeader empty;
+  empty.total_bytes = kInitialStagingBytes;
+  return EnsureStaging(empty);
+}
+
+absl::Status CudaWorker::EnsureStaging(const kernels::PackedHeader& h) {
+  bool grown = false;
+  if (h.total_bytes > h_stage_.bytes()) {
+    const size_t bytes = std::max<size_t>(h.total_bytes, 2 * h_stage_.bytes());
+    h_stage_.Reset();
+    d_stage_.Reset();
+    ASSIGN_OR_RETURN(h_stage_, PinnedBuffer::Allocate(bytes, "batch staging"));
+    ASSIGN_OR_RETURN(d_stage_, DeviceBuffer::Allocate(bytes, "batch staging"));
+    grown = true;
+  }
+  const size_t gathered = size_t{h.num_unique} * shared_->layout.gather_stride;
+  if (gathered > d_gathered_.bytes()) {
+    const size_t bytes = std::max(gathered, 2 * d_gathered_.bytes());
+    d_gathered_.Reset();
+    ASSIGN_OR_RETURN(d_gathered_, DeviceBuffer::Allocate(bytes, "gathered rows"));
+    grown = true;
+  }
+  if (grown) {
+    // Captured graphs hold the old pointers.
+    for (GraphExec& g : graphs_) g.Reset();
+    ++stats_.staging_grows;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool timed) {
+  const GpuLayout& g = shared_->layout;
+  const DeviceModel& m = *shared_->model;
+  const uint32_t bucket = shared_->buckets[bucket_index];
+  cudaStream_t s = stream_.get();
+  const unsigned char* batch = d_stage_.get<unsigned char>();
+  const bool gather = shared_->reorder_ids && (g.user_tables + g.item_tables) > 0;
+  if (gather) {
+    kernels::GatherArgs ga;
+    ga.d_batch = batch;
+    ga.d_tables = m.d_tables();
+    ga.d_gathered = d_gathered_.get<unsigned char>();
+    ga.stride = g.gather_stride;
+    ga.max_unique = std::min<uint64_t>(d_gathered_.bytes() / g.gather_stride,
+                                       uint64_t{bucket} * (g.user_tables + g.item_tables));
+    RETURN_IF_CUDA_ERROR(kernels::LaunchGatherUniqueRows(ga, s), "gather unique rows");
+    ++launches_;
+  }
+  kernels::LookupArgs la;
+  la.d_batch = batch;
+  la.d_tables = m.d_tables();
+  la.user_tables = g.user_tables;
+  la.item_tables = g.item_tables;
+  la.d_user_out = user_.get<float>();
+  la.user_ld = g.user_ld;
+  const bool dot = g.interaction == Interaction::kDot;
+  la.d_item_out = dot ? item_.get<float>() : h_.get<float>();
+  la.item_ld = dot ? g.item_ld : g.h_ld;
+  if (g.dense_user + g.dense_item > 0) {
+    la.d_dense_out = g.bottom_mlp ? x_.get<float>() : h_.get<float>();
+    la.dense_ld = g.bottom_mlp ? g.x_ld : g.h_ld;
+  }
+  la.dense_user = g.dense_user;
+  la.dense_item = g.dense_item;
+  if (gather) {
+    la.d_gathered = d_gathered_.get<unsigned char>();
+    la.gather_stride = g.gather_stride;
+  }
+  la.max_candidates = bucket;
+  la.max_requests = bucket;
+  la.lanes = g.lanes;
+  RETURN_IF_CUDA_ERROR(kernels::LaunchPooledLookup(la, s), "pooled lookup");
+  ++launches_;
+  if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[1].get(), s), "cudaEventRecord");
+  void* ws = workspace_.get();
+  const size_t ws_bytes = workspace_.bytes();
+  if (shared_->bottom != nullptr) {
+    RETURN_IF_ERROR(shared_->bottom->Enqueue(lt_.get(), bucket_index, bottom_io_, ws, ws_bytes,
+                                             s, &launches_));
+  }
+  if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[2].get(), s), "cudaEventRecord");
+  if (dot) {
+    kernels::DotArgs da;
+    da.d_batch = batch;
+    da.d_slots = m.d_dot_slots();
+    da.num_tables = g.user_tables + g.item_tables;
+    da.dim = g.dim;
+    da.d_user = user_.get<float>();
+    da.user_ld = g.user_ld;
+    da.d_item = item_.get<float>();
+    da.item_ld = g.item_ld;
+    da.d_h = h_.get<float>();
+    da.h_ld = g.h_ld;
+    da.z_width = g.z_width;
+    da.max_candidates = bucket;
+    RETURN_IF_CUDA_ERROR(kernels::LaunchDotInteraction(da, s), "dot interaction");
+    ++launches_;
+  } else if (g.user_tables > 0) {
+    kernels::ConcatUserArgs ca;
+    ca.d_batch = batch;
+    ca.d_slots = m.d_concat_slots();
+    ca.num_slots = g.user_tables;
+    ca.d_user = user_.get<float>();
+    ca.user_ld = g.user_ld;
+    ca.d_h = h_.get<float>();
+    ca.h_ld = g.h_ld;
+    ca.max_candidates = bucket;
+    RETURN_IF_CUDA_ERROR(kernels::LaunchConcatUser(ca, s), "concat user vectors");
+    ++launches_;
+  }
+  if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[3].get(), s), "cudaEventRecord");
+  RETURN_IF_ERROR(
+      shared_->top->Enqueue(lt_.get(), bucket_index, top_io_, ws, ws_bytes, s, &launches_));
+  if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[4].get(), s), "cudaEventRecord");
+  kernels::TopKArgs ta;
+  ta.d_batch = batch;
+  ta.d_logits = logits_.get<float>();
+  ta.d_out = d_out_.get<kernels::ScoredPair>();
+  ta.shape = shape;
+  ta.max_requests = bucket;
+  RETURN_IF_CUDA_ERROR(kernels::LaunchSegmentedTopK(ta, s), "segmented top-K");
+  ++launches_;
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::Capture(int bucket_index, int shape) {
+  cudaStream_t s = stream_.get();
+  RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+                       "cudaStreamBeginCapture");
+  const int launches = launches_;
+  const absl::Status enqueued = EnqueueForward(bucket_index, shape, /*timed=*/false);
+  launches_ = launches;
+  cudaGraph_t raw = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(s, &raw);
+  Graph graph(raw);
+  RETURN_IF_ERROR(enqueued);
+  RETURN_IF_CUDA_ERROR(ended, "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  RETURN_IF_CUDA_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0), "cudaGraphInstantiate");
+  graphs_[bucket_index * kernels::kNumTopKShapes + shape] = GraphExec(exec);
+  ++stats_.graphs_captured;
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
+  RETURN_IF_CUDA_ERROR(cudaSetDevice(shared_->gpu), "cudaSetDevice");
+  result->Clear();
+  const uint32_t candidates = static_cast<uint32_t>(batch.num_candidates());
+  const uint32_t requests = static_cast<uint32_t>(std::max(batch.num_requests(), 0));
+  const uint32_t rows = std::max(candidates, requests);
+  if (rows > shared_->max_bucket) {
+    return absl::InvalidArgumentError(absl::StrCat("batch of ", candidates, " candidates and ",
+                                                   requests, " requests exceeds the CUDA "
+                                                   "backend's ", shared_->max_bucket));
+  }
+  ASSIGN_OR_RETURN(const kernels::PackedHeader h, packer_.Plan(batch));
+  result->result_begin.assign(packer_.result_begin().begin(), packer_.result_begin().end());
+  if (h.total_results == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(EnsureStaging(h));
+  packer_.Write(batch, h, h_stage_.get());
+
+  const int bucket_index = kernels::BucketIndex(kernels::CandidateBucket(rows));
+  const int shape = kernels::TopKShapeIndex(h.max_segment);
+  const bool use_graphs = shared_->cuda_graphs && !graphs_broken_;
+  GraphExec& graph = graphs_[bucket_index * kernels::kNumTopKShapes + shape];
+  const bool replay = use_graphs && static_cast<bool>(graph);
+  const bool timed = !use_graphs;
+  cudaStream_t s = stream_.get();
+  launches_ = 0;
+  RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[0].get(), s), "cudaEventRecord");
+  RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(d_stage_.get(), h_stage_.get(), h.total_bytes,
+                                       cudaMemcpyHostToDevice, s),
+                       "copy batch to device");
+  if (replay) {
+    RETURN_IF_CUDA_ERROR(cudaGraphLaunch(graph.get(), s), "cudaGraphLaunch");
+    ++launches_;
+    ++stats_.graph_launches;
+  } else {
+    RETURN_IF_ERROR(EnqueueForward(bucket_index, shape, timed));
+  }
+  RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(h_out_.get(), d_out_.get(),
+                                       size_t{h.total_results} * sizeof(kernels::ScoredPair),
+                                       cudaMemcpyDeviceToHost, s),
+                       "copy results to host");
+  const bool long_requests = h.max_segment > kernels::kMaxTopKSegment;
+  if (long_requests) {
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(h_logits_.get(), logits_.get(), candidates * sizeof(float),
+                                         cudaMemcpyDeviceToHost, s),
+                         "copy logits to host");
+  }
+  RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[5].get(), s), "cudaEventRecord");
+  RETURN_IF_CUDA_ERROR(cudaEventSynchronize(events_[5].get()), "batch on the GPU");
+  result->items.resize(h.total_results);
+  std::memcpy(result->items.data(), h_out_.get(), h.total_results * sizeof(kernels::ScoredPair));
+  if (long_requests) RankLongRequestsOnHost(batch, result);
+  FillStageTimes(timed, result);
+  ++stats_.batches;
+  stats_.last_launches = launches_;
+  stats_.last_used_graph = replay;
+  if (use_graphs && !replay) {
+    const absl::Status captured = Capture(bucket_index, shape);
+    if (!captured.ok()) {
+      // The batch is scored; the worker goes on without graphs rather than failing.
+      graphs_broken_ = true;
+      stats_.graph_error = std::string(captured.message());
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CudaWorker::FillStageTimes(bool timed, BatchResult* result) {
+  cudaEvent_t e[6];
+  for (int i = 0; i < 6; ++i) e[i] = events_[i].get();
+  stats_.last_device_seconds = Seconds(e[0], e[5]);
+  StageTimes& st = result->stages;
+  if (timed) {
+    st.lookup = Seconds(e[0], e[1]);  // copy in, gather, lookup
+    st.dnn = Seconds(e[1], e[2]) + Seconds(e[3], e[4]);
+    st.cross = Seconds(e[2], e[3]);
+    st.topk = Seconds(e[4], e[5]);  // top-K and copy out
+  } else {
+    // One graph: its stages cannot be told apart, so the whole batch counts as dnn.
+    st.dnn = stats_.last_device_seconds;
+  }
+}
+
+void CudaWorker::RankLongRequestsOnHost(const Batch& batch, BatchResult* result) {
+  const float* logits = h_logits_.get<float>();
+  for (int r = 0; r < batch.num_requests(); ++r) {
+    const uint32_t begin = batch.candidate_begin[r];
+    const uint32_t count = batch.candidate_begin[r + 1] - begin;
+    if (count <= kernels::kMaxTopKSegment) continue;
+    scratch_score_.resize(count);
+    scratch_index_.resize(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      scratch_score_[i] = kernels::Sigmoid(logits[begin + i]);
+      scratch_index_[i] = i;
+    }
+    const uint32_t k = result->result_begin[r + 1] - result->result_begin[r];
+    std::partial_sort(scratch_index_.begin(), scratch_index_.begin() + k, scratch_index_.end(),
+                      [&](uint32_t a, uint32_t b) {
+                        const float sa = scratch_score_[a];
+                        const float sb = scratch_score_[b];
+                        return sa > sb || (sa == sb && a < b);
+                      });
+    ScoredIndex* out = result->items.data() + result->result_begin[r];
+    for (uint32_t i = 0; i < k; ++i) out[i] = {scratch_index_[i], scratch_score_[scratch_index_[i]]};
+  }
+}
+
+}  // namespace fuserank::engine::cuda

@@ -1,0 +1,97 @@
+// One worker of the CUDA backend: its stream, pinned staging (one copy in, one copy out
+// per batch), device activations sized for the largest size bucket, a cuBLASLt handle and
+// workspace, and the CUDA graphs it captured, one per (size bucket, top-K shape).
+// Not thread-safe: the backend runs at most one batch per worker at a time.
+#ifndef FUSERANK_ENGINE_CUDA_CUDA_WORKER_H_
+#define FUSERANK_ENGINE_CUDA_CUDA_WORKER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/batch.h"
+#include "engine/cuda/batch_packer.h"
+#include "engine/cuda/cuda_handles.h"
+#include "engine/cuda/device_memory.h"
+#include "engine/cuda/device_model.h"
+#include "engine/cuda/gpu_layout.h"
+#include "engine/cuda/mlp_plan.h"
+
+namespace fuserank::engine::cuda {
+
+// The backend's read-only state that every worker reads. Outlives the workers.
+struct BackendShared {
+  int gpu = 0;
+  bool cuda_graphs = true;
+  bool reorder_ids = false;
+  uint32_t max_bucket = 0;        // CandidateBucket(max_batch_candidates)
+  std::vector<uint32_t> buckets;  // kMinCandidateBucket, doubling, up to max_bucket
+  size_t workspace_bytes = 0;
+  GpuLayout layout;
+  PackInfo pack_info;
+  const DeviceModel* model = nullptr;
+  const MlpPlan* bottom = nullptr;  // nullptr without a bottom MLP
+  const MlpPlan* top = nullptr;
+};
+
+struct WorkerStats {
+  uint64_t batches = 0;
+  uint64_t graph_launches = 0;
+  uint64_t graphs_captured = 0;
+  uint64_t staging_grows = 0;
+  // Launch calls of the last batch: kernels and cuBLASLt matmuls, or 1 for a replayed
+  // graph (the two copies and the timing events are not counted).
+  int last_launches = 0;
+  bool last_used_graph = false;
+  double last_device_seconds = 0;  // from before the copy in to after the copy out
+  std::string graph_error;         // why capture failed (graphs then stay off), if it did
+};
+
+class CudaWorker {
+ public:
+  // REQUIRES: the current device is shared->gpu.
+  static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(const BackendShared* shared);
+
+  // Scores `batch` and writes every request's top-K into `result`.
+  absl::Status Run(const Batch& batch, BatchResult* result);
+  const WorkerStats& stats() const { return stats_; }
+
+ private:
+  explicit CudaWorker(const BackendShared* shared);
+  absl::Status Allocate();
+  absl::Status EnsureStaging(const kernels::PackedHeader& h);
+  // Enqueues the whole forward pass for `bucket_index` (graph capture or eager). With
+  // `timed`, records stage events 1..4 between the stages.
+  absl::Status EnqueueForward(int bucket_index, int shape, bool timed);
+  absl::Status Capture(int bucket_index, int shape);
+  void RankLongRequestsOnHost(const Batch& batch, BatchResult* result);
+  void FillStageTimes(bool timed, BatchResult* result);
+
+  const BackendShared* shared_;
+  BatchPacker packer_;
+  Stream stream_;
+  LtHandle lt_;
+  Event events_[6];
+  DeviceBuffer workspace_;
+  PinnedBuffer h_stage_;
+  DeviceBuffer d_stage_;
+  DeviceBuffer d_gathered_;
+  PinnedBuffer h_out_;
+  DeviceBuffer d_out_;
+  PinnedBuffer h_logits_;
+  DeviceBuffer x_, h_, user_, item_, hidden0_, hidden1_, logits_;
+  std::vector<LayerIo> bottom_io_;
+  std::vector<LayerIo> top_io_;
+  std::vector<GraphExec> graphs_;  // [bucket_index * kNumTopKShapes + shape]
+  bool graphs_broken_ = false;
+  int launches_ = 0;
+  std::vector<uint32_t> scratch_index_;
+  std::vector<float> scratch_score_;
+  WorkerStats stats_;
+};
+
+}  // namespace fuserank::engine::cuda
+
+#endif  // FUSERANK_ENGINE_CUDA_CUDA_WORKER_H_

@@ -1,0 +1,109 @@
+// Owners of device memory (cudaMalloc) and pinned host memory (cudaHostAlloc): move-only,
+// freed on destruction. The only place in the engine that allocates either.
+// Not thread-safe: one owner at a time.
+#ifndef FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_
+#define FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_
+
+#include <cstddef>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+
+namespace fuserank::engine::cuda {
+
+namespace internal {
+
+struct DeviceFree {
+  static void Free(void* p) { cudaFree(p); }
+};
+struct HostFree {
+  static void Free(void* p) { cudaFreeHost(p); }
+};
+
+template <typename Free>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { Reset(); }
+
+  void Reset() {
+    if (ptr_ != nullptr) Free::Free(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  template <typename T = void>
+  T* get() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ protected:
+  Buffer(void* ptr, size_t bytes) : ptr_(ptr), bytes_(bytes) {}
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace internal
+
+// Device memory, zero-filled at allocation (so padded rows never hold garbage).
+class DeviceBuffer : public internal::Buffer<internal::DeviceFree> {
+ public:
+  DeviceBuffer() = default;
+  // `what` names the buffer in the error (e.g. "table 'user_id'").
+  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes, absl::string_view what) {
+    if (bytes == 0) return DeviceBuffer();
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      return CudaStatus(err, absl::StrCat("cudaMalloc ", bytes, " bytes for ", what));
+    }
+    DeviceBuffer buffer(p, bytes);
+    RETURN_IF_CUDA_ERROR(cudaMemset(p, 0, bytes), absl::StrCat("cudaMemset ", what));
+    return buffer;
+  }
+
+ private:
+  DeviceBuffer(void* p, size_t bytes) : Buffer(p, bytes) {}
+};
+
+// Page-locked host memory: the staging of the one copy in and the one copy out per batch.
+class PinnedBuffer : public internal::Buffer<internal::HostFree> {
+ public:
+  PinnedBuffer() = default;
+  static absl::StatusOr<PinnedBuffer> Allocate(size_t bytes, absl::string_view what) {
+    if (bytes == 0) return PinnedBuffer();
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      return CudaStatus(err, absl::StrCat("cudaHostAlloc ", bytes, " bytes for ", what));
+    }
+    return PinnedBuffer(p, bytes);
+  }
+
+ private:
+  PinnedBuffer(void* p, size_t bytes) : Buffer(p, bytes) {}
+};
+
+}  // namespace fuserank::engine::cuda
+
+#endif  // FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_

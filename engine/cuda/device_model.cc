@@ -1,0 +1,75 @@
+#include "engine/cuda/device_model.h"
+
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/status_macros.h"
+
+namespace fuserank::engine::cuda {
+namespace {
+
+// Copies `bytes` host bytes into a new device buffer.
+absl::StatusOr<DeviceBuffer> Upload(const void* src, size_t bytes, const std::string& what) {
+  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(bytes, what));
+  if (bytes > 0) {
+    RETURN_IF_CUDA_ERROR(cudaMemcpy(buffer.get(), src, bytes, cudaMemcpyHostToDevice),
+                         absl::StrCat("cudaMemcpy ", what));
+  }
+  return buffer;
+}
+
+template <typename T>
+absl::StatusOr<DeviceBuffer> UploadVector(const std::vector<T>& v, const std::string& what) {
+  return Upload(v.data(), v.size() * sizeof(T), what);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& model,
+                                                                 const GpuLayout& layout) {
+  std::unique_ptr<DeviceModel> dm(new DeviceModel());
+  std::vector<kernels::LookupTable> desc = layout.lookup;
+  for (size_t k = 0; k < desc.size(); ++k) {
+    const EmbeddingTable& t = model.tables()[layout.lookup_spec_index[k]];
+    const size_t bytes = static_cast<size_t>(t.rows) * t.row_bytes;
+    ASSIGN_OR_RETURN(DeviceBuffer rows,
+                     cuda::Upload(t.data, bytes, absl::StrCat("table '", t.name, "'")));
+    desc[k].d_rows = rows.get<unsigned char>();
+    dm->table_bytes_ += bytes;
+    dm->tables_.push_back(std::move(rows));
+  }
+  ASSIGN_OR_RETURN(dm->tables_desc_, UploadVector(desc, "table descriptors"));
+  ASSIGN_OR_RETURN(dm->dot_slots_, UploadVector(layout.dot_slots, "dot slots"));
+  ASSIGN_OR_RETURN(dm->concat_slots_, UploadVector(layout.concat_slots, "concat slots"));
+  auto upload_mlp = [&](const std::vector<DenseLayer>& layers, const char* name,
+                        std::vector<MlpLayerShape>* out) -> absl::Status {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const DenseLayer& layer = layers[l];
+      if (layer.weight.size() != size_t{1} * layer.in * layer.out ||
+          layer.bias.size() != static_cast<size_t>(layer.out)) {
+        return absl::InternalError(absl::StrCat(name, ".", l, ": weight or bias size mismatch"));
+      }
+      ASSIGN_OR_RETURN(DeviceBuffer w,
+                       UploadVector(layer.weight, absl::StrCat(name, ".", l, ".weight")));
+      ASSIGN_OR_RETURN(DeviceBuffer b, UploadVector(layer.bias, absl::StrCat(name, ".", l, ".bias")));
+      MlpLayerShape s;
+      s.in = layer.in;
+      s.out = layer.out;
+      s.relu = layer.relu;
+      s.d_weight = w.get<float>();
+      s.d_bias = b.get<float>();
+      out->push_back(s);
+      dm->weights_.push_back(std::move(w));
+      dm->weights_.push_back(std::move(b));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(upload_mlp(model.bottom_mlp(), "bottom_mlp", &dm->bottom_));
+  RETURN_IF_ERROR(upload_mlp(model.top_mlp(), "top_mlp", &dm->top_));
+  return dm;
+}
+
+}  // namespace fuserank::engine::cuda

@@ -1,0 +1,99 @@
+// One MLP (the bottom or the top stack) on cuBLASLt: per layer a matmul descriptor with
+// the bias (+ReLU) epilogue, and per (layer, size bucket) the matrix layouts and the
+// algorithm chosen once by cublasLtMatmulAlgoGetHeuristic. Built once per model; then
+// read-only and shared by every worker (each passes its own handle, buffers, workspace).
+#ifndef FUSERANK_ENGINE_CUDA_MLP_PLAN_H_
+#define FUSERANK_ENGINE_CUDA_MLP_PLAN_H_
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/cuda/cuda_handles.h"
+
+namespace fuserank::engine::cuda {
+
+// A layer as cuBLASLt runs it: out[N, out] = act(in[N, in] * W^T + b), activations
+// row-major with row pitches in_ld / out_ld (floats). W stays in PyTorch's [out, in]
+// row-major layout on the device: cuBLASLt reads it as the column-major [in, out]
+// matrix with TRANSA = T, so no transpose ever runs.
+struct MlpLayerShape {
+  int in = 0;
+  int out = 0;
+  bool relu = true;
+  const float* d_weight = nullptr;
+  const float* d_bias = nullptr;
+  int in_ld = 0;
+  int out_ld = 0;
+};
+
+// Per layer, the activations one worker passes: d_in [N, in_ld], d_out [N, out_ld].
+struct LayerIo {
+  const float* d_in = nullptr;
+  float* d_out = nullptr;
+};
+
+// Sets the row pitches of a stack: layer 0 reads rows of first_in_ld floats, the last
+// layer writes rows of last_out_ld, and activations in between use hidden_ld.
+inline void SetPitches(std::vector<MlpLayerShape>* layers, int first_in_ld, int hidden_ld,
+                       int last_out_ld) {
+  for (size_t l = 0; l < layers->size(); ++l) {
+    (*layers)[l].in_ld = l == 0 ? first_in_ld : hidden_ld;
+    (*layers)[l].out_ld = l + 1 == layers->size() ? last_out_ld : hidden_ld;
+  }
+}
+
+// The activations of a stack of `layers` layers that reads `in`, ping-pongs between
+// two hidden buffers and writes `out` (pitches as in SetPitches).
+inline std::vector<LayerIo> ChainIo(size_t layers, const float* in, float* hidden0,
+                                    float* hidden1, float* out) {
+  std::vector<LayerIo> io(layers);
+  const float* src = in;
+  for (size_t l = 0; l < layers; ++l) {
+    float* dst = l + 1 == layers ? out : (l % 2 == 0 ? hidden0 : hidden1);
+    io[l] = {src, dst};
+    src = dst;
+  }
+  return io;
+}
+
+class MlpPlan {
+ public:
+  // `buckets`: the batch sizes (rows N) the plan serves, ascending.
+  // allow_tf32: CUBLAS_COMPUTE_32F_FAST_TF32 instead of CUBLAS_COMPUTE_32F.
+  static absl::StatusOr<std::unique_ptr<MlpPlan>> Create(cublasLtHandle_t handle,
+                                                         std::vector<MlpLayerShape> layers,
+                                                         std::vector<uint32_t> buckets,
+                                                         bool allow_tf32, size_t workspace_bytes);
+
+  // Enqueues every layer for `bucket_index` rows; io has one entry per layer.
+  // Returns the number of cuBLASLt calls made in *launches.
+  absl::Status Enqueue(cublasLtHandle_t handle, int bucket_index, absl::Span<const LayerIo> io,
+                       void* d_workspace, size_t workspace_bytes, cudaStream_t stream,
+                       int* launches) const;
+
+  size_t num_layers() const { return layers_.size(); }
+
+ private:
+  struct Layer {
+    MlpLayerShape shape;
+    LtMatmulDesc desc;
+    LtLayout a;
+    std::vector<LtLayout> b;  // per bucket
+    std::vector<LtLayout> d;  // per bucket
+    std::vector<cublasLtMatmulAlgo_t> algo;
+  };
+  MlpPlan() = default;
+
+  std::vector<Layer> layers_;
+  std::vector<uint32_t> buckets_;
+};
+
+}  // namespace fuserank::engine::cuda
+
+#endif  // FUSERANK_ENGINE_CUDA_MLP_PLAN_H_

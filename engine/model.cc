@@ -1,0 +1,234 @@
+// Model loading: every tensor SPEC section 2 names is checked (dtype, shape, byte count)
+// against the spec, dense layers are copied out (they are small and read constantly),
+// embedding tables stay in the mapping, and a linear cross is folded into top_mlp[0].
+#include "engine/model.h"
+
+#include <sys/mman.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "engine/mapped_file.h"
+#include "engine/safetensors.h"
+#include "engine/status_macros.h"
+
+namespace fuserank::engine {
+namespace {
+
+std::string Describe(absl::string_view dtype, const std::vector<int64_t>& shape) {
+  return absl::StrCat(dtype, " [", absl::StrJoin(shape, ", "), "]");
+}
+
+// Checks tensors by name against the spec, remembering which ones the spec used and
+// collecting every problem so one load reports them all.
+class TensorChecker {
+ public:
+  explicit TensorChecker(const TensorMap& tensors) : tensors_(tensors) {}
+
+  // The tensor `name` if it exists with `dtype` and `shape`, else nullptr (problem noted).
+  const TensorView* Get(const std::string& name, absl::string_view dtype,
+                        const std::vector<int64_t>& shape) {
+    used_.insert(name);
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      Problem(
+          absl::StrCat("tensor '", name, "' is missing (expected ", Describe(dtype, shape), ")"));
+      return nullptr;
+    }
+    const TensorView& t = it->second;
+    if (t.dtype != dtype || t.shape != shape) {
+      Problem(absl::StrCat("tensor '", name, "': expected ", Describe(dtype, shape), ", got ",
+                           Describe(t.dtype, t.shape)));
+      return nullptr;
+    }
+    size_t bytes = SafetensorsDTypeSize(std::string_view(dtype.data(), dtype.size()));
+    for (int64_t d : shape) bytes *= static_cast<size_t>(d);
+    if (t.nbytes != bytes || (bytes > 0 && t.data == nullptr)) {
+      Problem(absl::StrCat("tensor '", name, "': holds ", t.nbytes, " bytes, ",
+                           Describe(dtype, shape), " needs ", bytes));
+      return nullptr;
+    }
+    return &t;
+  }
+
+  // Copies a float32 layer `prefix`.weight [out, in] and `prefix`.bias [out].
+  DenseLayer Layer(const std::string& prefix, int in, int out, bool relu) {
+    DenseLayer layer;
+    layer.in = in;
+    layer.out = out;
+    layer.relu = relu;
+    const TensorView* w = Get(prefix + ".weight", "F32", {out, in});
+    const TensorView* b = Get(prefix + ".bias", "F32", {out});
+    if (w != nullptr) layer.weight = CopyFloats(prefix + ".weight", *w);
+    if (b != nullptr) layer.bias = CopyFloats(prefix + ".bias", *b);
+    return layer;
+  }
+
+  // Tensors present but named by no part of the spec (most likely a typo).
+  void CheckNoExtras() {
+    std::vector<std::string> extra;
+    for (const auto& [name, view] : tensors_) {
+      if (!used_.count(name)) extra.push_back(absl::StrCat("'", name, "'"));
+    }
+    if (!extra.empty()) {
+      Problem(absl::StrCat("tensors not in the spec: ", absl::StrJoin(extra, ", ")));
+    }
+  }
+
+  void Problem(std::string message) { problems_.push_back(std::move(message)); }
+  absl::Status ToStatus() const {
+    if (problems_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(problems_, "; "));
+  }
+
+ private:
+  std::vector<float> CopyFloats(const std::string& name, const TensorView& t) {
+    std::vector<float> out(t.nbytes / sizeof(float));
+    if (!out.empty()) std::memcpy(out.data(), t.data, t.nbytes);  // any alignment
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!std::isfinite(out[i])) {
+        Problem(absl::StrCat("tensor '", name, "': element ", i, " is ", out[i]));
+        break;
+      }
+    }
+    return out;
+  }
+
+  const TensorMap& tensors_;
+  std::set<std::string> used_;
+  std::vector<std::string> problems_;
+};
+
+// top_mlp[0] applied after the linear cross, as one layer over concat(V):
+// W = W_top1 * W_cross, b = W_top1 * b_cross + b_top1, summed in double.
+DenseLayer FoldCross(const DenseLayer& cross, const DenseLayer& top0) {
+  const int in = cross.in, k_dim = cross.out, out = top0.out;
+  DenseLayer folded;
+  folded.in = in;
+  folded.out = out;
+  folded.relu = top0.relu;
+  folded.weight.resize(static_cast<size_t>(out) * in);
+  folded.bias.resize(out);
+  std::vector<double> row(in);
+  for (int o = 0; o < out; ++o) {
+    std::fill(row.begin(), row.end(), 0.0);
+    double bias = top0.bias[o];
+    for (int k = 0; k < k_dim; ++k) {
+      const double a = top0.weight[static_cast<size_t>(o) * k_dim + k];
+      const float* wc = &cross.weight[static_cast<size_t>(k) * in];
+      for (int c = 0; c < in; ++c) row[c] += a * wc[c];
+      bias += a * cross.bias[k];
+    }
+    for (int c = 0; c < in; ++c)
+      folded.weight[static_cast<size_t>(o) * in + c] = static_cast<float>(row[c]);
+    folded.bias[o] = static_cast<float>(bias);
+  }
+  return folded;
+}
+
+absl::Status Int8NotSupported() {
+  return absl::UnimplementedError("embedding_dtype: int8 tables are not supported yet");
+}
+
+}  // namespace
+
+Model::~Model() = default;
+
+int Model::FindTable(std::string_view name) const {
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    if (tables_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& spec_path) {
+  ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpecFile(spec_path));
+  if (spec.embedding_dtype == DType::kInt8) return WithContext(Int8NotSupported(), spec_path);
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(spec.weights_path));
+  absl::StatusOr<TensorMap> tensors = ParseSafetensors(file->data(), file->size());
+  if (!tensors.ok()) return WithContext(tensors.status(), spec.weights_path);
+  const std::string weights_path = spec.weights_path;
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      Build(spec, *tensors, std::move(file), /*copy_tables=*/false);
+  if (!model.ok()) return WithContext(model.status(), weights_path);
+  return model;
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::FromTensors(const ModelSpec& spec,
+                                                                const TensorMap& tensors) {
+  return Build(spec, tensors, nullptr, /*copy_tables=*/true);
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
+                                                          const TensorMap& tensors,
+                                                          std::unique_ptr<MappedFile> file,
+                                                          bool copy_tables) {
+  RETURN_IF_ERROR(ValidateModelSpec(spec));
+  if (spec.embedding_dtype == DType::kInt8) return Int8NotSupported();
+  std::shared_ptr<Model> model(new Model());
+  model->spec_ = spec;
+  TensorChecker checker(tensors);
+
+  const std::string dtype(SafetensorsDType(spec.embedding_dtype));
+  const size_t element = SafetensorsDTypeSize(dtype);
+  for (size_t i = 0; i < spec.tables.size(); ++i) {
+    const TableSpec& ts = spec.tables[i];
+    EmbeddingTable table{.name = ts.name,
+                         .spec_index = static_cast<int>(i),
+                         .side = ts.side,
+                         .pooling = ts.pooling,
+                         .oov = ts.oov,
+                         .dtype = spec.embedding_dtype,
+                         .rows = ts.rows,
+                         .dim = ts.dim,
+                         .row_bytes = element * ts.dim};
+    const TensorView* t =
+        checker.Get(absl::StrCat("embeddings.", ts.name, ".weight"), dtype, {ts.rows, ts.dim});
+    if (t != nullptr) {
+      const bool aligned = reinterpret_cast<uintptr_t>(t->data) % element == 0;
+      if (copy_tables || !aligned) {  // a misaligned file costs a copy, not a crash
+        model->owned_.emplace_back(t->data, t->data + t->nbytes);
+        table.data = model->owned_.back().data();
+      } else {
+        table.data = t->data;
+        if (file != nullptr) file->Advise(t->data, t->nbytes, MADV_RANDOM);
+      }
+    }
+    (ts.side == Side::kUser ? model->user_tables_ : model->item_tables_).push_back(i);
+    model->tables_.push_back(std::move(table));
+  }
+
+  int in = spec.dense_total();
+  for (size_t i = 0; i < spec.bottom_mlp.size(); ++i) {
+    model->bottom_mlp_.push_back(
+        checker.Layer(absl::StrCat("bottom_mlp.", i), in, spec.bottom_mlp[i], /*relu=*/true));
+    in = spec.bottom_mlp[i];
+  }
+  DenseLayer cross;
+  in = spec.interaction_width();
+  if (spec.interaction == Interaction::kLinear) {
+    cross = checker.Layer("cross", spec.concat_width(), spec.cross_dim, /*relu=*/false);
+    in = spec.cross_dim;
+  }
+  for (size_t i = 0; i < spec.top_mlp.size(); ++i) {
+    const bool relu = i + 1 < spec.top_mlp.size();
+    model->top_mlp_.push_back(
+        checker.Layer(absl::StrCat("top_mlp.", i), in, spec.top_mlp[i], relu));
+    in = spec.top_mlp[i];
+  }
+  checker.CheckNoExtras();
+  RETURN_IF_ERROR(checker.ToStatus());
+  if (spec.interaction == Interaction::kLinear) {
+    model->top_mlp_[0] = FoldCross(cross, model->top_mlp_[0]);
+  }
+  model->file_ = std::move(file);
+  return std::shared_ptr<const Model>(std::move(model));
+}
+
+}  // namespace fuserank::engine

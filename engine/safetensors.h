@@ -1,0 +1,75 @@
+// The safetensors format (https://github.com/huggingface/safetensors): an 8-byte
+// little-endian header length, a JSON header {name: {dtype, shape, data_offsets}, ...,
+// "__metadata__": {str: str}}, then the tensor bytes. Parsing returns views into the
+// caller's bytes (no copy); writing streams, so a model larger than memory can be made.
+// Functions are thread-safe; a SafetensorsWriter belongs to one thread.
+#ifndef FUSERANK_ENGINE_SAFETENSORS_H_
+#define FUSERANK_ENGINE_SAFETENSORS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/model.h"
+
+namespace fuserank::engine {
+
+// Bytes per element of a safetensors dtype ("F32" -> 4, "BF16" -> 2, ...); 0 if unknown.
+size_t SafetensorsDTypeSize(std::string_view dtype);
+// The safetensors dtype of an embedding dtype: "F32", "F16", "BF16", "I8".
+std::string_view SafetensorsDType(DType dtype);
+
+// Parses a whole safetensors file held in [data, data + size). The views point into it.
+// Rejects: a header length past the end, malformed JSON, unknown dtypes, negative or
+// overflowing shapes, data_offsets out of range, a byte count that is not
+// dtype size * elements, and tensors that overlap. `metadata` (optional) receives
+// the "__metadata__" map.
+absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
+                                           std::map<std::string, std::string>* metadata = nullptr);
+
+// Writes a safetensors file in two steps: the header from the tensors' names, dtypes and
+// shapes, then their bytes in the same order, streamed through Append() in any chunks.
+// The file appears at `path` only on a successful Close() (written to path + ".tmp").
+class SafetensorsWriter {
+ public:
+  struct Entry {
+    std::string name;
+    std::string dtype;  // safetensors dtype
+    std::vector<int64_t> shape;
+  };
+
+  static absl::StatusOr<std::unique_ptr<SafetensorsWriter>> Create(
+      const std::string& path, std::vector<Entry> entries,
+      const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();  // removes the temporary file if Close() did not succeed
+
+  // Appends the next bytes of tensor data (the tensors in entry order, back to back).
+  absl::Status Append(const void* bytes, size_t n);
+  // Checks every byte was written, flushes and renames the file into place.
+  absl::Status Close();
+
+ private:
+  SafetensorsWriter(std::string path, std::FILE* file, uint64_t data_bytes)
+      : path_(std::move(path)), file_(file), data_bytes_(data_bytes) {}
+
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  uint64_t data_bytes_ = 0;  // expected
+  uint64_t written_ = 0;
+};
+
+// Writes `tensors` (views with data) to `path`. Tensors are laid out widest dtype first,
+// so every tensor's offset is a multiple of its element size.
+absl::Status WriteSafetensors(const std::string& path,
+                              const std::vector<std::pair<std::string, TensorView>>& tensors);
+
+}  // namespace fuserank::engine
+
+#endif  // FUSERANK_ENGINE_SAFETENSORS_H_

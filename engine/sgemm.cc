@@ -1,0 +1,178 @@
+#include "engine/sgemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/cpu_simd.h"
+
+#if FUSERANK_HAVE_AVX2_PATH
+#include <immintrin.h>
+#endif
+
+namespace fuserank::engine {
+
+PackedMatrix PackedMatrix::FromTransposed(const float* w, int n, int k, int ldw,
+                                          const int* columns) {
+  PackedMatrix packed;
+  packed.k_ = k;
+  packed.n_ = n;
+  const size_t floats = static_cast<size_t>(packed.panels()) * k * kSgemmPanel;
+  const size_t bytes = std::max<size_t>(64, (floats * sizeof(float) + 63) / 64 * 64);
+  packed.data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  std::memset(packed.data_.get(), 0, bytes);
+  for (int j = 0; j < n; ++j) {
+    float* dst = packed.data_.get() + static_cast<size_t>(j / kSgemmPanel) * k * kSgemmPanel +
+                 j % kSgemmPanel;
+    const float* row = w + static_cast<size_t>(j) * ldw;
+    for (int p = 0; p < k; ++p) {
+      dst[static_cast<size_t>(p) * kSgemmPanel] = row[columns != nullptr ? columns[p] : p];
+    }
+  }
+  return packed;
+}
+
+namespace {
+
+// The micro-kernel's contract, both ISAs: rows [0, MR) of A times one 16-column panel,
+// plus bias16, ReLU when asked, `ncols` (<= 16) columns stored.
+template <int MR>
+void KernelGeneric(int k, const float* a, int lda, const float* panel, const float* bias16,
+                   bool relu, float* c, int ldc, int ncols) {
+  float acc[MR][kSgemmPanel];
+  for (int r = 0; r < MR; ++r) {
+    for (int l = 0; l < kSgemmPanel; ++l) acc[r][l] = bias16[l];
+  }
+  for (int p = 0; p < k; ++p) {
+    const float* b = panel + static_cast<size_t>(p) * kSgemmPanel;
+    for (int r = 0; r < MR; ++r) {
+      const float av = a[static_cast<size_t>(r) * lda + p];
+      for (int l = 0; l < kSgemmPanel; ++l) acc[r][l] += av * b[l];
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float* out = c + static_cast<size_t>(r) * ldc;
+    for (int l = 0; l < ncols; ++l) out[l] = relu ? std::max(acc[r][l], 0.0f) : acc[r][l];
+  }
+}
+
+// Panels [first, last) of C = A * B; bias16s holds 16 padded floats per panel from `first`.
+void SgemmGeneric(int m, const float* a, int lda, const PackedMatrix& b, int first, int last,
+                  const float* bias16s, bool relu, float* c, int ldc) {
+  constexpr int kRows = 4;
+  for (int j = first; j < last; ++j) {
+    const int ncols = std::min(kSgemmPanel, b.n() - j * kSgemmPanel);
+    const float* bias16 = bias16s + (j - first) * kSgemmPanel;
+    float* cj = c + j * kSgemmPanel;
+    int i = 0;
+    for (; i + kRows <= m; i += kRows) {
+      KernelGeneric<kRows>(b.k(), a + static_cast<size_t>(i) * lda, lda, b.panel(j), bias16,
+                           relu, cj + static_cast<size_t>(i) * ldc, ldc, ncols);
+    }
+    for (; i < m; ++i) {
+      KernelGeneric<1>(b.k(), a + static_cast<size_t>(i) * lda, lda, b.panel(j), bias16, relu,
+                       cj + static_cast<size_t>(i) * ldc, ldc, ncols);
+    }
+  }
+}
+
+#if FUSERANK_HAVE_AVX2_PATH
+
+template <int MR>
+FUSERANK_TARGET_AVX2 void KernelAvx2(int k, const float* a, int lda, const float* panel,
+                                     const float* bias16, bool relu, float* c, int ldc,
+                                     int ncols) {
+  __m256 lo[MR];
+  __m256 hi[MR];
+  const __m256 bias_lo = _mm256_loadu_ps(bias16);
+  const __m256 bias_hi = _mm256_loadu_ps(bias16 + 8);
+  for (int r = 0; r < MR; ++r) {
+    lo[r] = bias_lo;
+    hi[r] = bias_hi;
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < k; ++p) {
+    const __m256 b_lo = _mm256_load_ps(panel + static_cast<size_t>(p) * kSgemmPanel);
+    const __m256 b_hi = _mm256_load_ps(panel + static_cast<size_t>(p) * kSgemmPanel + 8);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + static_cast<size_t>(r) * lda + p);
+      lo[r] = _mm256_fmadd_ps(av, b_lo, lo[r]);
+      hi[r] = _mm256_fmadd_ps(av, b_hi, hi[r]);
+    }
+  }
+  if (relu) {
+    const __m256 zero = _mm256_setzero_ps();
+    for (int r = 0; r < MR; ++r) {
+      lo[r] = _mm256_max_ps(lo[r], zero);
+      hi[r] = _mm256_max_ps(hi[r], zero);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float* out = c + static_cast<size_t>(r) * ldc;
+    if (ncols == kSgemmPanel) {
+      _mm256_storeu_ps(out, lo[r]);
+      _mm256_storeu_ps(out + 8, hi[r]);
+    } else {
+      alignas(32) float tmp[kSgemmPanel];
+      _mm256_store_ps(tmp, lo[r]);
+      _mm256_store_ps(tmp + 8, hi[r]);
+      std::memcpy(out, tmp, sizeof(float) * ncols);
+    }
+  }
+}
+
+FUSERANK_TARGET_AVX2 void SgemmAvx2(int m, const float* a, int lda, const PackedMatrix& b,
+                                    int first, int last, const float* bias16s, bool relu,
+                                    float* c, int ldc) {
+  constexpr int kRows = 6;
+  for (int j = first; j < last; ++j) {
+    const int ncols = std::min(kSgemmPanel, b.n() - j * kSgemmPanel);
+    const float* bias16 = bias16s + (j - first) * kSgemmPanel;
+    const float* panel = b.panel(j);
+    float* cj = c + j * kSgemmPanel;
+    int i = 0;
+    for (; i + kRows <= m; i += kRows) {
+      KernelAvx2<kRows>(b.k(), a + static_cast<size_t>(i) * lda, lda, panel, bias16, relu,
+                        cj + static_cast<size_t>(i) * ldc, ldc, ncols);
+    }
+    const float* ai = a + static_cast<size_t>(i) * lda;
+    float* ci = cj + static_cast<size_t>(i) * ldc;
+    switch (m - i) {
+      case 5: KernelAvx2<5>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
+      case 4: KernelAvx2<4>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
+      case 3: KernelAvx2<3>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
+      case 2: KernelAvx2<2>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
+      case 1: KernelAvx2<1>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
+      default: break;
+    }
+  }
+}
+
+#endif  // FUSERANK_HAVE_AVX2_PATH
+
+}  // namespace
+
+void SgemmPacked(int m, const float* a, int lda, const PackedMatrix& b, const float* bias,
+                 bool relu, float* c, int ldc) {
+  if (m <= 0 || b.n() <= 0) return;
+  // The kernels read 16 bias floats per panel: copy the bias, zero-padded, to the stack,
+  // a chunk of panels at a time.
+  constexpr int kChunkPanels = 32;
+  alignas(64) float bias16s[kChunkPanels * kSgemmPanel];
+  const bool avx2 = CpuHasAvx2Fma();
+  for (int first = 0; first < b.panels(); first += kChunkPanels) {
+    const int last = std::min(b.panels(), first + kChunkPanels);
+    const int col0 = first * kSgemmPanel;
+    const int cols = std::min((last - first) * kSgemmPanel, b.n() - col0);
+    std::fill(bias16s, bias16s + (last - first) * kSgemmPanel, 0.0f);
+    if (bias != nullptr) std::copy(bias + col0, bias + col0 + cols, bias16s);
+#if FUSERANK_HAVE_AVX2_PATH
+    if (avx2) {
+      SgemmAvx2(m, a, lda, b, first, last, bias16s, relu, c, ldc);
+      continue;
+    }
+#endif
+    SgemmGeneric(m, a, lda, b, first, last, bias16s, relu, c, ldc);
+  }
+}
+
+}  // namespace fuserank::engine

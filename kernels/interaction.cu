@@ -1,0 +1,118 @@
+// Dot interaction: a warp per candidate stages its n vectors in shared memory (rows
+// padded by one float against bank conflicts) and each lane computes every 32nd pair.
+// Concat: a warp per candidate copies its request's user vectors into h.
+#include <cstdint>
+
+#include "kernels/batch_layout.h"
+#include "kernels/interaction.h"
+#include "kernels/layout_math.h"
+
+namespace fuserank::kernels {
+namespace {
+
+constexpr int kMaxWarpsPerBlock = 4;
+constexpr size_t kMaxSharedPerBlock = 48 * 1024;
+constexpr uint32_t kMaxBlocks = 1u << 20;
+
+__global__ void DotInteractionKernel(const DotArgs a) {
+  extern __shared__ float smem[];
+  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
+  const uint32_t candidates = h->num_candidates;
+  const uint32_t* candidate_begin = Section<uint32_t>(a.d_batch, h->candidate_begin);
+  const int has_z = a.z_width > 0 ? 1 : 0;
+  const int n = a.num_tables + has_z;
+  const int pitch = a.dim + 1;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  float* v = smem + static_cast<size_t>(warp) * n * pitch;
+  const uint32_t pairs = NumPairs(static_cast<uint32_t>(n));
+  const uint32_t warps = gridDim.x * (blockDim.x / 32);
+  for (uint32_t c = blockIdx.x * (blockDim.x / 32) + warp; c < candidates; c += warps) {
+    const uint32_t r = RequestOfCandidate(candidate_begin, h->num_requests, c);
+    float* hrow = a.d_h + static_cast<size_t>(c) * a.h_ld;
+    for (int idx = lane; idx < n * a.dim; idx += 32) {
+      const int k = idx / a.dim;
+      const int e = idx - k * a.dim;
+      float x;
+      if (k < has_z) {
+        x = hrow[e];
+      } else {
+        const DotSlot s = a.d_slots[k - has_z];
+        x = s.user ? a.d_user[static_cast<size_t>(r) * a.user_ld + s.col + e]
+                   : a.d_item[static_cast<size_t>(c) * a.item_ld + s.col + e];
+      }
+      v[k * pitch + e] = x;
+    }
+    __syncwarp();
+    if (lane < static_cast<int>(pairs)) {
+      uint32_t i, j;
+      PairFromIndex(static_cast<uint32_t>(lane), &i, &j);
+      for (uint32_t p = lane; p < pairs; p += 32) {
+        const float* vi = v + i * pitch;
+        const float* vj = v + j * pitch;
+        float sum = 0.0f;
+        for (int e = 0; e < a.dim; ++e) sum = fmaf(vi[e], vj[e], sum);
+        hrow[a.z_width + p] = sum;
+        AdvancePair(32, &i, &j);
+      }
+    }
+    __syncwarp();
+  }
+}
+
+__global__ void ConcatUserKernel(const ConcatUserArgs a) {
+  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
+  const uint32_t candidates = h->num_candidates;
+  const uint32_t* candidate_begin = Section<uint32_t>(a.d_batch, h->candidate_begin);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const uint32_t warps = gridDim.x * (blockDim.x / 32);
+  for (uint32_t c = (blockIdx.x * blockDim.x + threadIdx.x) / 32; c < candidates; c += warps) {
+    const uint32_t r = RequestOfCandidate(candidate_begin, h->num_requests, c);
+    const float* user = a.d_user + static_cast<size_t>(r) * a.user_ld;
+    float* hrow = a.d_h + static_cast<size_t>(c) * a.h_ld;
+    for (int s = 0; s < a.num_slots; ++s) {
+      const ConcatSlot slot = a.d_slots[s];
+      for (int e = lane; e < slot.dim; e += 32) hrow[slot.h_col + e] = user[slot.user_col + e];
+    }
+  }
+}
+
+uint32_t Blocks(uint64_t warps, int warps_per_block) {
+  const uint64_t blocks = (warps + warps_per_block - 1) / warps_per_block;
+  return static_cast<uint32_t>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+}  // namespace
+
+size_t DotSharedBytesPerWarp(int num_vectors, int dim) {
+  return sizeof(float) * static_cast<size_t>(num_vectors) * static_cast<size_t>(dim + 1);
+}
+
+cudaError_t LaunchDotInteraction(const DotArgs& a, cudaStream_t stream) {
+  const int n = a.num_tables + (a.z_width > 0 ? 1 : 0);
+  if (a.max_candidates == 0 || n < 2) return cudaSuccess;
+  if (a.d_batch == nullptr || a.d_h == nullptr || a.dim <= 0 ||
+      (a.num_tables > 0 && a.d_slots == nullptr) || (a.z_width != 0 && a.z_width != a.dim)) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t per_warp = DotSharedBytesPerWarp(n, a.dim);
+  if (per_warp > kMaxSharedPerBlock) return cudaErrorInvalidValue;
+  int warps = static_cast<int>(kMaxSharedPerBlock / per_warp);
+  if (warps > kMaxWarpsPerBlock) warps = kMaxWarpsPerBlock;
+  DotInteractionKernel<<<Blocks(a.max_candidates, warps), warps * 32, warps * per_warp,
+                         stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchConcatUser(const ConcatUserArgs& a, cudaStream_t stream) {
+  if (a.max_candidates == 0 || a.num_slots == 0) return cudaSuccess;
+  if (a.d_batch == nullptr || a.d_slots == nullptr || a.d_user == nullptr ||
+      a.d_h == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  constexpr int kWarps = 8;
+  ConcatUserKernel<<<Blocks(a.max_candidates, kWarps), kWarps * 32, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace fuserank::kernels

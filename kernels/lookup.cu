@@ -1,0 +1,324 @@
+// Fused pooled lookup: one lane group per bag, 16-byte row vectors where the row width
+// allows, kUnroll rows in flight per lane before the first add, fp32 accumulation.
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/batch_layout.h"
+#include "kernels/layout_math.h"
+#include "kernels/lookup.h"
+
+namespace fuserank::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;  // independent row loads issued before their adds
+
+__device__ __forceinline__ float Bf16Lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float Bf16Hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+__device__ __forceinline__ float2 F16Pair(uint32_t w) {
+  __half2 h;
+  static_assert(sizeof(h) == sizeof(w), "half2 is one word");
+  memcpy(&h, &w, sizeof(w));
+  return __half22float2(h);
+}
+
+template <RowType T>
+struct Row;
+template <>
+struct Row<RowType::kF32> {
+  static constexpr int kPerVector = 4;
+  __device__ static float Element(const unsigned char* row, int e) {
+    return __ldg(reinterpret_cast<const float*>(row) + e);
+  }
+  __device__ static void Add(int4 q, float w, float* acc) {
+    acc[0] = fmaf(w, __int_as_float(q.x), acc[0]);
+    acc[1] = fmaf(w, __int_as_float(q.y), acc[1]);
+    acc[2] = fmaf(w, __int_as_float(q.z), acc[2]);
+    acc[3] = fmaf(w, __int_as_float(q.w), acc[3]);
+  }
+};
+template <>
+struct Row<RowType::kF16> {
+  static constexpr int kPerVector = 8;
+  __device__ static float Element(const unsigned char* row, int e) {
+    return __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(row) + e)));
+  }
+  __device__ static void Add(int4 q, float w, float* acc) {
+    const uint32_t words[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
+                               static_cast<uint32_t>(q.z), static_cast<uint32_t>(q.w)};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = F16Pair(words[k]);
+      acc[2 * k] = fmaf(w, f.x, acc[2 * k]);
+      acc[2 * k + 1] = fmaf(w, f.y, acc[2 * k + 1]);
+    }
+  }
+};
+template <>
+struct Row<RowType::kBF16> {
+  static constexpr int kPerVector = 8;
+  __device__ static float Element(const unsigned char* row, int e) {
+    const uint32_t bits = __ldg(reinterpret_cast<const unsigned short*>(row) + e);
+    return __uint_as_float(bits << 16);
+  }
+  __device__ static void Add(int4 q, float w, float* acc) {
+    const uint32_t words[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
+                               static_cast<uint32_t>(q.z), static_cast<uint32_t>(q.w)};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      acc[2 * k] = fmaf(w, Bf16Lo(words[k]), acc[2 * k]);
+      acc[2 * k + 1] = fmaf(w, Bf16Hi(words[k]), acc[2 * k + 1]);
+    }
+  }
+};
+
+// Where one bag's ids and rows are, and where its pooled vector goes.
+struct Bag {
+  const unsigned char* base;  // table rows, or the gathered unique rows
+  uint32_t stride;            // bytes from one row (or slot) to the next
+  const int32_t* rows;
+  const float* weights;  // nullptr: every weight is 1
+  uint32_t begin;
+  uint32_t end;
+  float* out;
+};
+
+__device__ __forceinline__ float Finish(float acc, float wsum, bool mean) {
+  if (!mean) return acc;
+  return wsum != 0.0f ? acc / wsum : 0.0f;
+}
+
+template <RowType T>
+__device__ void PoolVectors(const Bag& bag, int units, bool mean, int lane, int lanes) {
+  constexpr int kE = Row<T>::kPerVector;
+  for (int v = lane; v < units; v += lanes) {
+    float acc[kE] = {};
+    float wsum = 0.0f;
+    uint32_t j = bag.begin;
+    for (; j + kUnroll <= bag.end; j += kUnroll) {
+      int4 q[kUnroll];
+      float w[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t row = bag.rows[j + u];
+        w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
+        q[u] = __ldg(reinterpret_cast<const int4*>(bag.base + static_cast<size_t>(row) * bag.stride) + v);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        Row<T>::Add(q[u], w[u], acc);
+        wsum += w[u];
+      }
+    }
+    for (; j < bag.end; ++j) {
+      const int32_t row = bag.rows[j];
+      const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
+      Row<T>::Add(__ldg(reinterpret_cast<const int4*>(bag.base + static_cast<size_t>(row) * bag.stride) + v),
+                  w, acc);
+      wsum += w;
+    }
+    float* out = bag.out + v * kE;
+    if ((reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+#pragma unroll
+      for (int k = 0; k < kE; k += 4) {
+        *reinterpret_cast<float4*>(out + k) =
+            make_float4(Finish(acc[k], wsum, mean), Finish(acc[k + 1], wsum, mean),
+                        Finish(acc[k + 2], wsum, mean), Finish(acc[k + 3], wsum, mean));
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kE; ++k) out[k] = Finish(acc[k], wsum, mean);
+    }
+  }
+}
+
+template <RowType T>
+__device__ void PoolElements(const Bag& bag, int dim, bool mean, int lane, int lanes) {
+  for (int e = lane; e < dim; e += lanes) {
+    float acc = 0.0f;
+    float wsum = 0.0f;
+    uint32_t j = bag.begin;
+    for (; j + kUnroll <= bag.end; j += kUnroll) {
+      float x[kUnroll];
+      float w[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t row = bag.rows[j + u];
+        w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
+        x[u] = Row<T>::Element(bag.base + static_cast<size_t>(row) * bag.stride, e);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        acc = fmaf(w[u], x[u], acc);
+        wsum += w[u];
+      }
+    }
+    for (; j < bag.end; ++j) {
+      const int32_t row = bag.rows[j];
+      const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
+      acc = fmaf(w, Row<T>::Element(bag.base + static_cast<size_t>(row) * bag.stride, e), acc);
+      wsum += w;
+    }
+    bag.out[e] = Finish(acc, wsum, mean);
+  }
+}
+
+template <RowType T>
+__device__ void PoolBagOfType(const Bag& bag, const LookupTable& t, int lane, int lanes) {
+  if (t.vector) {
+    constexpr int kElemBytes = T == RowType::kF32 ? 4 : 2;
+    PoolVectors<T>(bag, t.dim * kElemBytes / 16, t.mean != 0, lane, lanes);
+  } else {
+    PoolElements<T>(bag, t.dim, t.mean != 0, lane, lanes);
+  }
+}
+
+__device__ void PoolBag(Bag bag, const LookupTable& t, const LookupArgs& a, int lane, int lanes) {
+  if (a.d_gathered != nullptr) {
+    bag.base = a.d_gathered;
+    bag.stride = a.gather_stride;
+  } else {
+    bag.base = t.d_rows;
+    bag.stride = t.row_bytes;
+  }
+  switch (t.type) {
+    case RowType::kF32:
+      PoolBagOfType<RowType::kF32>(bag, t, lane, lanes);
+      break;
+    case RowType::kF16:
+      PoolBagOfType<RowType::kF16>(bag, t, lane, lanes);
+      break;
+    case RowType::kBF16:
+      PoolBagOfType<RowType::kBF16>(bag, t, lane, lanes);
+      break;
+  }
+}
+
+template <int kLanes>
+__global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs a) {
+  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
+  const uint32_t item_bags = h->num_item_bags;
+  const uint32_t user_bags = h->num_user_bags;
+  const uint32_t candidates = h->num_candidates;
+  const uint32_t dense_tasks = a.d_dense_out != nullptr ? candidates : 0;
+  const uint32_t total = item_bags + user_bags + dense_tasks;
+  const bool weighted = h->has_weights != 0;
+  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  const uint32_t groups = gridDim.x * (kThreads / kLanes);
+  for (uint32_t task = (blockIdx.x * kThreads + threadIdx.x) / kLanes; task < total;
+       task += groups) {
+    if (task < item_bags) {
+      const uint32_t c = task / a.item_tables;
+      const LookupTable t = a.d_tables[a.user_tables + task % a.item_tables];
+      const uint32_t* begin = Section<uint32_t>(a.d_batch, h->item_bag_begin);
+      const Bag bag{nullptr, 0, Section<int32_t>(a.d_batch, h->item_rows),
+                    weighted ? Section<float>(a.d_batch, h->item_weights) : nullptr,
+                    begin[task], begin[task + 1],
+                    a.d_item_out + static_cast<size_t>(c) * a.item_ld + t.out_col};
+      PoolBag(bag, t, a, lane, kLanes);
+    } else if (task < item_bags + user_bags) {
+      const uint32_t b = task - item_bags;
+      const uint32_t r = b / a.user_tables;
+      const LookupTable t = a.d_tables[b % a.user_tables];
+      const uint32_t* begin = Section<uint32_t>(a.d_batch, h->user_bag_begin);
+      const Bag bag{nullptr, 0, Section<int32_t>(a.d_batch, h->user_rows),
+                    weighted ? Section<float>(a.d_batch, h->user_weights) : nullptr,
+                    begin[b], begin[b + 1],
+                    a.d_user_out + static_cast<size_t>(r) * a.user_ld + t.out_col};
+      PoolBag(bag, t, a, lane, kLanes);
+    } else {
+      const uint32_t c = task - item_bags - user_bags;
+      const uint32_t r =
+          RequestOfCandidate(Section<uint32_t>(a.d_batch, h->candidate_begin), h->num_requests, c);
+      const float* user = Section<float>(a.d_batch, h->user_dense) +
+                          static_cast<size_t>(r) * a.dense_user;
+      const float* item = Section<float>(a.d_batch, h->item_dense) +
+                          static_cast<size_t>(c) * a.dense_item;
+      float* out = a.d_dense_out + static_cast<size_t>(c) * a.dense_ld;
+      for (int e = lane; e < a.dense_user + a.dense_item; e += kLanes) {
+        out[e] = e < a.dense_user ? user[e] : item[e - a.dense_user];
+      }
+    }
+  }
+}
+
+// A warp per unique row, 16-, 4- or 2-byte units as the row width allows.
+__global__ void __launch_bounds__(kThreads) GatherUniqueRowsKernel(const GatherArgs a) {
+  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
+  const UniqueRow* unique = Section<UniqueRow>(a.d_batch, h->unique_rows);
+  const uint32_t n = h->num_unique;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const uint32_t warps = gridDim.x * (kThreads / 32);
+  for (uint32_t s = (blockIdx.x * kThreads + threadIdx.x) / 32; s < n; s += warps) {
+    const UniqueRow u = unique[s];
+    const LookupTable& t = a.d_tables[u.table];
+    const unsigned char* src = t.d_rows + static_cast<size_t>(u.row) * t.row_bytes;
+    unsigned char* dst = a.d_gathered + static_cast<size_t>(s) * a.stride;
+    if (t.row_bytes % 16 == 0) {
+      for (uint32_t k = lane; k < t.row_bytes / 16; k += 32) {
+        reinterpret_cast<int4*>(dst)[k] = __ldg(reinterpret_cast<const int4*>(src) + k);
+      }
+    } else if (t.row_bytes % 4 == 0) {
+      for (uint32_t k = lane; k < t.row_bytes / 4; k += 32) {
+        reinterpret_cast<uint32_t*>(dst)[k] = __ldg(reinterpret_cast<const unsigned int*>(src) + k);
+      }
+    } else {
+      for (uint32_t k = lane; k < t.row_bytes / 2; k += 32) {
+        reinterpret_cast<uint16_t*>(dst)[k] = __ldg(reinterpret_cast<const unsigned short*>(src) + k);
+      }
+    }
+  }
+}
+
+constexpr uint64_t kMaxBlocks = 1u << 20;  // the grid-stride loops cover anything beyond
+
+uint32_t Blocks(uint64_t groups, int groups_per_block) {
+  const uint64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
+  return static_cast<uint32_t>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+}  // namespace
+
+cudaError_t LaunchPooledLookup(const LookupArgs& a, cudaStream_t stream) {
+  if (a.max_candidates == 0) return cudaSuccess;
+  if (a.d_batch == nullptr || a.user_tables < 0 || a.item_tables < 0 ||
+      (a.user_tables + a.item_tables > 0 && a.d_tables == nullptr) ||
+      (a.item_tables > 0 && a.d_item_out == nullptr) ||
+      (a.user_tables > 0 && a.d_user_out == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  const uint64_t tasks = uint64_t{a.max_candidates} * a.item_tables +
+                         uint64_t{a.max_requests} * a.user_tables +
+                         (a.d_dense_out != nullptr ? a.max_candidates : 0);
+  if (tasks == 0) return cudaSuccess;
+  switch (a.lanes) {
+    case 4:
+      PooledLookupKernel<4><<<Blocks(tasks, kThreads / 4), kThreads, 0, stream>>>(a);
+      break;
+    case 8:
+      PooledLookupKernel<8><<<Blocks(tasks, kThreads / 8), kThreads, 0, stream>>>(a);
+      break;
+    case 16:
+      PooledLookupKernel<16><<<Blocks(tasks, kThreads / 16), kThreads, 0, stream>>>(a);
+      break;
+    case 32:
+      PooledLookupKernel<32><<<Blocks(tasks, kThreads / 32), kThreads, 0, stream>>>(a);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherUniqueRows(const GatherArgs& a, cudaStream_t stream) {
+  if (a.max_unique == 0) return cudaSuccess;
+  if (a.d_batch == nullptr || a.d_tables == nullptr || a.d_gathered == nullptr ||
+      a.stride % 16 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  GatherUniqueRowsKernel<<<Blocks(a.max_unique, kThreads / 32), kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace fuserank::kernels

@@ -1,0 +1,61 @@
+// Fused multi-table pooled EmbeddingBag: every bag of a packed batch (all tables, user
+// and item side) and the dense-input rows in ONE launch, plus the optional gather pass of
+// the id-reorder mode. Launchers compile with the host compiler; the caller owns every
+// buffer. Thread-safe: launchers hold no state.
+#ifndef FUSERANK_KERNELS_LOOKUP_H_
+#define FUSERANK_KERNELS_LOOKUP_H_
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/descriptors.h"
+
+namespace fuserank::kernels {
+
+struct LookupArgs {
+  const unsigned char* d_batch = nullptr;  // packed batch, PackedHeader first
+  const LookupTable* d_tables = nullptr;   // user tables, then item tables
+  int user_tables = 0;
+  int item_tables = 0;
+  // Pooled user bags: row r of [requests, user_ld]; item bags: row c of [candidates,
+  // item_ld], at each table's out_col.
+  float* d_user_out = nullptr;
+  int user_ld = 0;
+  float* d_item_out = nullptr;
+  int item_ld = 0;
+  // Dense input rows user_dense[r] ++ item_dense[c] at row c of [candidates, dense_ld];
+  // nullptr when the model has no dense features.
+  float* d_dense_out = nullptr;
+  int dense_ld = 0;
+  int dense_user = 0;
+  int dense_item = 0;
+  // Id-reorder mode: rows sections hold slots of the unique list and row data is read
+  // from d_gathered (slot * gather_stride) instead of the tables.
+  const unsigned char* d_gathered = nullptr;
+  uint32_t gather_stride = 0;
+  // The largest batch this launch must cover (the grid is sized for it; the kernel reads
+  // the real counts from the header): candidates and requests of the size bucket.
+  uint32_t max_candidates = 0;
+  uint32_t max_requests = 0;
+  int lanes = 8;  // LookupLanes(): 4, 8, 16 or 32
+};
+
+// Pools every bag and writes the dense rows. max_candidates == 0: returns at once.
+cudaError_t LaunchPooledLookup(const LookupArgs& args, cudaStream_t stream);
+
+struct GatherArgs {
+  const unsigned char* d_batch = nullptr;  // its unique_rows section is read
+  const LookupTable* d_tables = nullptr;   // combined list, as in LookupArgs
+  unsigned char* d_gathered = nullptr;     // num_unique x stride bytes
+  uint32_t stride = 0;                     // multiple of 16, >= every row_bytes
+  uint32_t max_unique = 0;                 // grid bound
+};
+
+// Id-reorder pass: copies each unique (table, row) once, in sorted order, into
+// d_gathered. max_unique == 0: returns at once.
+cudaError_t LaunchGatherUniqueRows(const GatherArgs& args, cudaStream_t stream);
+
+}  // namespace fuserank::kernels
+
+#endif  // FUSERANK_KERNELS_LOOKUP_H_

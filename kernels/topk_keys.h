@@ -1,0 +1,88 @@
+// Sort keys of the GPU top-K and the choice of its block shape. A score becomes a 32-bit
+// key whose ascending unsigned order is descending score order, so a stable ascending
+// radix sort of (key, index) puts the best score first and equal scores in index order.
+// Pure functions; no CUDA header is needed to include this file.
+#ifndef FUSERANK_KERNELS_TOPK_KEYS_H_
+#define FUSERANK_KERNELS_TOPK_KEYS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/hd.h"
+
+namespace fuserank::kernels {
+
+FUSERANK_HD uint32_t FloatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+#endif
+}
+
+FUSERANK_HD float BitsToFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+#endif
+}
+
+// Monotone map float -> uint32: a < b (as floats, not NaN) iff Ordered(a) < Ordered(b).
+// Positive floats get the sign bit set; negative ones are inverted. -0.0 sorts just
+// below +0.0.
+FUSERANK_HD uint32_t OrderedBits(float f) {
+  const uint32_t u = FloatBits(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+FUSERANK_HD float FromOrderedBits(uint32_t k) {
+  return BitsToFloat((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
+}
+
+// Key for an ascending sort that yields descending scores. Exactly invertible.
+FUSERANK_HD uint32_t DescendingKey(float score) { return ~OrderedBits(score); }
+FUSERANK_HD float ScoreFromDescendingKey(uint32_t key) { return FromOrderedBits(~key); }
+
+// Key of the padding slots of a block: after every real score (stability keeps real
+// items, which come first in the input, ahead even of an equal key).
+inline constexpr uint32_t kPaddingKey = 0xFFFFFFFFu;
+
+// The sigmoid that turns the last layer's logit into the score (SPEC section 2, step 5).
+FUSERANK_HD float Sigmoid(float logit) {
+#if defined(__CUDA_ARCH__)
+  return 1.0f / (1.0f + expf(-logit));
+#else
+  return 1.0f / (1.0f + std::exp(-logit));
+#endif
+}
+
+// Block shapes of the segmented top-K: threads x items per thread sorted by one block.
+// A batch runs the smallest shape that holds its longest request.
+struct TopKShape {
+  int threads;
+  int items;
+  constexpr int capacity() const { return threads * items; }
+};
+inline constexpr TopKShape kTopKShapes[] = {{128, 1}, {128, 4}, {256, 8}, {256, 16}};
+inline constexpr int kNumTopKShapes = 4;
+// Longest request the GPU sorts; longer ones are ranked on the host.
+inline constexpr uint32_t kMaxTopKSegment = 4096;
+
+// Index into kTopKShapes for a batch whose longest request has `max_segment` candidates
+// (requests above kMaxTopKSegment use the largest shape and are skipped by the kernel).
+inline int TopKShapeIndex(uint32_t max_segment) {
+  for (int s = 0; s < kNumTopKShapes; ++s) {
+    if (max_segment <= static_cast<uint32_t>(kTopKShapes[s].capacity())) return s;
+  }
+  return kNumTopKShapes - 1;
+}
+
+}  // namespace fuserank::kernels
+
+#endif  // FUSERANK_KERNELS_TOPK_KEYS_H_

@@ -1,0 +1,99 @@
+// The server's YAML config (SPEC section 5), parsed once into plain structs. Every
+// default lives in the member initialisers below; nothing else in the server reads YAML.
+// Plain data: copyable, no synchronisation needed.
+#ifndef FUSERANK_SERVER_CONFIG_H_
+#define FUSERANK_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend_factory.h"
+
+namespace fuserank::server {
+
+struct TlsConfig {
+  std::string cert_file;       // PEM; with key_file turns TLS on for server.listen
+  std::string key_file;        // PEM
+  std::string client_ca_file;  // PEM; set: clients must present a certificate (mTLS)
+
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+struct ServerConfig {
+  std::string listen = "0.0.0.0:8700";          // Ranker, health, reflection
+  std::string admin_listen = "127.0.0.1:8701";  // Admin; "" turns the admin server off
+  std::string admin_token_file;                 // required when admin_listen is not loopback
+  std::string metrics_listen = "0.0.0.0:8702";  // Prometheus /metrics; "" turns it off
+  TlsConfig tls;
+  int64_t max_request_bytes = 16777216;
+  int max_candidates = 4096;
+  int max_ids_per_feature = 1024;
+  int shutdown_grace_seconds = 10;
+};
+
+struct EngineConfig {
+  engine::DeviceChoice device = engine::DeviceChoice::kAuto;
+  int gpu = 0;
+  int streams = 4;  // backend workers: concurrent batches
+  int max_batch_candidates = 8192;
+  int max_batch_wait_us = 200;
+  int queue_capacity = 1024;
+  bool cuda_graphs = true;
+  int cpu_threads = 1;  // CPU backend: threads that split one batch
+  bool allow_tf32 = false;
+};
+
+enum class CachePolicy { kStatic, kFrequency };
+enum class CachePlacement { kDevice, kHost };
+
+struct CacheConfig {
+  int hot_rows_per_table = 4096;
+  CachePolicy policy = CachePolicy::kStatic;
+  int rebuild_interval_seconds = 60;  // frequency policy
+  CachePlacement placement = CachePlacement::kDevice;
+  int shared_memory_rows = 0;
+};
+
+// One model to serve. `name` empty: the model spec's own name.
+struct ModelConfig {
+  std::string name;
+  std::string path;  // model spec YAML; relative paths are relative to the working directory
+};
+
+enum class LogFormat { kText, kJson };
+
+struct LoggingConfig {
+  std::string level = "info";  // trace | debug | info | warn | error | critical | off
+  LogFormat format = LogFormat::kText;
+  double access_log_sample = 0.0;  // fraction of requests logged, 0..1
+};
+
+struct Config {
+  std::string file;  // where it was read from ("" for defaults / text)
+  ServerConfig server;
+  EngineConfig engine;
+  CacheConfig cache;
+  // The models to serve, never empty after parsing: `models:` when the file has that list,
+  // else the one model of `model.path`. The first is the default model.
+  std::vector<ModelConfig> models{ModelConfig{"", "config/models/demo.yaml"}};
+  LoggingConfig logging;
+};
+
+// Reads and validates `path`. On error: INVALID_ARGUMENT listing every problem, one per
+// line, as "<file>: <key>: <reason>".
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+// The same for YAML text; `file` names it in messages.
+absl::StatusOr<Config> ParseConfig(absl::string_view yaml_text, absl::string_view file);
+
+// The config with every default filled in, as YAML that ParseConfig reads back to the same
+// config (logged at start).
+std::string EffectiveConfigYaml(const Config& config);
+
+absl::string_view DeviceChoiceName(engine::DeviceChoice device);
+
+}  // namespace fuserank::server
+
+#endif  // FUSERANK_SERVER_CONFIG_H_

@@ -1,0 +1,216 @@
+#include "server/config_validation.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace fuserank::server {
+
+void ConfigErrors::Add(absl::string_view key, absl::string_view reason) {
+  lines_.push_back(absl::StrCat(file_.empty() ? "<config>" : file_, ": ", key, ": ", reason));
+}
+
+absl::Status ConfigErrors::ToStatus() const {
+  if (lines_.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(lines_, "\n"));
+}
+
+namespace {
+
+bool IsDnsName(absl::string_view host) {
+  if (host.empty() || host.size() > 253) return false;
+  for (char c : host) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '.' && c != '_') return false;
+  }
+  return host.front() != '-' && host.front() != '.';
+}
+
+}  // namespace
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("must be host:port (e.g. 0.0.0.0:8700 or [::]:8700), got '", address,
+                     "': ", why));
+  };
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos) return bad("no port");
+  HostPort result;
+  absl::string_view host = address.substr(0, colon);
+  absl::string_view port = address.substr(colon + 1);
+  if (!absl::SimpleAtoi(port, &result.port) || port.empty() || !absl::ascii_isdigit(port[0]) ||
+      result.port < 0 || result.port > 65535) {
+    return bad("the port must be a number in 0..65535");
+  }
+  if (absl::StartsWith(host, "[")) {
+    if (!absl::EndsWith(host, "]")) return bad("unclosed '['");
+    std::string inner(host.substr(1, host.size() - 2));
+    in6_addr addr6;
+    if (inet_pton(AF_INET6, inner.c_str(), &addr6) != 1) return bad("not an IPv6 address");
+  } else if (host.find(':') != absl::string_view::npos) {
+    return bad("write IPv6 addresses in brackets");
+  } else if (!IsDnsName(host)) {
+    return bad("not an IPv4 address or host name");
+  } else if (absl::ascii_isdigit(host.back())) {
+    in_addr addr4;
+    if (inet_pton(AF_INET, std::string(host).c_str(), &addr4) != 1) {
+      return bad("not an IPv4 address");
+    }
+  }
+  result.host = std::string(host);
+  return result;
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  return host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.");
+}
+
+namespace {
+
+template <typename T>
+void CheckRange(absl::string_view key, T value, T lo, T hi, ConfigErrors* errors) {
+  if (!(value >= lo && value <= hi)) {
+    errors->Add(key, absl::StrCat("must be in ", lo, "..", hi, ", got ", value));
+  }
+}
+
+void CheckReadable(absl::string_view key, const std::string& path, ConfigErrors* errors) {
+  if (path.empty()) return;
+  std::ifstream in(path);
+  if (!in) errors->Add(key, absl::StrCat("cannot read '", path, "': ", std::strerror(errno)));
+}
+
+// Checks each address and that no two share a fixed port (port 0 never conflicts).
+void CheckAddresses(const ServerConfig& server, ConfigErrors* errors) {
+  struct Entry {
+    const char* key;
+    const std::string* value;
+    bool optional;
+  };
+  const Entry entries[] = {{"server.listen", &server.listen, false},
+                           {"server.admin_listen", &server.admin_listen, true},
+                           {"server.metrics_listen", &server.metrics_listen, true}};
+  std::vector<std::pair<const char*, HostPort>> parsed;
+  for (const Entry& entry : entries) {
+    if (entry.value->empty()) {
+      if (!entry.optional) errors->Add(entry.key, "must not be empty");
+      continue;
+    }
+    absl::StatusOr<HostPort> hp = ParseHostPort(*entry.value);
+    if (!hp.ok()) {
+      errors->Add(entry.key, hp.status().message());
+      continue;
+    }
+    for (const auto& [other_key, other] : parsed) {
+      if (hp->port != 0 && hp->port == other.port && hp->host == other.host) {
+        errors->Add(entry.key, absl::StrCat("'", *entry.value, "' is also ", other_key));
+      }
+    }
+    if (entry.key == absl::string_view("server.admin_listen") && !IsLoopbackHost(hp->host) &&
+        server.admin_token_file.empty()) {
+      errors->Add(entry.key,
+                  absl::StrCat("'", *entry.value,
+                               "' is not a loopback address, so server.admin_token_file must be "
+                               "set"));
+    }
+    parsed.emplace_back(entry.key, *hp);
+  }
+}
+
+void CheckServer(const ServerConfig& server, ConfigErrors* errors) {
+  CheckAddresses(server, errors);
+  CheckReadable("server.admin_token_file", server.admin_token_file, errors);
+  const TlsConfig& tls = server.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    errors->Add(tls.cert_file.empty() ? "server.tls.cert_file" : "server.tls.key_file",
+                "server.tls.cert_file and server.tls.key_file must be set together");
+  }
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty()) {
+    errors->Add("server.tls.client_ca_file", "requires server.tls.cert_file and key_file");
+  }
+  CheckReadable("server.tls.cert_file", tls.cert_file, errors);
+  CheckReadable("server.tls.key_file", tls.key_file, errors);
+  CheckReadable("server.tls.client_ca_file", tls.client_ca_file, errors);
+  // gRPC takes the receive limit as an int; keep room for the transport's own slack.
+  CheckRange<int64_t>("server.max_request_bytes", server.max_request_bytes, 1024, 1 << 30, errors);
+  CheckRange("server.max_candidates", server.max_candidates, 1, 1 << 20, errors);
+  CheckRange("server.max_ids_per_feature", server.max_ids_per_feature, 1, 1 << 20, errors);
+  CheckRange("server.shutdown_grace_seconds", server.shutdown_grace_seconds, 0, 3600, errors);
+}
+
+void CheckEngine(const Config& config, ConfigErrors* errors) {
+  const EngineConfig& engine = config.engine;
+  CheckRange("engine.gpu", engine.gpu, 0, 1023, errors);
+  CheckRange("engine.streams", engine.streams, 1, 64, errors);
+  CheckRange("engine.max_batch_candidates", engine.max_batch_candidates, 1, 1 << 22, errors);
+  if (engine.max_batch_candidates < config.server.max_candidates &&
+      engine.max_batch_candidates >= 1) {
+    errors->Add("engine.max_batch_candidates",
+                absl::StrCat("must be at least server.max_candidates (",
+                             config.server.max_candidates, ") so that one request fits, got ",
+                             engine.max_batch_candidates));
+  }
+  CheckRange("engine.max_batch_wait_us", engine.max_batch_wait_us, 0, 1000000, errors);
+  CheckRange("engine.queue_capacity", engine.queue_capacity, 1, 1 << 20, errors);
+  CheckRange("engine.cpu_threads", engine.cpu_threads, 1, 1024, errors);
+}
+
+void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
+  CheckRange("cache.hot_rows_per_table", cache.hot_rows_per_table, 0, 1 << 30, errors);
+  CheckRange("cache.rebuild_interval_seconds", cache.rebuild_interval_seconds, 1, 86400, errors);
+  CheckRange("cache.shared_memory_rows", cache.shared_memory_rows, 0, 1 << 20, errors);
+  if (cache.shared_memory_rows > cache.hot_rows_per_table) {
+    errors->Add("cache.shared_memory_rows",
+                absl::StrCat("must not exceed cache.hot_rows_per_table (",
+                             cache.hot_rows_per_table, "), got ", cache.shared_memory_rows));
+  }
+}
+
+void CheckModels(const std::vector<ModelConfig>& models, ConfigErrors* errors) {
+  if (models.empty()) errors->Add("models", "must list at least one model");
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string key = models.size() == 1 && models[i].name.empty()
+                                ? "model.path"
+                                : absl::StrCat("models[", i, "].path");
+    if (models[i].path.empty()) errors->Add(key, "must not be empty");
+    for (size_t j = 0; j < i; ++j) {
+      if (!models[i].name.empty() && models[i].name == models[j].name) {
+        errors->Add(absl::StrCat("models[", i, "].name"),
+                    absl::StrCat("'", models[i].name, "' is also models[", j, "].name"));
+      }
+    }
+  }
+}
+
+void CheckLogging(const LoggingConfig& logging, ConfigErrors* errors) {
+  static constexpr absl::string_view kLevels[] = {"trace", "debug",    "info", "warn",
+                                                 "error", "critical", "off"};
+  bool known = false;
+  for (absl::string_view level : kLevels) known |= logging.level == level;
+  if (!known) {
+    errors->Add("logging.level",
+                absl::StrCat("must be one of ", absl::StrJoin(kLevels, "|"), ", got '",
+                             logging.level, "'"));
+  }
+  CheckRange("logging.access_log_sample", logging.access_log_sample, 0.0, 1.0, errors);
+}
+
+}  // namespace
+
+void ValidateConfig(const Config& config, ConfigErrors* errors) {
+  CheckServer(config.server, errors);
+  CheckEngine(config, errors);
+  CheckCache(config.cache, errors);
+  CheckModels(config.models, errors);
+  CheckLogging(config.logging, errors);
+}
+
+}  // namespace fuserank::server

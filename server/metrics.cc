@@ -1,0 +1,166 @@
+#include "server/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <exception>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc_status.h"
+
+namespace fuserank::server {
+namespace {
+
+constexpr const char* kRpcNames[kNumRpcs] = {"Rank", "SetHotRows", "GetHotRows",
+                                             "RebuildHotRows"};
+// In the order of enum Stage.
+constexpr const char* kStageNames[kNumStages] = {"decode", "queue", "lookup", "cross",
+                                                 "dnn",    "topk",  "encode"};
+
+// 10 us .. 10 s, 1-2.5-5 per decade.
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (double decade = 1e-5; decade < 10.0; decade *= 10) {
+    for (double step : {1.0, 2.5, 5.0}) buckets.push_back(decade * step);
+  }
+  buckets.push_back(10.0);
+  return buckets;
+}
+
+// 1, 2, 4, ... 65536 candidates.
+prometheus::Histogram::BucketBoundaries CandidateBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (double n = 1; n <= 65536; n *= 2) buckets.push_back(n);
+  return buckets;
+}
+
+}  // namespace
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& requests = prometheus::BuildCounter()
+                       .Name("fuserank_requests_total")
+                       .Help("RPCs finished, by method and gRPC status code")
+                       .Register(*registry_);
+  auto& duration = prometheus::BuildHistogram()
+                       .Name("fuserank_request_duration_seconds")
+                       .Help("RPC latency from arrival to Finish, by method")
+                       .Register(*registry_);
+  for (int r = 0; r < kNumRpcs; ++r) {
+    for (int code = 0; code < kNumGrpcCodes; ++code) {
+      requests_[r][code] = &requests.Add(
+          {{"rpc", kRpcNames[r]},
+           {"code", std::string(GrpcCodeName(static_cast<grpc::StatusCode>(code)))}});
+    }
+    request_duration_[r] = &duration.Add({{"rpc", kRpcNames[r]}}, LatencyBuckets());
+  }
+  auto& stages = prometheus::BuildHistogram()
+                     .Name("fuserank_stage_duration_seconds")
+                     .Help("Time per request-path stage: decode, queue, lookup, cross, dnn, "
+                           "topk, encode")
+                     .Register(*registry_);
+  for (int s = 0; s < kNumStages; ++s) {
+    stage_duration_[s] = &stages.Add({{"stage", kStageNames[s]}}, LatencyBuckets());
+  }
+  batch_candidates_ = &prometheus::BuildHistogram()
+                           .Name("fuserank_batch_candidates")
+                           .Help("Candidates per batch run by the engine")
+                           .Register(*registry_)
+                           .Add({}, CandidateBuckets());
+  inflight_ = &prometheus::BuildGauge()
+                   .Name("fuserank_inflight_requests")
+                   .Help("Rank RPCs received and not yet finished")
+                   .Register(*registry_)
+                   .Add({});
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("fuserank_queue_depth")
+                      .Help("Requests waiting in the batcher queue")
+                      .Register(*registry_)
+                      .Add({});
+  model_info_ = &prometheus::BuildGauge()
+                     .Name("fuserank_model_info")
+                     .Help("1 for each model served, with its version and device")
+                     .Register(*registry_);
+  cache_lookups_ = &prometheus::BuildCounter()
+                        .Name("fuserank_embedding_cache_lookups_total")
+                        .Help("Embedding row lookups by table, served from the hot set (hit) "
+                              "or not (miss)")
+                        .Register(*registry_);
+  hot_rows_ = &prometheus::BuildGauge()
+                   .Name("fuserank_hot_rows")
+                   .Help("Rows in each table's hot set")
+                   .Register(*registry_);
+  hot_rows_version_ = &prometheus::BuildGauge()
+                           .Name("fuserank_hot_rows_version")
+                           .Help("Version of the hot-row sets; +1 per successful swap")
+                           .Register(*registry_)
+                           .Add({});
+}
+
+Metrics::~Metrics() = default;
+
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen) {
+  std::unique_ptr<Metrics> metrics(new Metrics());
+  if (listen.empty()) return metrics;
+  // prometheus-cpp and civetweb report errors by throwing; nothing of ours throws.
+  try {
+    metrics->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+    metrics->exposer_->RegisterCollectable(metrics->registry_, "/metrics");
+    const std::vector<int> ports = metrics->exposer_->GetListeningPorts();
+    metrics->port_ = ports.empty() ? 0 : ports[0];
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "server.metrics_listen: cannot serve /metrics on '", listen, "': ", e.what(),
+        " (is the port in use? IPv6 addresses are not supported here)"));
+  }
+  return metrics;
+}
+
+void Metrics::RecordRequest(Rpc rpc, grpc::StatusCode code, double seconds) {
+  const int r = static_cast<int>(rpc);
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kNumGrpcCodes) c = static_cast<int>(grpc::StatusCode::UNKNOWN);
+  requests_[r][c]->Increment();
+  request_duration_[r]->Observe(seconds);
+}
+
+void Metrics::RecordStage(Stage stage, double seconds) {
+  stage_duration_[static_cast<int>(stage)]->Observe(seconds);
+}
+
+void Metrics::RecordBatchCandidates(int candidates) { batch_candidates_->Observe(candidates); }
+
+void Metrics::AddInflight(int delta) { inflight_->Increment(delta); }
+
+void Metrics::SetQueueDepth(int depth) { queue_depth_->Set(depth); }
+
+void Metrics::SetModelInfo(const std::string& model, const std::string& version,
+                           const std::string& device) {
+  model_info_->Add({{"model", model}, {"version", version}, {"device", device}}).Set(1);
+}
+
+TableCacheMetrics Metrics::Table(const std::string& table) {
+  absl::MutexLock lock(&tables_mu_);
+  auto [it, inserted] = tables_.try_emplace(table);
+  if (inserted) {
+    it->second.hits = &cache_lookups_->Add({{"table", table}, {"result", "hit"}});
+    it->second.misses = &cache_lookups_->Add({{"table", table}, {"result", "miss"}});
+    it->second.hot_rows = &hot_rows_->Add({{"table", table}});
+  }
+  return it->second;
+}
+
+void Metrics::SetHotRowsVersion(double version) { hot_rows_version_->Set(version); }
+
+std::string Metrics::Scrape() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace fuserank::server

@@ -1,0 +1,94 @@
+// The server's Prometheus metrics (SPEC section 4): every family defined once here, every
+// label handle resolved when the server starts, so recording never looks up a string.
+// One Metrics object per server, created first and passed down. Thread-safe.
+#ifndef FUSERANK_SERVER_METRICS_H_
+#define FUSERANK_SERVER_METRICS_H_
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include <grpcpp/support/status.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace prometheus {
+class Counter;
+class Exposer;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace fuserank::server {
+
+enum class Rpc { kRank, kSetHotRows, kGetHotRows, kRebuildHotRows };
+inline constexpr int kNumRpcs = 4;
+
+// `stage` label values: decode, queue, lookup, cross, dnn, topk, encode.
+enum class Stage { kDecode, kQueue, kLookup, kCross, kDnn, kTopk, kEncode };
+inline constexpr int kNumStages = 7;
+
+inline constexpr int kNumGrpcCodes = 17;  // OK .. UNAUTHENTICATED
+
+// Embedding-cache series of one table (nothing records them until the hot-row cache).
+struct TableCacheMetrics {
+  prometheus::Counter* hits = nullptr;
+  prometheus::Counter* misses = nullptr;
+  prometheus::Gauge* hot_rows = nullptr;
+};
+
+class Metrics {
+ public:
+  // Defines every family. With a non-empty `listen` ("host:port", port 0: any free port)
+  // also serves them at /metrics; an address it cannot bind is an error naming it.
+  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen);
+  ~Metrics();  // stops the HTTP server (prometheus-cpp takes up to ~2 s)
+
+  // The bound /metrics port, 0 when not serving.
+  int port() const { return port_; }
+
+  void RecordRequest(Rpc rpc, grpc::StatusCode code, double seconds);
+  void RecordStage(Stage stage, double seconds);
+  void RecordBatchCandidates(int candidates);
+  void AddInflight(int delta);
+  void SetQueueDepth(int depth);
+  // fuserank_model_info{model, version, device} = 1.
+  void SetModelInfo(const std::string& model, const std::string& version,
+                    const std::string& device);
+  // The cache series of `table` (created on first call; the same handles after).
+  TableCacheMetrics Table(const std::string& table);
+  void SetHotRowsVersion(double version);
+
+  // Everything in the Prometheus text format (what /metrics serves).
+  std::string Scrape() const;
+
+ private:
+  Metrics();
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+
+  std::array<std::array<prometheus::Counter*, kNumGrpcCodes>, kNumRpcs> requests_{};
+  std::array<prometheus::Histogram*, kNumRpcs> request_duration_{};
+  std::array<prometheus::Histogram*, kNumStages> stage_duration_{};
+  prometheus::Histogram* batch_candidates_ = nullptr;
+  prometheus::Gauge* inflight_ = nullptr;
+  prometheus::Gauge* queue_depth_ = nullptr;
+  prometheus::Gauge* hot_rows_version_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* model_info_ = nullptr;
+  prometheus::Family<prometheus::Counter>* cache_lookups_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* hot_rows_ = nullptr;
+
+  absl::Mutex tables_mu_;  // only at start and on model load, never per request
+  absl::flat_hash_map<std::string, TableCacheMetrics> tables_ ABSL_GUARDED_BY(tables_mu_);
+};
+
+}  // namespace fuserank::server
+
+#endif  // FUSERANK_SERVER_METRICS_H_

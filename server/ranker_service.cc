@@ -1,0 +1,194 @@
+#include "server/ranker_service.h"
+
+#include <chrono>
+#include <random>
+#include <utility>
+
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
+#include "server/grpc_status.h"
+#include "spdlog/spdlog.h"
+
+namespace fuserank::server {
+namespace {
+
+using Clock = engine::BatcherClock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The call's gRPC deadline on the batcher's clock (max() when there is none).
+Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  const auto system_now = std::chrono::system_clock::now();
+  if (deadline >= system_now + std::chrono::hours(24)) return Clock::time_point::max();
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(deadline - system_now);
+}
+
+bool Sampled(double fraction) {
+  if (fraction <= 0) return false;
+  thread_local std::minstd_rand rng(std::random_device{}());
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng) < fraction;
+}
+
+}  // namespace
+
+struct RankerService::Call {
+  v1::RankRequest request;
+  v1::RankResponse response;
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  grpc::ByteBuffer* response_buffer = nullptr;
+  const ServedModel* served = nullptr;
+  Clock::time_point start;
+};
+
+RankerService::RankerService(const ServedModels* models, Metrics* metrics, RankerOptions options)
+    : models_(models), metrics_(metrics), options_(options) {}
+
+RankerService::~RankerService() = default;
+
+grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* context,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
+  std::unique_ptr<Call> call = AcquireCall();
+  call->start = Clock::now();
+  call->reactor = context->DefaultReactor();
+  call->response_buffer = response;
+  call->served = nullptr;
+  grpc::ServerUnaryReactor* reactor = call->reactor;
+  metrics_->AddInflight(1);
+  Call* raw = call.release();  // owned by the batcher's callback once Start() succeeds
+  const absl::Status status = Start(context, *request, raw);
+  if (!status.ok()) Finish(raw, ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status RankerService::Start(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer& request, Call* call) {
+  if (shutting_down_.load(std::memory_order_relaxed)) {
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  const size_t bytes = request.Length();
+  if (bytes > static_cast<size_t>(options_.max_request_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("the request is ", bytes,
+                                                   " bytes, more than server.max_request_bytes (",
+                                                   options_.max_request_bytes, ")"));
+  }
+  grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
+  const grpc::Status parsed =
+      grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::RankRequest>(&wire, &call->request);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request is not a valid fuserank.v1.RankRequest: ",
+                     parsed.error_message()));
+  }
+  ASSIGN_OR_RETURN(ServedModel * served, models_->Find(call->request.model()));
+  call->served = served;
+  std::unique_ptr<engine::Batch> batch = served->batcher->AcquireBatch();
+  const absl::Status decoded = served->decoder->Append(call->request, batch.get());
+  metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
+  if (!decoded.ok() || batch->num_candidates() == 0) {
+    served->batcher->ReleaseBatch(std::move(batch));
+    if (!decoded.ok()) return decoded;
+    // No candidates: an empty answer, nothing queued.
+    OnScored(call, absl::OkStatus(), engine::RequestResult{});
+    return absl::OkStatus();
+  }
+  return served->batcher->Submit(
+      std::move(batch), SteadyDeadline(*context),
+      [this, call](const absl::Status& status, const engine::RequestResult& result) {
+        OnScored(call, status, result);
+      });
+}
+
+void RankerService::OnScored(Call* call, const absl::Status& status,
+                             const engine::RequestResult& result) {
+  if (!status.ok()) {
+    Finish(call, ToGrpcStatus(status));
+    return;
+  }
+  if (result.batch_candidates > 0) {
+    metrics_->RecordStage(Stage::kQueue, result.queue_seconds);
+    if (result.position == 0) {  // once per batch
+      metrics_->RecordBatchCandidates(result.batch_candidates);
+      metrics_->RecordStage(Stage::kLookup, result.stages.lookup);
+      metrics_->RecordStage(Stage::kCross, result.stages.cross);
+      metrics_->RecordStage(Stage::kDnn, result.stages.dnn);
+      metrics_->RecordStage(Stage::kTopk, result.stages.topk);
+    }
+  }
+  const Clock::time_point encode_start = Clock::now();
+  const absl::Status encoded = Encode(call, result);
+  metrics_->RecordStage(Stage::kEncode, SecondsSince(encode_start));
+  Finish(call, ToGrpcStatus(encoded));
+}
+
+absl::Status RankerService::Encode(Call* call, const engine::RequestResult& result) {
+  v1::RankResponse& response = call->response;
+  response.Clear();
+  const int n = call->request.candidates_size();
+  response.mutable_items()->Reserve(static_cast<int>(result.items.size()));
+  for (const engine::ScoredIndex& scored : result.items) {
+    if (scored.index >= static_cast<uint32_t>(n)) {
+      return absl::InternalError(absl::StrCat("the engine returned candidate ", scored.index,
+                                              " of a request with ", n));
+    }
+    v1::ScoredItem* item = response.add_items();
+    item->set_item_id(call->request.candidates(static_cast<int>(scored.index)).item_id());
+    item->set_score(scored.score);
+    item->set_index(scored.index);
+  }
+  response.set_model_version(call->served->model->spec().version);
+  bool own_buffer = false;
+  const grpc::Status serialized = grpc::GenericSerialize<grpc::ProtoBufferWriter, v1::RankResponse>(
+      response, call->response_buffer, &own_buffer);
+  if (!serialized.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot serialize the response: ", serialized.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+void RankerService::Finish(Call* call, const grpc::Status& status) {
+  const double seconds = SecondsSince(call->start);
+  metrics_->RecordRequest(Rpc::kRank, status.error_code(), seconds);
+  metrics_->AddInflight(-1);
+  if (Sampled(options_.access_log_sample)) {
+    spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}{}{}",
+                 call->request.request_id(), call->request.model(),
+                 call->request.candidates_size(), call->request.top_k(),
+                 std::string(GrpcCodeName(status.error_code())), seconds * 1e3,
+                 status.ok() ? "" : " error=", status.error_message());
+  }
+  grpc::ServerUnaryReactor* reactor = call->reactor;
+  ReleaseCall(std::unique_ptr<Call>(call));
+  reactor->Finish(status);
+}
+
+std::unique_ptr<RankerService::Call> RankerService::AcquireCall() {
+  {
+    absl::MutexLock lock(&pool_mu_);
+    if (!pool_.empty()) {
+      std::unique_ptr<Call> call = std::move(pool_.back());
+      pool_.pop_back();
+      return call;
+    }
+  }
+  return std::make_unique<Call>();
+}
+
+void RankerService::ReleaseCall(std::unique_ptr<Call> call) {
+  call->served = nullptr;
+  call->reactor = nullptr;
+  call->response_buffer = nullptr;
+  absl::MutexLock lock(&pool_mu_);
+  // Pooled calls keep the capacity of the largest request they held: keep a modest number.
+  if (pool_.size() < 256) pool_.push_back(std::move(call));
+}
+
+}  // namespace fuserank::server

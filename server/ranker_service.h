@@ -1,0 +1,68 @@
+// fuserank.v1.Ranker on the gRPC callback API: one Rank call reads top to bottom as
+// parse -> find model -> decode (request_decoder) -> queue (engine/batcher) -> backend ->
+// encode -> Finish. The request is taken as raw bytes so its size can be checked against
+// server.max_request_bytes (INVALID_ARGUMENT naming the limit) and its protos reused.
+// Thread-safe: gRPC calls Rank() from many threads; completions run on batcher threads.
+#ifndef FUSERANK_SERVER_RANKER_SERVICE_H_
+#define FUSERANK_SERVER_RANKER_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/batcher.h"
+#include "fuserank/v1/ranker.grpc.pb.h"
+#include "server/metrics.h"
+#include "server/served_models.h"
+
+namespace fuserank::server {
+
+struct RankerOptions {
+  int64_t max_request_bytes = 16777216;  // server.max_request_bytes
+  double access_log_sample = 0.0;        // logging.access_log_sample
+};
+
+class RankerService final
+    : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ranker::Service> {
+ public:
+  // `models` and `metrics` must outlive the service.
+  RankerService(const ServedModels* models, Metrics* metrics, RankerOptions options);
+  ~RankerService() override;
+
+  grpc::ServerUnaryReactor* Rank(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+
+  // From now on new calls get UNAVAILABLE; calls already accepted complete normally.
+  void StartShutdown() { shutting_down_.store(true); }
+
+ private:
+  struct Call;  // one call's state; pooled so protos keep their capacity
+
+  // Everything up to the hand-off to the batcher. OK: the batcher owns `call` now.
+  absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
+                     Call* call);
+  void OnScored(Call* call, const absl::Status& status, const engine::RequestResult& result);
+  absl::Status Encode(Call* call, const engine::RequestResult& result);
+  void Finish(Call* call, const grpc::Status& status);
+
+  std::unique_ptr<Call> AcquireCall();
+  void ReleaseCall(std::unique_ptr<Call> call);
+
+  const ServedModels* const models_;
+  Metrics* const metrics_;
+  const RankerOptions options_;
+  std::atomic<bool> shutting_down_{false};
+
+  absl::Mutex pool_mu_;
+  std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mu_);
+};
+
+}  // namespace fuserank::server
+
+#endif  // FUSERANK_SERVER_RANKER_SERVICE_H_

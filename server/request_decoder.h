@@ -1,0 +1,62 @@
+// Validates a RankRequest against one model and appends it to an engine::Batch: ids mapped
+// to rows (SPEC section 2 step 1), bags ordered by the model's user/item tables, dense
+// values copied. Every bad input of SPEC section 3 becomes INVALID_ARGUMENT with a message
+// that names the field, the value and the fix.
+// Immutable after construction; Append() is thread-safe (one Batch per caller).
+#ifndef FUSERANK_SERVER_REQUEST_DECODER_H_
+#define FUSERANK_SERVER_REQUEST_DECODER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "engine/batch.h"
+#include "engine/model.h"
+#include "fuserank/v1/ranker.pb.h"
+
+namespace fuserank::server {
+
+struct DecodeLimits {
+  int max_candidates = 4096;       // server.max_candidates
+  int max_ids_per_feature = 1024;  // server.max_ids_per_feature
+};
+
+class RequestDecoder {
+ public:
+  RequestDecoder(std::shared_ptr<const engine::Model> model, DecodeLimits limits);
+
+  // Appends `request` as the next request of `batch`. An empty batch takes this decoder's
+  // model; a batch of another model is an INTERNAL error. On any error the batch is left
+  // exactly as it was. No allocation once the batch's buffers have grown.
+  absl::Status Append(const v1::RankRequest& request, engine::Batch* batch) const;
+
+  const std::shared_ptr<const engine::Model>& model() const { return model_; }
+
+ private:
+  struct TableRef {
+    int table = 0;  // index into Model::tables()
+    int slot = 0;   // position in Model::user_tables() or item_tables()
+    engine::Side side = engine::Side::kItem;
+  };
+  using Features = google::protobuf::RepeatedPtrField<v1::Feature>;
+
+  absl::Status AppendImpl(const v1::RankRequest& request, engine::Batch* batch) const;
+  // Appends one bag per table of `side` (empty bags for tables not sent). `candidate` is
+  // the candidate's index in the request, or -1 for user_features (for messages only).
+  absl::Status AppendBags(const Features& features, engine::Side side, int candidate,
+                          engine::BagSet* bags) const;
+  absl::Status CheckFeature(const Features& features, int k, engine::Side side, int candidate,
+                            int* slot_feature) const;
+  absl::Status AppendBag(const v1::Feature& feature, const engine::EmbeddingTable& table,
+                         int k, int candidate, engine::BagSet* bags) const;
+  std::string TableNames(engine::Side side) const;
+
+  std::shared_ptr<const engine::Model> model_;
+  DecodeLimits limits_;
+  absl::flat_hash_map<std::string, TableRef> tables_;
+};
+
+}  // namespace fuserank::server
+
+#endif  // FUSERANK_SERVER_REQUEST_DECODER_H_

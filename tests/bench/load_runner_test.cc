@@ -1,0 +1,133 @@
+#include "bench/loadgen/load_runner.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "engine/model_spec.h"
+#include "fuserank/v1/ranker.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace fuserank::bench {
+namespace {
+
+// A Ranker that scores candidate i as 1 / (i + 2) and can be told to misbehave.
+class FakeRanker final : public fuserank::v1::Ranker::Service {
+ public:
+  std::atomic<int> fail_every{0};    // > 0: every n-th call returns RESOURCE_EXHAUSTED
+  std::atomic<bool> drop_one{false}; // return one item too few
+  std::atomic<int> calls{0};
+
+  grpc::Status Rank(grpc::ServerContext*, const fuserank::v1::RankRequest* request,
+                    fuserank::v1::RankResponse* response) override {
+    const int call = ++calls;
+    if (fail_every > 0 && call % fail_every == 0) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
+    }
+    const int n = request->candidates_size();
+    int k = request->top_k() == 0 ? n : std::min<int>(n, request->top_k());
+    if (drop_one) --k;
+    for (int i = 0; i < k; ++i) {
+      auto* item = response->add_items();
+      item->set_index(i);
+      item->set_item_id(request->candidates(i).item_id());
+      item->set_score(1.0f / (i + 2));
+    }
+    return grpc::Status::OK;
+  }
+};
+
+class LoadRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    engine::ModelSpec spec;
+    engine::TableSpec user{.name = "u", .side = engine::Side::kUser, .rows = 10, .dim = 4};
+    engine::TableSpec item{.name = "i", .side = engine::Side::kItem, .rows = 100, .dim = 4};
+    spec.tables = {user, item};
+    spec.dense_item = 2;
+    RequestOptions request;
+    request.candidates = 8;
+    request.top_k = 5;
+    absl::StatusOr<RequestPool> pool = BuildRequestPool(spec, request, 16);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    pool_ = *std::move(pool);
+    options_.target = "127.0.0.1:" + std::to_string(port_);
+    options_.duration_s = 0.6;
+    options_.warmup_s = 0.2;
+    options_.timeout_ms = 2000;
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  FakeRanker service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  RequestPool pool_;
+  RunOptions options_;
+};
+
+TEST_F(LoadRunnerTest, ClosedLoopMeasuresOnlyTheWindow) {
+  options_.concurrency = 3;
+  options_.threads = 2;
+  absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GT(result->ok, 10);
+  EXPECT_EQ(result->errors, 0);
+  EXPECT_EQ(result->latency.count(), result->ok);
+  EXPECT_GT(result->latency.ValueAtQuantile(0.5), 0);
+  // The warm-up calls were served but not counted.
+  EXPECT_GT(service_.calls.load(), result->ok);
+  EXPECT_DOUBLE_EQ(result->window_s, 0.6);
+}
+
+TEST_F(LoadRunnerTest, OpenLoopSendsAtTheRate) {
+  options_.rate = 400;
+  options_.duration_s = 1.0;
+  absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // Poisson: 400 expected arrivals, standard deviation 20.
+  EXPECT_GT(result->ok, 300);
+  EXPECT_LT(result->ok, 500);
+  EXPECT_EQ(result->errors, 0);
+}
+
+TEST_F(LoadRunnerTest, CountsErrorsByCode) {
+  service_.fail_every = 4;
+  options_.concurrency = 2;
+  absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_GT(result->errors, 0);
+  EXPECT_EQ(result->errors_by_code.at("RESOURCE_EXHAUSTED"), result->errors);
+  EXPECT_NEAR(static_cast<double>(result->errors) / (result->ok + result->errors), 0.25, 0.05);
+}
+
+TEST_F(LoadRunnerTest, FlagsResponsesWithTheWrongItemCount) {
+  service_.drop_one = true;
+  options_.concurrency = 1;
+  absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->ok, 0);
+  EXPECT_GT(result->errors_by_code.at("BAD_RESPONSE"), 0);
+}
+
+TEST_F(LoadRunnerTest, RejectsBadOptionsAndUnreachableTargets) {
+  EXPECT_FALSE(RunLoad(options_, pool_).ok());  // neither concurrency nor rate
+  options_.concurrency = 1;
+  options_.rate = 5;
+  EXPECT_FALSE(RunLoad(options_, pool_).ok());  // both
+  options_.rate = 0;
+  options_.target = "127.0.0.1:1";
+  options_.connect_timeout_ms = 200;
+  absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+}
+
+}  // namespace
+}  // namespace fuserank::bench

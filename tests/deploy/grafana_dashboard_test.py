@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Checks deploy/grafana/fuserank-dashboard.json: valid dashboard JSON, panels laid out
+without overlap, every query reads SPEC section 4 metrics or recording rules that exist,
+every SPEC metric is shown somewhere, the panels issue 7 asks for are there, and every
+query is valid PromQL (promtool checks them as rules, template variables filled in)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import yaml
+
+import deploy_util as du
+
+TEMPLATE_VALUES = {"$job": "fuserank", "$instance": ".*", "${datasource}": "prom"}
+
+
+def load_dashboard():
+    with open(du.DASHBOARD, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def data_panels(dashboard):
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            yield from panel.get("panels", [])
+        else:
+            yield panel
+
+
+def fill_templates(expr):
+    for name, value in TEMPLATE_VALUES.items():
+        expr = expr.replace(name, value)
+    return expr
+
+
+class DashboardTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dashboard = load_dashboard()
+        cls.panels = list(data_panels(cls.dashboard))
+        cls.exprs = [(p["title"], t["expr"]) for p in cls.panels for t in p["targets"]]
+
+    def test_dashboard_fields(self):
+        self.assertEqual(self.dashboard["title"], "fuserank")
+        self.assertTrue(self.dashboard["uid"])
+        self.assertIsInstance(self.dashboard["schemaVersion"], int)
+        ids = [p["id"] for p in self.dashboard["panels"]]
+        self.assertEqual(len(ids), len(set(ids)))
+
+    def test_layout_has_no_overlap(self):
+        cells = {}
+        for panel in self.dashboard["panels"]:
+            g = panel["gridPos"]
+            self.assertLessEqual(g["x"] + g["w"], 24, panel["title"])
+            for x in range(g["x"], g["x"] + g["w"]):
+                for y in range(g["y"], g["y"] + g["h"]):
+                    self.assertNotIn((x, y), cells, f"{panel['title']} overlaps {cells.get((x, y))}")
+                    cells[(x, y)] = panel["title"]
+
+    def test_panels_have_queries_on_the_prometheus_variable(self):
+        variables = {v["name"]: v for v in self.dashboard["templating"]["list"]}
+        self.assertEqual(variables["datasource"]["query"], "prometheus")
+        for panel in self.panels:
+            self.assertTrue(panel["targets"], panel["title"])
+            self.assertEqual(panel["datasource"]["uid"], "${datasource}", panel["title"])
+            refs = [t["refId"] for t in panel["targets"]]
+            self.assertEqual(len(refs), len(set(refs)), panel["title"])
+            for target in panel["targets"]:
+                for var in re.findall(r"\$\{?(\w+)", target["expr"]):
+                    self.assertIn(var, variables, panel["title"])
+
+    def test_queries_read_spec_metrics_and_defined_rules(self):
+        defined = set(du.recording_rules())
+        spec = du.spec_series_names()
+        for title, expr in self.exprs:
+            recorded, raw = du.promql_names(expr)
+            self.assertEqual(recorded - defined, set(), title)
+            self.assertEqual(raw - spec, set(), title)
+
+    def test_every_spec_metric_is_shown(self):
+        rules = du.recording_rules()
+        shown = set()
+        for _, expr in self.exprs:
+            recorded, raw = du.promql_names(expr)
+            shown |= raw
+            pending = list(recorded)
+            while pending:  # follow recording rules down to the metrics they read
+                rule_recorded, rule_raw = du.promql_names(rules[pending.pop()])
+                shown |= rule_raw
+                pending += list(rule_recorded)
+        for name, (kind, _) in du.SPEC_METRICS.items():
+            series = {name + "_bucket", name + "_sum", name + "_count"} if kind == "histogram" else {name}
+            self.assertTrue(series & shown, name)
+
+    def test_issue_7_panels(self):
+        by_metric = {}
+        for title, expr in self.exprs:
+            by_metric.setdefault(title, []).append(expr)
+        text = json.dumps(by_metric)
+        for needle in ["job:fuserank_requests:rate1m",  # QPS
+                       "job_rpc:fuserank_request_errors:ratio_rate5m",  # error ratio
+                       "job_rpc:fuserank_request_duration_seconds:p50_rate5m",
+                       "job_rpc:fuserank_request_duration_seconds:p99_rate5m",
+                       "job_stage:fuserank_stage_duration_seconds:p99_rate5m",
+                       "job:fuserank_batch_candidates:mean_rate5m",  # batch size
+                       "fuserank_queue_depth", "fuserank_inflight_requests",
+                       "job_table:fuserank_embedding_cache_hit_ratio:rate5m",
+                       "fuserank_hot_rows_version", "fuserank_model_info"]:
+            self.assertIn(needle, text)
+
+    def test_queries_are_valid_promql(self):
+        rules = [{"record": f"dashboard:query:{i}", "expr": fill_templates(expr)}
+                 for i, (_, expr) in enumerate(self.exprs)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "dashboard-queries.yml")
+            with open(path, "w") as f:
+                yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, f)
+            promtool = shutil.which("promtool") or "/usr/bin/promtool"
+            result = subprocess.run([promtool, "check", "rules", path], capture_output=True,
+                                    text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn(f"{len(rules)} rules found", result.stdout)
+
+
+if __name__ == "__main__":
+    du.python_check()
+    unittest.main(verbosity=2)

@@ -1,0 +1,444 @@
+// Model loading: every tensor checked against the spec (dtype, shape, missing, extra),
+// fp32/fp16/bf16 tables, the linear cross folded exactly, and tables served from the
+// mapping rather than copied.
+#include "engine/model.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_dtype.h"
+#include "engine/safetensors.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fuserank::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("fuserank_model_test_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Tensors built in memory, each also kept as float values for reference math.
+struct Weights {
+  std::map<std::string, std::vector<std::byte>> bytes;
+  std::map<std::string, std::vector<float>> values;  // as stored (after dtype rounding)
+  TensorMap tensors;
+
+  void Add(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+           std::vector<float> v) {
+    std::vector<std::byte>& b = bytes[name];
+    const size_t element = SafetensorsDTypeSize(dtype);
+    b.resize(v.size() * element);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (dtype == "F32") {
+        std::memcpy(&b[i * 4], &v[i], 4);
+      } else {
+        const uint16_t h = dtype == "F16" ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
+        v[i] = dtype == "F16" ? HalfToFloat(h) : BFloat16ToFloat(h);
+        std::memcpy(&b[i * 2], &h, 2);
+      }
+    }
+    values[name] = std::move(v);
+    tensors[name] = TensorView{dtype, std::move(shape), b.data(), b.size()};
+  }
+  void Remove(const std::string& name) { tensors.erase(name); }
+};
+
+ModelSpec TestSpec(DType dtype, Interaction interaction) {
+  ModelSpec spec;
+  spec.name = "test";
+  spec.version = "3";
+  spec.weights_path = "test.safetensors";
+  spec.embedding_dtype = dtype;
+  spec.tables = {{"user_a", Side::kUser, 50, 8, Pooling::kSum, Oov::kModulo},
+                 {"item_a", Side::kItem, 40, 8, Pooling::kMean, Oov::kReject},
+                 {"user_b", Side::kUser, 30, 8, Pooling::kSum, Oov::kModulo}};
+  spec.dense_user = 3;
+  spec.dense_item = 2;
+  spec.bottom_mlp = {16, 8};
+  spec.interaction = interaction;
+  spec.cross_dim = interaction == Interaction::kLinear ? 10 : 0;
+  spec.top_mlp = {12, 6, 1};
+  return spec;
+}
+
+Weights RandomWeights(const ModelSpec& spec, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  Weights w;
+  const std::string dtype(SafetensorsDType(spec.embedding_dtype));
+  for (const TableSpec& t : spec.tables) {
+    w.Add("embeddings." + t.name + ".weight", dtype, {t.rows, t.dim}, random(t.rows * t.dim));
+  }
+  auto layer = [&](const std::string& prefix, int in, int out) {
+    w.Add(prefix + ".weight", "F32", {out, in}, random(static_cast<size_t>(out) * in));
+    w.Add(prefix + ".bias", "F32", {out}, random(out));
+  };
+  int in = spec.dense_total();
+  for (size_t i = 0; i < spec.bottom_mlp.size(); ++i) {
+    layer("bottom_mlp." + std::to_string(i), in, spec.bottom_mlp[i]);
+    in = spec.bottom_mlp[i];
+  }
+  in = spec.interaction_width();
+  if (spec.interaction == Interaction::kLinear) {
+    layer("cross", spec.concat_width(), spec.cross_dim);
+    in = spec.cross_dim;
+  }
+  for (size_t i = 0; i < spec.top_mlp.size(); ++i) {
+    layer("top_mlp." + std::to_string(i), in, spec.top_mlp[i]);
+    in = spec.top_mlp[i];
+  }
+  return w;
+}
+
+// Writes spec + weights into `dir`; returns the spec path.
+std::string WriteModel(const TempDir& dir, ModelSpec spec, const TensorMap& tensors) {
+  spec.weights_path = dir.File(spec.name + ".safetensors");
+  std::vector<std::pair<std::string, TensorView>> list(tensors.begin(), tensors.end());
+  EXPECT_TRUE(WriteSafetensors(spec.weights_path, list).ok());
+  const std::string path = dir.File(spec.name + ".yaml");
+  std::ofstream(path) << ModelSpecToYaml(spec);
+  return path;
+}
+
+void ExpectModelMatches(const Model& model, const ModelSpec& spec, const Weights& w) {
+  ASSERT_EQ(model.tables().size(), spec.tables.size());
+  for (size_t i = 0; i < spec.tables.size(); ++i) {
+    const EmbeddingTable& t = model.tables()[i];
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(t.name, spec.tables[i].name);
+    EXPECT_EQ(t.spec_index, static_cast<int>(i));
+    EXPECT_EQ(t.side, spec.tables[i].side);
+    EXPECT_EQ(t.pooling, spec.tables[i].pooling);
+    EXPECT_EQ(t.oov, spec.tables[i].oov);
+    EXPECT_EQ(t.dtype, spec.embedding_dtype);
+    EXPECT_EQ(t.rows, spec.tables[i].rows);
+    EXPECT_EQ(t.dim, spec.tables[i].dim);
+    const std::vector<std::byte>& src = w.bytes.at("embeddings." + t.name + ".weight");
+    EXPECT_EQ(t.row_bytes, src.size() / t.rows);
+    ASSERT_NE(t.data, nullptr);
+    EXPECT_NE(t.data, src.data());  // copied or mapped, never the caller's buffer
+    EXPECT_EQ(std::memcmp(t.data, src.data(), src.size()), 0);
+  }
+  EXPECT_EQ(model.user_tables(), (std::vector<int>{0, 2}));
+  EXPECT_EQ(model.item_tables(), (std::vector<int>{1}));
+  EXPECT_EQ(model.FindTable("user_b"), 2);
+  EXPECT_EQ(model.FindTable("nope"), -1);
+  ASSERT_EQ(model.bottom_mlp().size(), spec.bottom_mlp.size());
+  int in = spec.dense_total();
+  for (size_t i = 0; i < spec.bottom_mlp.size(); ++i) {
+    const DenseLayer& l = model.bottom_mlp()[i];
+    EXPECT_EQ(l.in, in);
+    EXPECT_EQ(l.out, spec.bottom_mlp[i]);
+    EXPECT_TRUE(l.relu);  // ReLU after every bottom layer, the last one too
+    EXPECT_EQ(l.weight, w.values.at("bottom_mlp." + std::to_string(i) + ".weight"));
+    EXPECT_EQ(l.bias, w.values.at("bottom_mlp." + std::to_string(i) + ".bias"));
+    in = l.out;
+  }
+  ASSERT_EQ(model.top_mlp().size(), spec.top_mlp.size());
+  in = spec.interaction_width();
+  for (size_t i = 0; i < spec.top_mlp.size(); ++i) {
+    const DenseLayer& l = model.top_mlp()[i];
+    EXPECT_EQ(l.in, in);
+    EXPECT_EQ(l.out, spec.top_mlp[i]);
+    EXPECT_EQ(l.relu, i + 1 < spec.top_mlp.size());
+    if (i > 0 || spec.interaction != Interaction::kLinear) {
+      EXPECT_EQ(l.weight, w.values.at("top_mlp." + std::to_string(i) + ".weight"));
+    }
+    in = l.out;
+  }
+}
+
+class ModelDTypeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ModelDTypeTest, FromTensorsCopiesEveryPart) {
+  const ModelSpec spec = TestSpec(GetParam(), Interaction::kDot);
+  const Weights w = RandomWeights(spec, 11);
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::FromTensors(spec, w.tensors);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ExpectModelMatches(**model, spec, w);
+}
+
+TEST_P(ModelDTypeTest, LoadMapsTheWeightsFile) {
+  const ModelSpec spec = TestSpec(GetParam(), Interaction::kConcat);
+  const Weights w = RandomWeights(spec, 12);
+  TempDir dir;
+  const std::string path = WriteModel(dir, spec, w.tensors);
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->spec().weights_path, dir.File("test.safetensors"));
+  EXPECT_EQ((*model)->spec().version, "3");
+  ExpectModelMatches(**model, spec, w);
+  for (const EmbeddingTable& t : (*model)->tables()) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % SafetensorsDTypeSize(SafetensorsDType(t.dtype)),
+              0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, ModelDTypeTest,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+absl::Status BuildWith(const Weights& w, DType dtype = DType::kF32) {
+  return Model::FromTensors(TestSpec(dtype, Interaction::kDot), w.tensors).status();
+}
+
+TEST(ModelTest, RefusesWrongTableDtype) {
+  Weights w = RandomWeights(TestSpec(DType::kF16, Interaction::kDot), 1);
+  absl::Status status = BuildWith(w, DType::kF32);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      status.message(),
+      HasSubstr("tensor 'embeddings.user_a.weight': expected F32 [50, 8], got F16 [50, 8]"));
+}
+
+TEST(ModelTest, RefusesWrongDenseDtype) {
+  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 1);
+  w.tensors["top_mlp.1.bias"].dtype = "F64";
+  w.tensors["top_mlp.1.bias"].nbytes *= 2;
+  EXPECT_THAT(BuildWith(w).message(),
+              HasSubstr("tensor 'top_mlp.1.bias': expected F32 [6], got F64 [6]"));
+}
+
+TEST(ModelTest, RefusesWrongShape) {
+  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 2);
+  w.tensors["bottom_mlp.1.weight"].shape = {16, 8};  // transposed
+  EXPECT_THAT(BuildWith(w).message(),
+              HasSubstr("tensor 'bottom_mlp.1.weight': expected F32 [8, 16], got F32 [16, 8]"));
+}
+
+TEST(ModelTest, RefusesByteCountThatDisagreesWithShape) {
+  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 2);
+  w.tensors["top_mlp.2.weight"].nbytes -= 4;
+  EXPECT_THAT(BuildWith(w).message(), HasSubstr("tensor 'top_mlp.2.weight': holds 20 bytes"));
+}
+
+TEST(ModelTest, RefusesMissingTensor) {
+  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 3);
+  w.Remove("embeddings.item_a.weight");
+  w.Remove("top_mlp.0.bias");
+  absl::Status status = BuildWith(w);
+  EXPECT_THAT(status.message(),
+              HasSubstr("tensor 'embeddings.item_a.weight' is missing (expected F32 [40, 8])"));
+  EXPECT_THAT(status.message(), HasSubstr("tensor 'top_mlp.0.bias' is missing"));
+}
+
+TEST(ModelTest, RefusesTensorsNotInTheSpec) {
+  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 4);
+  w.tensors["top_mlp.3.weight"] = w.tensors["top_mlp.2.weight"];
+  absl::Status status = BuildWith(w);
+  EXPECT_THAT(status.message(), HasSubstr("tensors not in the spec: 'top_mlp.3.weight'"));
+  // A typo'd name is both missing and extra.
+  w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 4);
+  w.tensors["embeddings.usera.weight"] = w.tensors["embeddings.user_a.weight"];
+  w.Remove("embeddings.user_a.weight");
+  status = BuildWith(w);
+  EXPECT_THAT(status.message(), HasSubstr("'embeddings.user_a.weight' is missing"));
+  EXPECT_THAT(status.message(), HasSubstr("not in the spec: 'embeddings.usera.weight'"));
+}
+
+TEST(ModelTest, RefusesNonFiniteDenseWeights) {
+  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 5);
+  const float nan = std::nanf("");
+  std::memcpy(w.bytes["bottom_mlp.0.weight"].data() + 4 * 7, &nan, 4);
+  EXPECT_THAT(BuildWith(w).message(), HasSubstr("tensor 'bottom_mlp.0.weight': element 7 is nan"));
+}
+
+TEST(ModelTest, RefusesInvalidSpecAndInt8ForNow) {
+  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 6);
+  ModelSpec spec = TestSpec(DType::kF32, Interaction::kDot);
+  spec.top_mlp.back() = 2;
+  EXPECT_THAT(Model::FromTensors(spec, w.tensors).status().message(), HasSubstr("top_mlp[2]"));
+  spec = TestSpec(DType::kInt8, Interaction::kDot);
+  absl::Status status = Model::FromTensors(spec, w.tensors).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(), HasSubstr("embedding_dtype"));
+}
+
+TEST(ModelTest, FoldsLinearCrossIntoFirstTopLayer) {
+  const uint32_t seed = 977;
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const ModelSpec spec = TestSpec(DType::kF32, Interaction::kLinear);
+  const Weights w = RandomWeights(spec, seed);
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::FromTensors(spec, w.tensors);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const DenseLayer& folded = (*model)->top_mlp()[0];
+  const int c_dim = spec.concat_width(), k_dim = spec.cross_dim, o_dim = spec.top_mlp[0];
+  ASSERT_EQ(folded.in, c_dim);
+  ASSERT_EQ(folded.out, o_dim);
+  EXPECT_TRUE(folded.relu);
+  ASSERT_EQ(folded.weight.size(), static_cast<size_t>(o_dim * c_dim));
+  const std::vector<float>& wc = w.values.at("cross.weight");
+  const std::vector<float>& bc = w.values.at("cross.bias");
+  const std::vector<float>& wt = w.values.at("top_mlp.0.weight");
+  const std::vector<float>& bt = w.values.at("top_mlp.0.bias");
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<double> x(c_dim);
+    for (double& v : x) v = u(rng);
+    std::vector<double> h(k_dim);  // h = W_cross x + b_cross
+    for (int k = 0; k < k_dim; ++k) {
+      h[k] = bc[k];
+      for (int c = 0; c < c_dim; ++c) h[k] += double{wc[k * c_dim + c]} * x[c];
+    }
+    for (int o = 0; o < o_dim; ++o) {
+      double want = bt[o];  // W_top1 h + b_top1
+      for (int k = 0; k < k_dim; ++k) want += double{wt[o * k_dim + k]} * h[k];
+      double got = folded.bias[o];
+      for (int c = 0; c < c_dim; ++c) got += double{folded.weight[o * c_dim + c]} * x[c];
+      EXPECT_NEAR(got, want, 1e-5) << "trial " << trial << " output " << o;
+    }
+  }
+}
+
+TEST(ModelTest, LoadErrorsNameTheFile) {
+  const ModelSpec spec = TestSpec(DType::kF32, Interaction::kDot);
+  Weights w = RandomWeights(spec, 7);
+  TempDir dir;
+  w.tensors["top_mlp.0.weight"].shape = {12, 18};
+  w.tensors["top_mlp.0.weight"].nbytes = 12 * 18 * 4;
+  w.bytes["top_mlp.0.weight"].resize(12 * 18 * 4);
+  w.tensors["top_mlp.0.weight"].data = w.bytes["top_mlp.0.weight"].data();
+  const std::string path = WriteModel(dir, spec, w.tensors);
+  absl::Status status = Model::Load(path).status();
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr(dir.File("test.safetensors") +
+                        ": tensor 'top_mlp.0.weight': expected F32 [12, 14], got F32 [12, 18]"));
+
+  // Truncated weights.
+  w = RandomWeights(spec, 7);
+  WriteModel(dir, spec, w.tensors);
+  std::filesystem::resize_file(dir.File("test.safetensors"),
+                               std::filesystem::file_size(dir.File("test.safetensors")) - 10);
+  status = Model::Load(path).status();
+  EXPECT_THAT(status.message(), HasSubstr(dir.File("test.safetensors") + ": tensor '"));
+  EXPECT_THAT(status.message(), HasSubstr("truncated"));
+
+  // Missing weights, bad spec.
+  std::filesystem::remove(dir.File("test.safetensors"));
+  status = Model::Load(path).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr(dir.File("test.safetensors")));
+  std::ofstream(path) << "name: x\n";
+  EXPECT_THAT(Model::Load(path).status().message(), HasSubstr(path + ": "));
+}
+
+// fuserank-gen-model's output loads (its streaming writer, every dtype, the linear cross).
+TEST(ModelTest, GeneratedModelsLoad) {
+  const std::string gen = std::string(FUSERANK_BINARY_DIR) + "/bin/fuserank-gen-model";
+  if (!std::filesystem::exists(gen)) GTEST_SKIP() << "build fuserank-gen-model first: " << gen;
+  TempDir dir;
+  const std::string flags[] = {
+      "--user_tables=2 --item_tables=3 --rows=100,200,300,400,500 --dim=16 --dense_user=4 "
+      "--dense_item=3 --bottom_mlp=64,16 --interaction=dot --top_mlp=64,32,1",
+      "--user_tables=1 --item_tables=2 --rows=77 --dim=8 --dense_item=2 --interaction=linear "
+      "--cross_dim=12 --top_mlp=16,1 --dtype=bf16 --pooling=mean --oov=reject",
+      "--user_tables=0 --item_tables=3 --rows=1001 --dim=3 --interaction=concat "
+      "--top_mlp=1 --dtype=fp16"};
+  for (const std::string& f : flags) {
+    SCOPED_TRACE(f);
+    const std::string spec_path = dir.File("gen.yaml");
+    const std::string command = gen + " --out=" + spec_path + " --seed=5 " + f + " > /dev/null";
+    ASSERT_EQ(std::system(command.c_str()), 0);
+    absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(spec_path);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->spec().name, "gen");
+    EXPECT_EQ((*model)->top_mlp()[0].in, (*model)->spec().interaction_width());
+  }
+  const std::string bad = gen + " --out=" + dir.File("bad.yaml") + " --top_mlp=4,2 2> /dev/null";
+  EXPECT_NE(std::system(bad.c_str()), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("bad.yaml")));
+}
+
+int64_t ResidentKb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return -1;
+}
+
+// A model with FUSERANK_MMAP_TEST_MB (default 256) MB of tables loads with resident
+// memory growing by a small fraction of that: the tables are mapped, not read or copied.
+TEST(ModelTest, LoadMapsTablesWithoutCopying) {
+  const char* env = std::getenv("FUSERANK_MMAP_TEST_MB");
+  const int64_t mb = env != nullptr ? std::atoll(env) : 256;
+  constexpr int kDim = 16;
+  const int64_t rows = mb * (1 << 20) / (kDim * 4);
+  ModelSpec spec;
+  spec.name = "big";
+  spec.tables = {{"big", Side::kItem, rows, kDim}};
+  spec.interaction = Interaction::kConcat;
+  spec.top_mlp = {1};
+  TempDir dir;
+  spec.weights_path = dir.File("big.safetensors");
+  {
+    auto writer = SafetensorsWriter::Create(spec.weights_path,
+                                            {{"top_mlp.0.weight", "F32", {1, kDim}},
+                                             {"top_mlp.0.bias", "F32", {1}},
+                                             {"embeddings.big.weight", "F32", {rows, kDim}}});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    std::vector<float> chunk(kDim + 1, 0.25f);
+    ASSERT_TRUE((*writer)->Append(chunk.data(), (kDim + 1) * 4).ok());
+    constexpr int64_t kRowsPerChunk = 1 << 14;
+    chunk.assign(kRowsPerChunk * kDim, 0.5f);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerChunk) {
+      const int64_t n = std::min(kRowsPerChunk, rows - r0);
+      for (int64_t r = 0; r < n; ++r) chunk[r * kDim] = static_cast<float>(r0 + r);
+      ASSERT_TRUE((*writer)->Append(chunk.data(), n * kDim * 4).ok());
+    }
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  const std::string path = dir.File("big.yaml");
+  std::ofstream(path) << ModelSpecToYaml(spec);
+
+  const int64_t before_kb = ResidentKb();
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(path);
+  const int64_t after_kb = ResidentKb();
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int64_t table_kb = rows * kDim * 4 / 1024;
+  std::printf("tables %lld MB: resident memory grew %lld kB on load\n", static_cast<long long>(mb),
+              static_cast<long long>(after_kb - before_kb));
+  EXPECT_LT(after_kb - before_kb, table_kb / 16)
+      << "tables of " << table_kb << " kB seem to have been read or copied";
+  const EmbeddingTable& table = (*model)->tables()[0];
+  for (int64_t r : {int64_t{0}, rows / 3, rows - 1}) {
+    float v[2];
+    std::memcpy(v, table.data + r * table.row_bytes, sizeof(v));
+    EXPECT_EQ(v[0], static_cast<float>(r));
+    EXPECT_EQ(v[1], 0.5f);
+  }
+  EXPECT_LT(ResidentKb() - before_kb, table_kb / 16);
+}
+
+}  // namespace
+}  // namespace fuserank::engine

@@ -1,0 +1,344 @@
+#include "server/config.h"
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/config_validation.h"
+
+namespace fuserank::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kFile[] = "config/x.yaml";
+
+TEST(ConfigTest, EmptyFileGivesEveryDefault) {
+  absl::StatusOr<Config> config = ParseConfig("", kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->server.listen, "0.0.0.0:8700");
+  EXPECT_EQ(config->server.admin_listen, "127.0.0.1:8701");
+  EXPECT_EQ(config->server.admin_token_file, "");
+  EXPECT_EQ(config->server.metrics_listen, "0.0.0.0:8702");
+  EXPECT_FALSE(config->server.tls.enabled());
+  EXPECT_EQ(config->server.max_request_bytes, 16777216);
+  EXPECT_EQ(config->server.max_candidates, 4096);
+  EXPECT_EQ(config->server.max_ids_per_feature, 1024);
+  EXPECT_EQ(config->server.shutdown_grace_seconds, 10);
+  EXPECT_EQ(config->engine.device, engine::DeviceChoice::kAuto);
+  EXPECT_EQ(config->engine.gpu, 0);
+  EXPECT_EQ(config->engine.streams, 4);
+  EXPECT_EQ(config->engine.max_batch_candidates, 8192);
+  EXPECT_EQ(config->engine.max_batch_wait_us, 200);
+  EXPECT_EQ(config->engine.queue_capacity, 1024);
+  EXPECT_TRUE(config->engine.cuda_graphs);
+  EXPECT_EQ(config->engine.cpu_threads, 1);
+  EXPECT_FALSE(config->engine.allow_tf32);
+  EXPECT_EQ(config->cache.hot_rows_per_table, 4096);
+  EXPECT_EQ(config->cache.policy, CachePolicy::kStatic);
+  EXPECT_EQ(config->cache.rebuild_interval_seconds, 60);
+  EXPECT_EQ(config->cache.placement, CachePlacement::kDevice);
+  EXPECT_EQ(config->cache.shared_memory_rows, 0);
+  ASSERT_EQ(config->models.size(), 1u);
+  EXPECT_EQ(config->models[0].name, "");
+  EXPECT_EQ(config->models[0].path, "config/models/demo.yaml");
+  EXPECT_EQ(config->logging.level, "info");
+  EXPECT_EQ(config->logging.format, LogFormat::kText);
+  EXPECT_EQ(config->logging.access_log_sample, 0.0);
+  EXPECT_EQ(config->file, kFile);
+}
+
+TEST(ConfigTest, ReadsEveryKey) {
+  const char* yaml = R"(
+server:
+  listen: 127.0.0.1:9000
+  admin_listen: localhost:9001
+  admin_token_file: ""
+  metrics_listen: "[::]:9002"
+  tls: {cert_file: "", key_file: "", client_ca_file: ""}
+  max_request_bytes: 4096
+  max_candidates: 100
+  max_ids_per_feature: 7
+  shutdown_grace_seconds: 3
+engine:
+  device: cpu
+  gpu: 2
+  streams: 8
+  max_batch_candidates: 500
+  max_batch_wait_us: 0
+  queue_capacity: 16
+  cuda_graphs: false
+  cpu_threads: 3
+  allow_tf32: true
+cache:
+  hot_rows_per_table: 10
+  policy: frequency
+  rebuild_interval_seconds: 5
+  placement: host
+  shared_memory_rows: 4
+model:
+  path: /models/m.yaml
+logging: {level: debug, format: json, access_log_sample: 0.25}
+)";
+  absl::StatusOr<Config> config = ParseConfig(yaml, kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->server.listen, "127.0.0.1:9000");
+  EXPECT_EQ(config->server.admin_listen, "localhost:9001");
+  EXPECT_EQ(config->server.metrics_listen, "[::]:9002");
+  EXPECT_EQ(config->server.max_request_bytes, 4096);
+  EXPECT_EQ(config->server.max_candidates, 100);
+  EXPECT_EQ(config->server.max_ids_per_feature, 7);
+  EXPECT_EQ(config->server.shutdown_grace_seconds, 3);
+  EXPECT_EQ(config->engine.device, engine::DeviceChoice::kCpu);
+  EXPECT_EQ(config->engine.gpu, 2);
+  EXPECT_EQ(config->engine.streams, 8);
+  EXPECT_EQ(config->engine.max_batch_candidates, 500);
+  EXPECT_EQ(config->engine.max_batch_wait_us, 0);
+  EXPECT_EQ(config->engine.queue_capacity, 16);
+  EXPECT_FALSE(config->engine.cuda_graphs);
+  EXPECT_EQ(config->engine.cpu_threads, 3);
+  EXPECT_TRUE(config->engine.allow_tf32);
+  EXPECT_EQ(config->cache.hot_rows_per_table, 10);
+  EXPECT_EQ(config->cache.policy, CachePolicy::kFrequency);
+  EXPECT_EQ(config->cache.rebuild_interval_seconds, 5);
+  EXPECT_EQ(config->cache.placement, CachePlacement::kHost);
+  EXPECT_EQ(config->cache.shared_memory_rows, 4);
+  ASSERT_EQ(config->models.size(), 1u);
+  EXPECT_EQ(config->models[0].path, "/models/m.yaml");
+  EXPECT_EQ(config->logging.level, "debug");
+  EXPECT_EQ(config->logging.format, LogFormat::kJson);
+  EXPECT_DOUBLE_EQ(config->logging.access_log_sample, 0.25);
+}
+
+TEST(ConfigTest, ReadsAModelList) {
+  absl::StatusOr<Config> config =
+      ParseConfig("models:\n  - {name: a, path: a.yaml}\n  - {path: b.yaml}\n", kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->models.size(), 2u);
+  EXPECT_EQ(config->models[0].name, "a");
+  EXPECT_EQ(config->models[0].path, "a.yaml");
+  EXPECT_EQ(config->models[1].name, "");
+  EXPECT_EQ(config->models[1].path, "b.yaml");
+}
+
+TEST(ConfigTest, NullSectionsKeepTheirDefaults) {
+  absl::StatusOr<Config> config = ParseConfig("server:\nengine:\n", kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->engine.streams, 4);
+}
+
+TEST(ConfigTest, TheShippedConfigIsValidAndUsesTheDemoModel) {
+  absl::StatusOr<Config> config = LoadConfigFile(FUSERANK_SOURCE_DIR "/config/fuserank.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->server.listen, "0.0.0.0:8700");
+  ASSERT_EQ(config->models.size(), 1u);
+  EXPECT_EQ(config->models[0].path, "config/models/demo.yaml");
+}
+
+TEST(ConfigTest, EffectiveConfigReadsBackToTheSameConfig) {
+  const char* yaml = R"(
+server: {listen: "127.0.0.1:0", admin_listen: "", metrics_listen: "127.0.0.1:0"}
+engine: {device: cuda, streams: 2, cuda_graphs: false}
+cache: {policy: frequency, placement: host}
+models: [{name: x, path: "/tmp/a b.yaml"}, {name: y, path: y.yaml}]
+logging: {level: warn, format: json, access_log_sample: 0.1}
+)";
+  absl::StatusOr<Config> config = ParseConfig(yaml, kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::string effective = EffectiveConfigYaml(*config);
+  absl::StatusOr<Config> again = ParseConfig(effective, "effective");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << effective;
+  EXPECT_EQ(EffectiveConfigYaml(*again), effective);
+  EXPECT_EQ(again->engine.device, engine::DeviceChoice::kCuda);
+  EXPECT_EQ(again->models[0].path, "/tmp/a b.yaml");
+  EXPECT_EQ(again->logging.access_log_sample, 0.1);
+  EXPECT_EQ(again->server.admin_listen, "");
+
+  absl::StatusOr<Config> defaults = ParseConfig("", kFile);
+  ASSERT_TRUE(defaults.ok());
+  const std::string default_yaml = EffectiveConfigYaml(*defaults);
+  EXPECT_THAT(default_yaml, HasSubstr("streams: 4"));
+  EXPECT_THAT(default_yaml, HasSubstr("path: config/models/demo.yaml"));
+  absl::StatusOr<Config> defaults_again = ParseConfig(default_yaml, "effective");
+  ASSERT_TRUE(defaults_again.ok()) << defaults_again.status();
+  EXPECT_EQ(EffectiveConfigYaml(*defaults_again), default_yaml);
+}
+
+struct BadConfigCase {
+  std::string name;
+  std::string yaml;
+  std::string message;  // expected as a whole line of the error
+};
+
+void PrintTo(const BadConfigCase& c, std::ostream* os) { *os << c.name; }
+
+class BadConfigTest : public ::testing::TestWithParam<BadConfigCase> {};
+
+TEST_P(BadConfigTest, IsRefusedNamingFileKeyAndReason) {
+  absl::StatusOr<Config> config = ParseConfig(GetParam().yaml, kFile);
+  ASSERT_FALSE(config.ok()) << GetParam().yaml;
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::string> lines = absl::StrSplit(config.status().message(), '\n');
+  EXPECT_THAT(lines, ::testing::Contains(HasSubstr(GetParam().message)))
+      << config.status().message();
+  for (const std::string& line : lines) EXPECT_THAT(line, ::testing::StartsWith("config/x.yaml: "));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rows, BadConfigTest,
+    ::testing::Values(
+        BadConfigCase{"streams_zero", "engine: {streams: 0}",
+                      "config/x.yaml: engine.streams: must be in 1..64, got 0"},
+        BadConfigCase{"streams_not_int", "engine: {streams: four}",
+                      "config/x.yaml: engine.streams: must be an integer, got 'four'"},
+        BadConfigCase{"quoted_number", "engine: {streams: \"4\"}",
+                      "engine.streams: must be an integer, got the string '4'"},
+        BadConfigCase{"float_for_int", "server: {max_candidates: 1.5}",
+                      "server.max_candidates: must be an integer, got '1.5'"},
+        BadConfigCase{"int_overflow", "server: {max_candidates: 99999999999}",
+                      "server.max_candidates: is out of range, got 99999999999"},
+        BadConfigCase{"unknown_key", "engine: {stream: 4}",
+                      "config/x.yaml: engine.stream: unknown key (known here: device, gpu"},
+        BadConfigCase{"unknown_section", "serverz: {}", "serverz: unknown key"},
+        BadConfigCase{"unknown_tls_key", "server: {tls: {cert: a}}",
+                      "server.tls.cert: unknown key"},
+        BadConfigCase{"duplicate_key", "engine:\n  streams: 2\n  streams: 3\n",
+                      "engine.streams: given more than once"},
+        BadConfigCase{"section_not_map", "engine: 5", "engine: must be a map, got '5'"},
+        BadConfigCase{"top_level_list", "- a", "(top level): must be a map of sections"},
+        BadConfigCase{"device", "engine: {device: gpu}",
+                      "engine.device: must be one of auto|cpu|cuda, got 'gpu'"},
+        BadConfigCase{"bool", "engine: {cuda_graphs: maybe}",
+                      "engine.cuda_graphs: must be true or false, got 'maybe'"},
+        BadConfigCase{"policy", "cache: {policy: lru}",
+                      "cache.policy: must be one of static|frequency, got 'lru'"},
+        BadConfigCase{"placement", "cache: {placement: disk}",
+                      "cache.placement: must be one of device|host, got 'disk'"},
+        BadConfigCase{"format", "logging: {format: xml}",
+                      "logging.format: must be one of text|json, got 'xml'"},
+        BadConfigCase{"level", "logging: {level: loud}", "logging.level: must be one of trace|"},
+        BadConfigCase{"sample_range", "logging: {access_log_sample: 1.5}",
+                      "logging.access_log_sample: must be in 0..1, got 1.5"},
+        BadConfigCase{"string_is_list", "server: {listen: [a]}",
+                      "server.listen: must be a string, got a list"},
+        BadConfigCase{"listen_no_port", "server: {listen: 0.0.0.0}",
+                      "server.listen: must be host:port"},
+        BadConfigCase{"listen_bad_port", "server: {listen: \"0.0.0.0:70000\"}",
+                      "server.listen: must be host:port"},
+        BadConfigCase{"listen_bad_ipv4", "server: {listen: \"300.1.1.1:80\"}",
+                      "not an IPv4 address"},
+        BadConfigCase{"listen_bare_ipv6", "server: {listen: \"::1:80\"}", "in brackets"},
+        BadConfigCase{"listen_empty", "server: {listen: \"\"}", "server.listen: must not be empty"},
+        BadConfigCase{"same_port", "server: {listen: \"0.0.0.0:9000\", metrics_listen: \"0.0.0.0:9000\"}",
+                      "server.metrics_listen: '0.0.0.0:9000' is also server.listen"},
+        BadConfigCase{"admin_public_without_token", "server: {admin_listen: \"0.0.0.0:8701\"}",
+                      "server.admin_listen: '0.0.0.0:8701' is not a loopback address, so "
+                      "server.admin_token_file must be set"},
+        BadConfigCase{"token_file_missing", "server: {admin_token_file: /nonexistent/token}",
+                      "server.admin_token_file: cannot read '/nonexistent/token'"},
+        BadConfigCase{"tls_half", "server: {tls: {cert_file: /etc/hostname}}",
+                      "server.tls.key_file: server.tls.cert_file and server.tls.key_file must be "
+                      "set together"},
+        BadConfigCase{"tls_ca_alone", "server: {tls: {client_ca_file: /etc/hostname}}",
+                      "server.tls.client_ca_file: requires server.tls.cert_file"},
+        BadConfigCase{"request_bytes", "server: {max_request_bytes: 10}",
+                      "server.max_request_bytes: must be in 1024..1073741824, got 10"},
+        BadConfigCase{"max_candidates", "server: {max_candidates: 0}",
+                      "server.max_candidates: must be in 1..1048576, got 0"},
+        BadConfigCase{"max_ids", "server: {max_ids_per_feature: -1}",
+                      "server.max_ids_per_feature: must be in 1..1048576, got -1"},
+        BadConfigCase{"grace", "server: {shutdown_grace_seconds: -1}",
+                      "server.shutdown_grace_seconds: must be in 0..3600, got -1"},
+        BadConfigCase{"batch_below_request", "engine: {max_batch_candidates: 100}",
+                      "engine.max_batch_candidates: must be at least server.max_candidates "
+                      "(4096) so that one request fits, got 100"},
+        BadConfigCase{"wait", "engine: {max_batch_wait_us: -5}",
+                      "engine.max_batch_wait_us: must be in 0..1000000, got -5"},
+        BadConfigCase{"queue", "engine: {queue_capacity: 0}",
+                      "engine.queue_capacity: must be in 1..1048576, got 0"},
+        BadConfigCase{"cpu_threads", "engine: {cpu_threads: 0}",
+                      "engine.cpu_threads: must be in 1..1024, got 0"},
+        BadConfigCase{"gpu", "engine: {gpu: -1}", "engine.gpu: must be in 0..1023, got -1"},
+        BadConfigCase{"hot_rows", "cache: {hot_rows_per_table: -1}",
+                      "cache.hot_rows_per_table: must be in 0..1073741824, got -1"},
+        BadConfigCase{"rebuild", "cache: {rebuild_interval_seconds: 0}",
+                      "cache.rebuild_interval_seconds: must be in 1..86400, got 0"},
+        BadConfigCase{"shared_rows", "cache: {hot_rows_per_table: 4, shared_memory_rows: 8}",
+                      "cache.shared_memory_rows: must not exceed cache.hot_rows_per_table (4), "
+                      "got 8"},
+        BadConfigCase{"model_path_empty", "model: {path: \"\"}", "model.path: must not be empty"},
+        BadConfigCase{"model_unknown_key", "model: {file: a.yaml}", "model.file: unknown key"},
+        BadConfigCase{"model_and_models", "model: {path: a.yaml}\nmodels: [{path: b.yaml}]",
+                      "models: give either model.path or models, not both"},
+        BadConfigCase{"models_not_list", "models: a.yaml", "models: must be a list"},
+        BadConfigCase{"models_empty", "models: []", "models: must list at least one model"},
+        BadConfigCase{"models_duplicate", "models: [{name: a, path: x}, {name: a, path: y}]",
+                      "models[1].name: 'a' is also models[0].name"},
+        BadConfigCase{"models_entry_path", "models: [{name: a}]",
+                      "models[0].path: must not be empty"},
+        BadConfigCase{"syntax", "engine: {streams: [1,\n", "YAML syntax error"}),
+    [](const ::testing::TestParamInfo<BadConfigCase>& info) { return info.param.name; });
+
+TEST(ConfigTest, ReportsEveryProblemTogether) {
+  const char* yaml = R"(
+server: {max_candidates: 0, listen: nowhere}
+engine: {streams: 0, device: tpu, colour: red}
+logging: {format: xml}
+extra: 1
+)";
+  absl::StatusOr<Config> config = ParseConfig(yaml, kFile);
+  ASSERT_FALSE(config.ok());
+  const std::string message(config.status().message());
+  EXPECT_THAT(message, HasSubstr("config/x.yaml: server.max_candidates: must be in"));
+  EXPECT_THAT(message, HasSubstr("config/x.yaml: server.listen: must be host:port"));
+  EXPECT_THAT(message, HasSubstr("config/x.yaml: engine.streams: must be in 1..64, got 0"));
+  EXPECT_THAT(message, HasSubstr("config/x.yaml: engine.device: must be one of"));
+  EXPECT_THAT(message, HasSubstr("config/x.yaml: engine.colour: unknown key"));
+  EXPECT_THAT(message, HasSubstr("config/x.yaml: logging.format: must be one of"));
+  EXPECT_THAT(message, HasSubstr("config/x.yaml: extra: unknown key"));
+  const std::vector<std::string> lines = absl::StrSplit(message, '\n');
+  EXPECT_EQ(lines.size(), 7u) << message;
+}
+
+TEST(ConfigTest, AMissingFileIsNamed) {
+  absl::StatusOr<Config> config = LoadConfigFile("/nonexistent/fuserank.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("/nonexistent/fuserank.yaml"));
+}
+
+TEST(ConfigTest, APublicAdminAddressIsAcceptedWithAReadableTokenFile) {
+  const std::string token = ::testing::TempDir() + "/config_test_token";
+  std::ofstream(token) << "secret\n";
+  absl::StatusOr<Config> config = ParseConfig(
+      "server: {admin_listen: \"0.0.0.0:8701\", admin_token_file: " + token + "}", kFile);
+  EXPECT_TRUE(config.ok()) << config.status();
+}
+
+TEST(HostPortTest, ParsesTheForms) {
+  absl::StatusOr<HostPort> v4 = ParseHostPort("127.0.0.1:0");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 0);
+  absl::StatusOr<HostPort> v6 = ParseHostPort("[::1]:8700");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "[::1]");
+  EXPECT_EQ(v6->port, 8700);
+  EXPECT_TRUE(ParseHostPort("localhost:65535").ok());
+  EXPECT_TRUE(ParseHostPort("my-host.example.com:1").ok());
+  EXPECT_FALSE(ParseHostPort("localhost:").ok());
+  EXPECT_FALSE(ParseHostPort(":80").ok());
+  EXPECT_FALSE(ParseHostPort("host:-1").ok());
+  EXPECT_FALSE(ParseHostPort("host:+1").ok());
+  EXPECT_FALSE(ParseHostPort("[::1:80").ok());
+  EXPECT_FALSE(ParseHostPort("[zz]:80").ok());
+  EXPECT_FALSE(ParseHostPort("a b:80").ok());
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("[::1]"));
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+}
+
+}  // namespace
+}  // namespace fuserank::server

@@ -1,0 +1,121 @@
+"""Shared by the exporter tests: seeded DLRM models of every interaction, random requests
+shaped like fuserank.v1.RankRequest, and a TorchRec-style renaming of a state_dict."""
+
+import copy
+import os
+import sys
+
+import numpy as np
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+
+import fuserank_torch_model as ftm  # noqa: E402
+
+# Dims per table for each interaction (dot needs one width: the bottom MLP's output).
+_DIMS = {"dot": (8, 8, 8, 8), "concat": (4, 6, 8, 3), "linear": (4, 6, 8, 3)}
+
+
+def make_model(interaction, seed, dense=True):
+    """Two user and two item tables (sum and mean pooling, one oov: reject table)."""
+    torch.manual_seed(seed)
+    d = _DIMS[interaction]
+    tables = [
+        ftm.Table("user_id", "user", 50, d[0]),
+        ftm.Table("user_hist", "user", 40, d[1], pooling="mean"),
+        ftm.Table("item_id", "item", 60, d[2]),
+        ftm.Table("item_cat", "item", 20, d[3], pooling="mean", oov="reject"),
+    ]
+    model = ftm.DLRM(tables, dense_user=3 if dense else 0, dense_item=2 if dense else 0,
+                     bottom_mlp=[16, d[0]] if dense else [], interaction=interaction,
+                     top_mlp=[16, 8, 1], cross_dim=10 if interaction == "linear" else 0)
+    ftm.spread_init(model)
+    return model.eval()
+
+
+def with_tables(model, fn):
+    """A copy of `model` with every table replaced by fn(name, weight)."""
+    out = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, bag in out.embeddings.items():
+            bag.weight.copy_(fn(name, bag.weight))
+    return out
+
+
+def _f32(x):
+    return float(np.float32(x))
+
+
+def random_request(rng, model, n_candidates):
+    """Ids in and out of range (modulo tables only), weighted and unweighted bags, empty
+    and absent bags, a mean bag whose weights sum to zero."""
+
+    def feature(name):
+        rows = model.embeddings[name].weight.shape[0]
+        reject = model.table_oov[name] == "reject"
+        kind = rng.integers(0, 6)
+        if kind == 0:
+            return None
+        lo, hi = (0, rows) if reject else (-3 * rows, 3 * rows)
+        n = {1: 1, 2: 0}.get(kind, int(rng.integers(2, 6)))
+        f = {"name": name, "ids": [int(i) for i in rng.integers(lo, hi, n)]}
+        if kind == 4:
+            f["weights"] = [_f32(w) for w in rng.uniform(-1.0, 2.0, n)]
+        elif kind == 5 and n >= 2:
+            w = _f32(rng.uniform(0.5, 1.5))
+            f["weights"] = [w, -w] + [0.0] * (n - 2)
+        return f
+
+    def features(side):
+        out = []
+        for name in model.embeddings:
+            if model.table_sides[name] == side:
+                f = feature(name)
+                if f is not None:
+                    out.append(f)
+        return out
+
+    request = {
+        "request_id": f"r{int(rng.integers(1 << 30))}",
+        "user_features": features("user"),
+        "user_dense": [_f32(x) for x in rng.normal(0, 1, model.dense_user)],
+        "candidates": [],
+    }
+    for k in range(n_candidates):
+        request["candidates"].append({
+            "item_id": int(rng.integers(1, 1 << 40)),
+            "features": features("item"),
+            "dense": [_f32(x) for x in rng.normal(0, 1, model.dense_item)],
+        })
+    return request
+
+
+def torchrec_state_dict(model):
+    """The model's tensors under TorchRec DLRM names, plus the mapping that undoes it."""
+    sd = {}
+    tables = []
+    for name, bag in model.embeddings.items():
+        key = f"sparse_arch.embedding_bag_collection.embedding_bags.t_{name}.weight"
+        sd[key] = bag.weight.detach().clone()
+        tables.append({"name": name, "key": key, "side": model.table_sides[name],
+                       "pooling": bag.mode, "oov": model.table_oov[name]})
+    linears = [m for m in model.bottom_mlp if isinstance(m, torch.nn.Linear)]
+    for i, m in enumerate(linears):
+        sd[f"dense_arch.model._mlp.{i}._linear.weight"] = m.weight.detach().clone()
+        sd[f"dense_arch.model._mlp.{i}._linear.bias"] = m.bias.detach().clone()
+    tops = [m for m in model.top_mlp if isinstance(m, torch.nn.Linear)]
+    for i, m in enumerate(tops[:-1]):
+        sd[f"over_arch.model.0._mlp.{i}._linear.weight"] = m.weight.detach().clone()
+        sd[f"over_arch.model.0._mlp.{i}._linear.bias"] = m.bias.detach().clone()
+    sd["over_arch.model.1.weight"] = tops[-1].weight.detach().clone()
+    sd["over_arch.model.1.bias"] = tops[-1].bias.detach().clone()
+    mapping = {"tables": tables, "dense": {"user": model.dense_user, "item": model.dense_item},
+               "interaction": model.interaction, "top_mlp": "over_arch.model"}
+    if linears:
+        mapping["bottom_mlp"] = "dense_arch.model._mlp."
+    if model.cross is not None:
+        sd["inter_arch.cross.weight"] = model.cross.weight.detach().clone()
+        sd["inter_arch.cross.bias"] = model.cross.bias.detach().clone()
+        mapping["cross"] = "inter_arch.cross"
+    return sd, mapping

@@ -1,0 +1,384 @@
+"""Tests of tools/fuserank_export.py without a server: the exported files, read back by an
+independent NumPy reference (numpy_reference.py), must score like the torch model.
+
+Run: /usr/bin/python3 tests/tools/export_test.py   (ctest: export_tests, label unit)
+"""
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import export_fixtures as fx  # noqa: E402
+import numpy_reference as ref  # noqa: E402
+import fuserank_export as fe  # noqa: E402  (tools/ is on sys.path via export_fixtures)
+
+TOLERANCE = 5e-5
+EXPORTER = os.path.join(fx.REPO, "tools", "fuserank_export.py")
+
+
+class ExportTestBase(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="fuserank_export_test_")
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def assert_scores_match(self, model, spec_path, seed, requests=4):
+        """Torch's forward vs the NumPy reference over the exported files."""
+        spec, weights, _ = ref.load_model(spec_path)
+        rng = np.random.default_rng(seed)
+        all_scores = []
+        for r in range(requests):
+            request = fx.random_request(rng, model, int(rng.integers(1, 24)))
+            expected = model.score_request(request).double().numpy()
+            got = ref.score(spec, weights, request)
+            diff = np.abs(got - expected)
+            self.assertLess(diff.max(), TOLERANCE,
+                            f"seed {seed}, request {r}: candidate {diff.argmax()} differs by "
+                            f"{diff.max():.3g} (reference {got[diff.argmax()]}, torch "
+                            f"{expected[diff.argmax()]})")
+            all_scores += list(expected)
+        # Scores that all sit at 0 or 1 would make the comparison meaningless.
+        self.assertGreater(np.std(all_scores), 1e-2, f"seed {seed}: degenerate scores")
+
+    def run_cli(self, *args):
+        """The command line in a child process (each one imports torch: keep them few)."""
+        return subprocess.run([sys.executable, EXPORTER, *args], capture_output=True, text=True,
+                              cwd=fx.REPO, timeout=120)
+
+    def run_main(self, *args):
+        """fuserank_export.main in this process: (exit status, stderr)."""
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                status = fe.main(list(args))
+            except SystemExit as e:  # argparse usage errors
+                status = e.code
+        return status, err.getvalue()
+
+
+class ModuleExportTest(ExportTestBase):
+    def test_fp32_export_scores_like_torch_for_every_interaction(self):
+        for seed, interaction in enumerate(("dot", "concat", "linear"), start=11):
+            with self.subTest(interaction=interaction, seed=seed):
+                model = fx.make_model(interaction, seed)
+                out = os.path.join(self.tmp, f"{interaction}.yaml")
+                fe.export_module(model, out, name=f"m_{interaction}", version="3")
+                with open(out) as f:
+                    spec = yaml.safe_load(f)
+                self.assertEqual(spec["name"], f"m_{interaction}")
+                self.assertEqual(spec["version"], "3")
+                self.assertEqual(spec["weights"], f"{interaction}.safetensors")
+                self.assertEqual([t["side"] for t in spec["tables"]],
+                                 ["user", "user", "item", "item"])
+                self.assertEqual(spec["tables"][3]["oov"], "reject")
+                self.assertEqual(spec["tables"][1]["pooling"], "mean")
+                self.assertEqual(spec["cross_dim"], 10 if interaction == "linear" else 0)
+                self.assert_scores_match(model, out, seed)
+
+    def test_model_without_dense_features(self):
+        for seed, interaction in enumerate(("dot", "concat"), start=21):
+            with self.subTest(interaction=interaction, seed=seed):
+                model = fx.make_model(interaction, seed, dense=False)
+                out = os.path.join(self.tmp, f"nodense_{interaction}.yaml")
+                fe.export_module(model, out)
+                self.assertEqual(ref.load_model(out)[0]["bottom_mlp"], [])
+                self.assert_scores_match(model, out, seed)
+
+    def test_tensor_names_and_order_follow_the_spec(self):
+        model = fx.make_model("linear", 5)
+        out = os.path.join(self.tmp, "m.yaml")
+        fe.export_module(model, out)
+        tensors = ref.read_safetensors(os.path.join(self.tmp, "m.safetensors"))
+        expected = ["bottom_mlp.0.weight", "bottom_mlp.0.bias", "bottom_mlp.1.weight",
+                    "bottom_mlp.1.bias", "cross.weight", "cross.bias", "top_mlp.0.weight",
+                    "top_mlp.0.bias", "top_mlp.1.weight", "top_mlp.1.bias", "top_mlp.2.weight",
+                    "top_mlp.2.bias", "embeddings.user_id.weight", "embeddings.user_hist.weight",
+                    "embeddings.item_id.weight", "embeddings.item_cat.weight"]
+        self.assertEqual(list(tensors), expected)
+        self.assertEqual(tensors["cross.weight"][1].shape, (10, 4 + 6 + 8 + 3 + 4))
+        np.testing.assert_array_equal(tensors["embeddings.item_id.weight"][1],
+                                      model.embeddings["item_id"].weight.detach().numpy())
+        # Same input, same bytes: the file is deterministic.
+        fe.export_module(model, os.path.join(self.tmp, "again.yaml"), name="m")
+        with open(os.path.join(self.tmp, "m.safetensors"), "rb") as a, \
+                open(os.path.join(self.tmp, "again.safetensors"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+    def test_cli_module_factory(self):
+        out = os.path.join(self.tmp, "demo.yaml")
+        env = dict(os.environ, PYTHONPATH=os.path.join(fx.REPO, "tools"))
+        proc = subprocess.run([sys.executable, EXPORTER, "--module",
+                               "fuserank_torch_model:example_model", "--out", out,
+                               "--version", "7"], capture_output=True, text=True, env=env,
+                              timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        spec, _, _ = ref.load_model(out)
+        self.assertEqual((spec["name"], spec["version"]), ("demo", "7"))
+        self.assert_scores_match(fx.ftm.example_model(), out, seed=31)
+
+
+class HalfPrecisionExportTest(ExportTestBase):
+    def _check(self, dtype, torch_dtype, st_dtype, seed):
+        model = fx.make_model("dot", seed)
+        out = os.path.join(self.tmp, f"{dtype}.yaml")
+        fe.export_module(model, out, dtype=dtype)
+        spec, _, tensors = ref.load_model(out)
+        self.assertEqual(spec["embedding_dtype"], dtype)
+        for name, bag in model.embeddings.items():
+            got_dtype, got = tensors[f"embeddings.{name}.weight"]
+            self.assertEqual(got_dtype, st_dtype)
+            want = bag.weight.detach().to(torch_dtype).float().numpy()
+            np.testing.assert_array_equal(got.astype(np.float32), want,
+                                          f"{name}: not torch's round-to-nearest {dtype}")
+        self.assertEqual(tensors["top_mlp.0.weight"][0], "F32")
+        # The served model is the torch model with its tables rounded to `dtype`.
+        rounded = fx.with_tables(model, lambda n, w: w.to(torch_dtype).float())
+        self.assert_scores_match(rounded, out, seed)
+
+    def test_fp16_tables(self):
+        self._check("fp16", torch.float16, "F16", seed=41)
+
+    def test_bf16_tables(self):
+        self._check("bf16", torch.bfloat16, "BF16", seed=42)
+
+    def test_fp16_overflow_is_an_error_naming_the_table(self):
+        model = fx.make_model("dot", 43)
+        with torch.no_grad():
+            model.embeddings["item_cat"].weight[3, 1] = 1e6
+        with self.assertRaisesRegex(fe.ExportError, r"embeddings\.item_cat\.weight.*\[3, 1\]"):
+            fe.export_module(model, os.path.join(self.tmp, "x.yaml"), dtype="fp16")
+
+
+class Int8RowsTest(ExportTestBase):
+    def test_dequantized_rows_are_within_half_a_step(self):
+        seed = 51
+        rng = np.random.default_rng(seed)
+        w = rng.normal(0, 1, (300, 13)).astype(np.float32)
+        w[0] = 0.25  # a constant row
+        w[1] = rng.normal(5, 1e-3, 13)  # small spread far from zero
+        w[2, 4] = 40.0  # an outlier
+        w[3] = rng.normal(0, 1e-30, 13)  # tiny values
+        q, qp = fe.quantize_rows_int8(w)
+        self.assertEqual((q.dtype, q.shape), (np.int8, w.shape))
+        self.assertEqual((qp.dtype, qp.shape), (np.float32, (300, 2)))
+        scale, bias = qp[:, 0].astype(np.float64), qp[:, 1].astype(np.float64)
+        deq = fe.dequantize_rows_int8(q, qp)
+        self.assertEqual(deq.dtype, np.float32)
+        # The documented formula, evaluated independently in double; float32 evaluation may
+        # differ by rounding relative to the row's magnitude |bias| + 128 * scale.
+        expected = scale[:, None] * q.astype(np.float64) + bias[:, None]
+        magnitude = (np.abs(bias) + 128 * scale)[:, None]
+        self.assertTrue((np.abs(deq - expected) <= 2.5e-7 * magnitude).all())
+        lo, hi = w.min(axis=1).astype(np.float64), w.max(axis=1).astype(np.float64)
+        np.testing.assert_allclose(scale, (hi - lo) / 255, rtol=1e-6, atol=1e-37)
+        err = np.abs(expected - w)
+        bound = scale[:, None] / 2 + 1e-6 * np.abs(w) + 1e-37
+        self.assertTrue((err <= bound).all(),
+                        f"seed {seed}: row {np.unravel_index((err - bound).argmax(), w.shape)} "
+                        f"off by {err.max()}")
+        self.assertEqual(deq[0].tolist(), [0.25] * 13)
+        self.assertEqual(int(q[2].max()), 127)  # the outlier is the top of its range
+        self.assertEqual(int(q[2].min()), -128)
+
+    def test_int8_export_layout_and_scores(self):
+        seed = 52
+        model = fx.make_model("concat", seed)
+        out = os.path.join(self.tmp, "i8.yaml")
+        fe.export_module(model, out, dtype="int8")
+        spec, _, tensors = ref.load_model(out)
+        self.assertEqual(spec["embedding_dtype"], "int8")
+        names = list(tensors)
+        for name, bag in model.embeddings.items():
+            rows, dim = bag.weight.shape
+            q_dtype, q = tensors[f"embeddings.{name}.weight"]
+            p_dtype, qp = tensors[f"embeddings.{name}.qparams"]
+            self.assertEqual((q_dtype, q.shape), ("I8", (rows, dim)))
+            self.assertEqual((p_dtype, qp.shape), ("F32", (rows, 2)))
+            # Every F32 tensor precedes every I8 one, so none starts misaligned.
+            self.assertLess(names.index(f"embeddings.{name}.qparams"),
+                            min(names.index(f"embeddings.{n}.weight") for n in model.embeddings))
+        dequantized = fx.with_tables(model, lambda n, w: torch.from_numpy(
+            fe.dequantize_rows_int8(tensors[f"embeddings.{n}.weight"][1],
+                                    tensors[f"embeddings.{n}.qparams"][1])))
+        self.assert_scores_match(dequantized, out, seed)
+
+
+class StateDictExportTest(ExportTestBase):
+    def _save(self, sd, mapping, stem="sd"):
+        sd_path = os.path.join(self.tmp, f"{stem}.pt")
+        map_path = os.path.join(self.tmp, f"{stem}_mapping.yaml")
+        torch.save(sd, sd_path)
+        with open(map_path, "w") as f:
+            yaml.safe_dump(mapping, f)
+        return sd_path, map_path
+
+    def test_torchrec_names_export_like_the_module(self):
+        for seed, interaction in enumerate(("dot", "linear"), start=61):
+            with self.subTest(interaction=interaction, seed=seed):
+                model = fx.make_model(interaction, seed)
+                sd_path, map_path = self._save(*fx.torchrec_state_dict(model))
+                out = os.path.join(self.tmp, f"sd_{interaction}", "m.yaml")
+                proc = self.run_cli("--state-dict", sd_path, "--mapping", map_path, "--out",
+                                    out, "--name", "m", "--version", "2", "--dtype", "fp32")
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assert_scores_match(model, out, seed)
+                module_out = os.path.join(self.tmp, f"mod_{interaction}", "m.yaml")
+                fe.export_module(model, module_out, version="2")
+                for suffix in (".yaml", ".safetensors"):
+                    with open(out.replace(".yaml", suffix), "rb") as a, \
+                            open(module_out.replace(".yaml", suffix), "rb") as b:
+                        self.assertEqual(a.read(), b.read(), f"{suffix} differs")
+
+    def test_explicit_layer_list_in_the_mapping(self):
+        model = fx.make_model("concat", 63)
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["top_mlp"] = ["over_arch.model.0._mlp.0._linear",
+                              "over_arch.model.0._mlp.1._linear", "over_arch.model.1"]
+        sd_path, map_path = self._save(sd, mapping)
+        out = os.path.join(self.tmp, "list.yaml")
+        status, stderr = self.run_main("--state-dict", sd_path, "--mapping", map_path,
+                                       "--out", out)
+        self.assertEqual(status, 0, stderr)
+        self.assert_scores_match(model, out, 63)
+
+    def assert_cli_error(self, sd, mapping, *needles):
+        sd_path, map_path = self._save(sd, mapping)
+        out = os.path.join(self.tmp, "bad", "m.yaml")
+        status, stderr = self.run_main("--state-dict", sd_path, "--mapping", map_path,
+                                       "--out", out)
+        self.assertEqual(status, 2, stderr)
+        for needle in needles:
+            self.assertIn(needle, stderr)
+        self.assertFalse(os.path.exists(out), "a failed export must not leave a spec behind")
+
+    def test_missing_tensor_is_an_error_naming_the_key(self):
+        model = fx.make_model("dot", 64)
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["dense_arch.model._mlp.1._linear.bias"]
+        self.assert_cli_error(sd, mapping, "bottom_mlp.1.bias",
+                              "dense_arch.model._mlp.1._linear.bias")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["sparse_arch.embedding_bag_collection.embedding_bags.t_item_id.weight"]
+        self.assert_cli_error(sd, mapping, "tables[2] (item_id)",
+                              "embedding_bags.t_item_id.weight")
+
+    def test_wrong_shape_is_an_error_naming_the_tensor(self):
+        model = fx.make_model("dot", 65)
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["over_arch.model.0._mlp.1._linear.weight"] = torch.zeros(8, 15)
+        self.assert_cli_error(sd, mapping, "top_mlp.1.weight",
+                              "over_arch.model.0._mlp.1._linear", "15 inputs")
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["sparse_arch.embedding_bag_collection.embedding_bags.t_user_hist.weight"] = \
+            torch.zeros(40, 7)
+        self.assert_cli_error(sd, mapping, "embeddings.user_hist.weight", "dim 7")
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["dense_arch.model._mlp.0._linear.bias"] = torch.zeros(3)
+        self.assert_cli_error(sd, mapping, "bottom_mlp.0.bias", "[16]")
+
+    def test_bad_values_and_mappings_are_errors(self):
+        model = fx.make_model("linear", 66)
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["inter_arch.cross.weight"][2, 3] = float("nan")
+        self.assert_cli_error(sd, mapping, "inter_arch.cross.weight", "nan")
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["tables"][0]["side"] = "both"
+        self.assert_cli_error(sd, mapping, "user_id", "side")
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["bottom_layers"] = "x"
+        self.assert_cli_error(sd, mapping, "bottom_layers", "unknown key")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del mapping["cross"]
+        self.assert_cli_error(sd, mapping, "cross: missing")
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["over_arch.model.0._mlp.0.norm.weight"] = torch.ones(16)
+        self.assert_cli_error(sd, mapping, "over_arch.model.0._mlp.0.norm.weight")
+
+    def test_usage_errors_exit_2(self):
+        proc = self.run_cli("--state-dict", "x.pt", "--out", os.path.join(self.tmp, "a.yaml"))
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("--mapping", proc.stderr)
+        missing = os.path.join(self.tmp, "nope.pt")
+        status, stderr = self.run_main("--state-dict", missing, "--mapping", missing, "--out",
+                                       "a.yaml")
+        self.assertEqual(status, 2)
+        self.assertIn("nope.pt", stderr)
+
+    def test_cli_error_exits_2_naming_the_key(self):
+        model = fx.make_model("dot", 67)
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["over_arch.model.1.bias"]
+        sd_path, map_path = self._save(sd, mapping)
+        proc = self.run_cli("--state-dict", sd_path, "--mapping", map_path, "--out",
+                            os.path.join(self.tmp, "m.yaml"))
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("fuserank_export: error: top_mlp.2.bias: state_dict key "
+                      "'over_arch.model.1.bias' not found", proc.stderr)
+
+
+class ModuleContractErrorTest(ExportTestBase):
+    def assert_export_error(self, model, pattern, **kwargs):
+        with self.assertRaisesRegex(fe.ExportError, pattern):
+            fe.export_module(model, os.path.join(self.tmp, "m.yaml"), **kwargs)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "m.yaml")))
+
+    def test_unservable_modules_are_refused_with_the_layer_named(self):
+        model = fx.make_model("concat", 71)
+        model.top_mlp[1] = torch.nn.Tanh()
+        self.assert_export_error(model, r"module\.top_mlp\.1: expected nn\.ReLU.*Tanh")
+        model = fx.make_model("concat", 72)
+        model.top_mlp.append(torch.nn.ReLU())
+        self.assert_export_error(model, r"top MLP must end with a Linear")
+        model = fx.make_model("concat", 73)
+        model.top_mlp[-1] = torch.nn.Linear(8, 2)
+        self.assert_export_error(model, r"top_mlp\.2\.weight.*1 output")
+        model = fx.make_model("dot", 74)
+        model.embeddings["item_cat"] = torch.nn.EmbeddingBag(20, 4, mode="sum")
+        self.assert_export_error(model, r"embeddings\.item_cat\.weight.*8 wide.*dim 4")
+        model = fx.make_model("dot", 75)
+        model.embeddings["item_cat"] = torch.nn.EmbeddingBag(20, 8, mode="max")
+        self.assert_export_error(model, r"item_cat.*mode 'max'")
+        model = fx.make_model("dot", 76)
+        del model.table_sides["user_hist"]
+        self.assert_export_error(model, r"user_hist.*no side")
+
+    def test_mapping_supplies_what_the_module_lacks(self):
+        model = fx.make_model("dot", 77)
+        sides = dict(model.table_sides)
+        model.table_sides = {}
+        mapping = {"tables": [{"name": n, "side": s} for n, s in sides.items()]}
+        out = os.path.join(self.tmp, "mapped.yaml")
+        fe.export_module(model, out, mapping=mapping)
+        model.table_sides = sides  # torch's forward needs them
+        self.assert_scores_match(model, out, 77)
+        model.table_sides = {}
+        self.assert_export_error(model, r"no table 'nope'",
+                                 mapping={"tables": [{"name": "nope", "side": "user"}]})
+
+    def test_sigmoid_and_dropout_in_the_mlps_are_accepted(self):
+        model = fx.make_model("linear", 78)
+        plain = os.path.join(self.tmp, "plain.yaml")
+        fe.export_module(model, plain)
+        model.bottom_mlp.insert(1, torch.nn.Dropout(0.5))
+        model.top_mlp.append(torch.nn.Sigmoid())
+        other = os.path.join(self.tmp, "other.yaml")
+        fe.export_module(model, other, name="plain")
+        with open(plain.replace(".yaml", ".safetensors"), "rb") as a, \
+                open(other.replace(".yaml", ".safetensors"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
