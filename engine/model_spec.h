@@ -32,7 +32,7 @@ struct TableSpec {
 
 struct ModelSpec {
   std::string name;
-  std::string version;
+  std::string version = "1";
   std::string weights_path;  // resolved: absolute, or relative to the working directory
   DType embedding_dtype = DType::kF32;
   std::vector<TableSpec> tables;

@@ -1,7 +1,109 @@
-// fuserank-server: placeholder until server/server.cc lands (being written now).
-#include <cstdio>
+// fuserank-server: serves the Ranker until SIGTERM or SIGINT, then drains and exits 0.
+//   fuserank-server --config FILE        serve
+//   fuserank-server --check-config FILE  validate the config and load its models; print
+//                                        OK or every problem; exit 0 or 1
+#include <pthread.h>
+#include <signal.h>
 
-int main() {
-  std::fprintf(stderr, "fuserank-server: not built yet\n");
-  return 1;
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/config.h"
+#include "server/logging.h"
+#include "server/server.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: fuserank-server --config FILE\n"
+    "       fuserank-server --check-config FILE\n";
+
+struct Args {
+  std::string config;
+  bool check_only = false;
+};
+
+// Accepts "--flag VALUE" and "--flag=VALUE".
+bool ParseArgs(int argc, char** argv, Args* args) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (arg == "--config" || arg == "--check-config") {
+      if (i + 1 >= argc) return false;
+      value = argv[++i];
+    }
+    if (arg == "--config") {
+      args->config = value;
+    } else if (arg == "--check-config") {
+      args->config = value;
+      args->check_only = true;
+    } else {
+      return false;
+    }
+  }
+  return !args->config.empty();
+}
+
+int CheckConfig(const std::string& path) {
+  absl::StatusOr<fuserank::server::Config> config = fuserank::server::LoadConfigFile(path);
+  absl::Status status = config.status();
+  if (status.ok()) status = fuserank::server::CheckModels(*config);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  std::printf("OK: %s\n", path.c_str());
+  return 0;
+}
+
+int Serve(const std::string& path) {
+  absl::StatusOr<fuserank::server::Config> config = fuserank::server::LoadConfigFile(path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "fuserank-server: bad config:\n%s\n",
+                 std::string(config.status().message()).c_str());
+    return 1;
+  }
+  fuserank::server::ConfigureLogging(config->logging);
+  spdlog::info("effective config ({}):\n{}", path, fuserank::server::EffectiveConfigYaml(*config));
+
+  // Every thread started from here on inherits the blocked signals; this thread waits.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<fuserank::server::Server>> server =
+      fuserank::server::Server::Start(*config);
+  if (!server.ok()) {
+    spdlog::critical("cannot start: {}", std::string(server.status().message()));
+    return 1;
+  }
+  int signal = 0;
+  sigwait(&signals, &signal);
+  spdlog::info("{}: shutting down (grace {} s)", strsignal(signal),
+               config->server.shutdown_grace_seconds);
+  (*server)->Shutdown();
+  server->reset();
+  spdlog::info("bye");
+  spdlog::shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!ParseArgs(argc, argv, &args)) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  return args.check_only ? CheckConfig(args.config) : Serve(args.config);
 }

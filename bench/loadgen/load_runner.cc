@@ -224,8 +224,9 @@ void Runner::ReportProgress(absl::Notification& done) {
     }
     const int64_t now = NowNs();
     const double elapsed = (now - start_ns_) / 1e9;
-    const char* phase =
-        last < window_start_ns_ ? "warmup" : last < window_end_ns_ ? "run" : "drain";
+    const char* phase = last < window_start_ns_ ? "warmup"
+                        : last < window_end_ns_ ? "run"
+                                                : "drain";
     std::fprintf(stderr,
                  "[%5.1fs %-6s] qps %8.1f  p50 %7.3f ms  p99 %7.3f ms  errors %lld  "
                  "inflight %lld\n",
@@ -299,11 +300,23 @@ absl::StatusOr<RunResult> Runner::Run() {
 }  // namespace
 
 std::string StatusCodeName(int code) {
-  static constexpr const char* kNames[] = {
-      "OK",        "CANCELLED",         "UNKNOWN",       "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",  "UNIMPLEMENTED",    "INTERNAL",
-      "UNAVAILABLE", "DATA_LOSS",       "UNAUTHENTICATED"};
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
   if (code >= 0 && code < static_cast<int>(std::size(kNames))) return kNames[code];
   return absl::StrCat("CODE_", code);
 }

@@ -18,25 +18,25 @@
 namespace fuserank::bench {
 
 struct RunOptions {
-  std::string target;         // host:port
-  int channels = 1;           // distinct HTTP/2 connections
-  int threads = 1;            // completion queues, each polled by one thread
-  int concurrency = 0;        // > 0: closed loop with this many calls in flight
-  double rate = 0;            // > 0: open loop at this many requests per second
-  double duration_s = 10;     // measured window
-  double warmup_s = 2;        // run but not measured, before the window
-  int timeout_ms = 5000;      // deadline of every call
+  std::string target;             // host:port
+  int channels = 1;               // distinct HTTP/2 connections
+  int threads = 1;                // completion queues, each polled by one thread
+  int concurrency = 0;            // > 0: closed loop with this many calls in flight
+  double rate = 0;                // > 0: open loop at this many requests per second
+  double duration_s = 10;         // measured window
+  double warmup_s = 2;            // run but not measured, before the window
+  int timeout_ms = 5000;          // deadline of every call
   int connect_timeout_ms = 5000;  // the target must accept a connection within this
-  int max_outstanding = 4096; // open loop: sends wait (late, still timed) above this
-  bool validate = true;       // parse responses and check the item count
-  bool progress = false;      // a progress line on stderr every second
-  uint64_t seed = 1;          // arrival times
+  int max_outstanding = 4096;     // open loop: sends wait (late, still timed) above this
+  bool validate = true;           // parse responses and check the item count
+  bool progress = false;          // a progress line on stderr every second
+  uint64_t seed = 1;              // arrival times
 };
 
 struct RunResult {
   LatencyHistogram latency;  // nanoseconds, OK calls that started inside the window
-  int64_t ok = 0;      // calls started inside the window that returned OK
-  int64_t errors = 0;  // calls started inside the window that failed
+  int64_t ok = 0;            // calls started inside the window that returned OK
+  int64_t errors = 0;        // calls started inside the window that failed
   std::map<std::string, int64_t> errors_by_code;  // gRPC code name, or BAD_RESPONSE
   double window_s = 0;
   int64_t delayed_sends = 0;    // open loop: sends held back by max_outstanding

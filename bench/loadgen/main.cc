@@ -68,12 +68,13 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "gRPC load generator for fuserank.v1.Ranker.\n  fuserank-bench --target=HOST:PORT "
-      "--model=MODEL.yaml [--candidates=N] [--concurrency=C | --rate=QPS] [--json]");
+      "--model=MODEL.yaml [--candidates=N] [--concurrency=C | --rate=QPS] [--json]\n"
+      "  --helpfull lists every flag.");
   std::vector<std::string> storage;
   std::vector<char*> args = NormalizeFlagNames(argc, argv, storage);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
-  using fuserank::bench::RunOptions;
   using fuserank::bench::RequestOptions;
+  using fuserank::bench::RunOptions;
 
   const std::string model_path = absl::GetFlag(FLAGS_model);
   if (model_path.empty()) return Fail("--model=MODEL.yaml is required");

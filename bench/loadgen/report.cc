@@ -107,8 +107,8 @@ std::string ReportText(const BenchReport& report) {
       "fuserank-bench %s model %s: %s, %d candidates, top_k %u, %.1f s (+%.1f s warmup)\n",
       report.target, report.model, load, report.request.candidates, report.request.top_k,
       r.window_s, report.run.warmup_s);
-  absl::StrAppendFormat(&text, "  ok %d  errors %d  qps %.1f  candidates/s %.0f\n", r.ok,
-                        r.errors, Qps(report), Qps(report) * report.request.candidates);
+  absl::StrAppendFormat(&text, "  ok %d  errors %d  qps %.1f  candidates/s %.0f\n", r.ok, r.errors,
+                        Qps(report), Qps(report) * report.request.candidates);
   absl::StrAppendFormat(&text,
                         "  latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  "
                         "max %.3f\n",

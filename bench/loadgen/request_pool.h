@@ -18,13 +18,13 @@
 namespace fuserank::bench {
 
 struct RequestOptions {
-  int candidates = 16;      // candidates per request
-  uint32_t top_k = 10;      // RankRequest.top_k
-  int bag = 1;              // ids per feature (every table, user and item)
-  double zipf_alpha = 1.05; // 0: uniform ids
-  bool scatter = true;      // scatter Zipf ranks over the rows (see RowScatter)
-  bool weights = false;     // send one weight per id, uniform in [0.5, 1.5)
-  std::string model_name;   // RankRequest.model; empty: the server's default model
+  int candidates = 16;       // candidates per request
+  uint32_t top_k = 10;       // RankRequest.top_k
+  int bag = 1;               // ids per feature (every table, user and item)
+  double zipf_alpha = 1.05;  // 0: uniform ids
+  bool scatter = true;       // scatter Zipf ranks over the rows (see RowScatter)
+  bool weights = false;      // send one weight per id, uniform in [0.5, 1.5)
+  std::string model_name;    // RankRequest.model; empty: the server's default model
   uint64_t seed = 1;
 };
 

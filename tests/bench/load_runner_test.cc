@@ -15,8 +15,8 @@ namespace {
 // A Ranker that scores candidate i as 1 / (i + 2) and can be told to misbehave.
 class FakeRanker final : public fuserank::v1::Ranker::Service {
  public:
-  std::atomic<int> fail_every{0};    // > 0: every n-th call returns RESOURCE_EXHAUSTED
-  std::atomic<bool> drop_one{false}; // return one item too few
+  std::atomic<int> fail_every{0};     // > 0: every n-th call returns RESOURCE_EXHAUSTED
+  std::atomic<bool> drop_one{false};  // return one item too few
   std::atomic<int> calls{0};
 
   grpc::Status Rank(grpc::ServerContext*, const fuserank::v1::RankRequest* request,

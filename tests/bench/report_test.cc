@@ -27,12 +27,11 @@ TEST(ReportTest, JsonIsOneLineWithTheContractKeys) {
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
   EXPECT_EQ(json.find('\n'), std::string::npos);
-  for (const char* key : {"\"qps\":100.00", "\"p50_ms\":0.5", "\"p90_ms\":0.9", "\"p99_ms\":0.99",
-                          "\"p999_ms\":1.0", "\"errors\":3", "\"ok\":200", "\"candidates\":16",
-                          "\"concurrency\":4", "\"rate\":null", "\"duration_s\":2.000",
-                          "\"candidates_per_s\":1600.0", "\"mode\":\"closed\"",
-                          "\"errors_by_code\":{\"BAD_RESPONSE\":1,\"UNAVAILABLE\":2}",
-                          "\"model\":\"m\\\"x\""}) {
+  for (const char* key :
+       {"\"qps\":100.00", "\"p50_ms\":0.5", "\"p90_ms\":0.9", "\"p99_ms\":0.99", "\"p999_ms\":1.0",
+        "\"errors\":3", "\"ok\":200", "\"candidates\":16", "\"concurrency\":4", "\"rate\":null",
+        "\"duration_s\":2.000", "\"candidates_per_s\":1600.0", "\"mode\":\"closed\"",
+        "\"errors_by_code\":{\"BAD_RESPONSE\":1,\"UNAVAILABLE\":2}", "\"model\":\"m\\\"x\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
   }
 }

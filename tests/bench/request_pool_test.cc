@@ -61,8 +61,8 @@ TEST(RequestPoolTest, RequestsFollowTheSpec) {
       EXPECT_EQ(candidate.dense_size(), 3);
       EXPECT_EQ(candidate.item_id(), candidate.features(0).ids(0));
     }
-    std::map<std::string, int64_t> rows = {{"u_a", 100}, {"u_b", 3}, {"i_a", 5000},
-                                           {"i_b", 10},  {"i_c", 1}};
+    std::map<std::string, int64_t> rows = {
+        {"u_a", 100}, {"u_b", 3}, {"i_a", 5000}, {"i_b", 10}, {"i_c", 1}};
     auto check = [&](const fuserank::v1::Feature& f) {
       ASSERT_EQ(f.ids_size(), 2) << f.name();
       ASSERT_EQ(f.weights_size(), 2) << f.name();

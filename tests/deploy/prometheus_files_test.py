@@ -72,6 +72,32 @@ class RulesTest(unittest.TestCase):
         self.assertEqual((recorded, raw), ({"a:b:c"}, {"fuserank_x_total"}))
 
 
+class PrometheusRuleTest(unittest.TestCase):
+    def test_wraps_every_rule_file(self):
+        script = os.path.join(du.PROM_DIR, "prometheusrule.py")
+        out = subprocess.run(["/usr/bin/python3", script, "--label", "release=prom"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        obj = yaml.safe_load(out)
+        self.assertEqual((obj["apiVersion"], obj["kind"]),
+                         ("monitoring.coreos.com/v1", "PrometheusRule"))
+        self.assertEqual(obj["metadata"]["labels"]["release"], "prom")
+        expected = (du.load_yaml(du.RECORDING_RULES)["groups"] +
+                    du.load_yaml(du.ALERT_RULES)["groups"])
+        self.assertEqual(sorted(g["name"] for g in obj["spec"]["groups"]),
+                         sorted(g["name"] for g in expected))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "spec.yml")
+            with open(path, "w") as f:
+                yaml.safe_dump(obj["spec"], f)
+            result = promtool("check", "rules", path)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        rules = sum(len(g["rules"]) for g in expected)
+        self.assertIn(f"{rules} rules found", result.stdout)
+        bad = subprocess.run(["/usr/bin/python3", script, "--label", "novalue"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(bad.returncode, 0)
+
+
 class ScrapeConfigTest(unittest.TestCase):
     def test_local_config(self):
         config = du.load_yaml(os.path.join(du.PROM_DIR, "prometheus.yml"))

@@ -1,6 +1,7 @@
 #include "tests/engine/alloc_counter_util.h"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 

@@ -1,0 +1,210 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend_factory.h"
+#include "engine/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace fuserank::server {
+namespace {
+
+constexpr char kRankerServiceName[] = "fuserank.v1.Ranker";
+
+std::string ModelKey(const Config& config, size_t i) {
+  return config.models.size() == 1 && config.models[i].name.empty()
+             ? "model.path"
+             : absl::StrCat("models[", i, "].path");
+}
+
+absl::StatusOr<std::shared_ptr<const engine::Model>> LoadModel(const Config& config, size_t i) {
+  absl::StatusOr<std::shared_ptr<const engine::Model>> model =
+      engine::Model::Load(config.models[i].path);
+  if (!model.ok()) {
+    return WithContext(model.status(), absl::StrCat(config.file, ": ", ModelKey(config, i), " '",
+                                                    config.models[i].path, "'"));
+  }
+  return model;
+}
+
+engine::BackendOptions BackendOptionsFrom(const EngineConfig& engine) {
+  engine::BackendOptions options;
+  options.workers = engine.streams;
+  options.cpu_threads = engine.cpu_threads;
+  options.gpu = engine.gpu;
+  options.cuda_graphs = engine.cuda_graphs;
+  options.allow_tf32 = engine.allow_tf32;
+  options.max_batch_candidates = engine.max_batch_candidates;
+  return options;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::FailedPreconditionError(absl::StrCat(key, ": cannot read '", path, "'"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  ASSIGN_OR_RETURN(pair.private_key, ReadFile(tls.key_file, "server.tls.key_file"));
+  ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(tls.cert_file, "server.tls.cert_file"));
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!tls.client_ca_file.empty()) {
+    ASSIGN_OR_RETURN(options.pem_root_certs,
+                     ReadFile(tls.client_ca_file, "server.tls.client_ca_file"));
+    options.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+// gRPC's own limit sits above server.max_request_bytes so that requests just over the
+// limit reach RankerService, which refuses them with INVALID_ARGUMENT naming the key.
+int GrpcReceiveLimit(int64_t max_request_bytes) {
+  return static_cast<int>(std::min<int64_t>(INT_MAX, 2 * max_request_bytes + 4096));
+}
+
+}  // namespace
+
+absl::Status CheckModels(const Config& config) {
+  for (size_t i = 0; i < config.models.size(); ++i) {
+    RETURN_IF_ERROR(LoadModel(config, i).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& config,
+                                                               Metrics* metrics) {
+  auto models = std::make_unique<ServedModels>();
+  const DecodeLimits limits{config.server.max_candidates, config.server.max_ids_per_feature};
+  engine::BatcherOptions batcher_options;
+  batcher_options.queue_capacity = config.engine.queue_capacity;
+  batcher_options.max_batch_candidates = config.engine.max_batch_candidates;
+  batcher_options.max_batch_wait_us = config.engine.max_batch_wait_us;
+  for (size_t i = 0; i < config.models.size(); ++i) {
+    auto served = std::make_unique<ServedModel>();
+    ASSIGN_OR_RETURN(served->model, LoadModel(config, i));
+    const engine::ModelSpec& spec = served->model->spec();
+    served->name = config.models[i].name.empty() ? spec.name : config.models[i].name;
+    absl::StatusOr<std::unique_ptr<engine::Backend>> backend = engine::CreateBackend(
+        served->model, config.engine.device, BackendOptionsFrom(config.engine));
+    if (!backend.ok()) {
+      return WithContext(backend.status(),
+                         absl::StrCat("model '", served->name, "': engine.device ",
+                                      DeviceChoiceName(config.engine.device)));
+    }
+    served->backend = std::move(*backend);
+    served->decoder = std::make_unique<RequestDecoder>(served->model, limits);
+    served->batcher = std::make_unique<engine::Batcher>(served->backend.get(), batcher_options);
+    metrics->SetModelInfo(served->name, spec.version, served->backend->device());
+    for (const engine::EmbeddingTable& table : served->model->tables()) metrics->Table(table.name);
+    spdlog::info("model '{}' version '{}' loaded from {}: {} tables, device {}, {} workers",
+                 served->name, spec.version, config.models[i].path, spec.tables.size(),
+                 served->backend->device(), served->backend->num_workers());
+    RETURN_IF_ERROR(models->Add(std::move(served)));
+  }
+  return models;
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
+  std::unique_ptr<Server> server(new Server(config));
+  ASSIGN_OR_RETURN(server->metrics_, Metrics::Create(config.server.metrics_listen));
+  ASSIGN_OR_RETURN(server->models_, LoadServedModels(config, server->metrics_.get()));
+  RankerOptions ranker_options;
+  ranker_options.max_request_bytes = config.server.max_request_bytes;
+  ranker_options.access_log_sample = config.logging.access_log_sample;
+  server->ranker_ = std::make_unique<RankerService>(server->models_.get(),
+                                                    server->metrics_.get(), ranker_options);
+  server->admin_ = std::make_unique<AdminService>(server->metrics_.get());
+  RETURN_IF_ERROR(server->StartGrpc());
+  spdlog::info("serving fuserank.v1.Ranker on {} (port {}), admin on {} (port {}), metrics on "
+               "{} (port {})",
+               config.server.listen, server->port_, config.server.admin_listen,
+               server->admin_port_, config.server.metrics_listen, server->metrics_port());
+  return server;
+}
+
+absl::Status Server::StartGrpc() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   Credentials(config_.server.tls));
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config_.server.listen, credentials, &port_);
+  builder.SetMaxReceiveMessageSize(GrpcReceiveLimit(config_.server.max_request_bytes));
+  builder.RegisterService(ranker_.get());
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(config_.file, ": server.listen: cannot listen on '",
+                                               config_.server.listen, "' (address in use?)"));
+  }
+  grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
+  if (health != nullptr) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(kRankerServiceName, true);
+  }
+
+  if (!config_.server.admin_listen.empty()) {
+    grpc::ServerBuilder admin_builder;
+    admin_builder.AddListeningPort(config_.server.admin_listen, credentials, &admin_port_);
+    admin_builder.RegisterService(admin_.get());
+    admin_server_ = admin_builder.BuildAndStart();
+    if (admin_server_ == nullptr || admin_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat(config_.file, ": server.admin_listen: cannot listen on '",
+                       config_.server.admin_listen, "' (address in use?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Server::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  const auto start = std::chrono::steady_clock::now();
+  if (grpc_server_ != nullptr) {
+    grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
+    if (health != nullptr) health->SetServingStatus(false);
+  }
+  if (ranker_ != nullptr) ranker_->StartShutdown();
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::seconds(config_.server.shutdown_grace_seconds);
+  // Stops accepting; calls in flight finish (their batchers still run) until the deadline,
+  // after which gRPC cancels them.
+  if (grpc_server_ != nullptr) grpc_server_->Shutdown(deadline);
+  if (admin_server_ != nullptr) admin_server_->Shutdown(deadline);
+  if (models_ != nullptr) models_->ShutdownBatchers();
+  spdlog::info("shut down in {:.3f} s",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+Server::~Server() {
+  Shutdown();
+  admin_server_.reset();
+  grpc_server_.reset();
+  admin_.reset();
+  ranker_.reset();
+  models_.reset();
+  metrics_.reset();
+}
+
+}  // namespace fuserank::server

@@ -1,0 +1,72 @@
+// The whole fuserank server in one object: metrics, the served models (backend, decoder,
+// batcher each), the Ranker + health + reflection gRPC server on server.listen and the
+// Admin server on server.admin_listen. main() runs one; tests run several in-process on
+// 127.0.0.1:0. Start/Shutdown from one thread; the ports and metrics are safe to read.
+#ifndef FUSERANK_SERVER_SERVER_H_
+#define FUSERANK_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/admin_service.h"
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/ranker_service.h"
+#include "server/served_models.h"
+
+namespace fuserank::server {
+
+class Server {
+ public:
+  // Loads the models, creates their backends and starts serving. Any failure (a model
+  // that does not load, an address that cannot be bound, engine.device: cuda without a
+  // GPU) is returned before anything listens for good.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const Config& config);
+  ~Server();  // Shutdown()
+
+  // Health NOT_SERVING, new calls refused (UNAVAILABLE), calls in flight given up to
+  // server.shutdown_grace_seconds to finish, then everything stopped. Idempotent.
+  void Shutdown();
+
+  // The bound ports (the real ones when the config said port 0); 0: not serving.
+  int port() const { return port_; }
+  int admin_port() const { return admin_port_; }
+  int metrics_port() const { return metrics_->port(); }
+  Metrics& metrics() { return *metrics_; }
+  const ServedModels& models() const { return *models_; }
+
+ private:
+  explicit Server(Config config) : config_(std::move(config)) {}
+  absl::Status StartGrpc();
+
+  const Config config_;
+  // Destroyed bottom-up: servers, then services, then models (batchers), then metrics.
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<ServedModels> models_;
+  std::unique_ptr<RankerService> ranker_;
+  std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<grpc::Server> admin_server_;
+  int port_ = 0;
+  int admin_port_ = 0;
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+};
+
+// Loads every model of `config` (no backend): what --check-config verifies after the
+// config itself. Errors name the model path.
+absl::Status CheckModels(const Config& config);
+
+// Loads the models and creates a backend, decoder and batcher for each; records
+// fuserank_model_info in `metrics`.
+absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& config,
+                                                               Metrics* metrics);
+
+}  // namespace fuserank::server
+
+#endif  // FUSERANK_SERVER_SERVER_H_

@@ -1,0 +1,31 @@
+// Clients for what has no generated C++ stub here: grpc.health.v1 Check and server
+// reflection's list_services (hand-encoded protobuf over a generic stub), and a plain
+// HTTP GET for /metrics. Test helpers; each call is independent and thread-safe.
+#ifndef FUSERANK_TESTS_E2E_GRPC_UTIL_H_
+#define FUSERANK_TESTS_E2E_GRPC_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+
+namespace fuserank::testing {
+
+// grpc.health.v1.Health/Check for `service` ("" = the whole server): the
+// ServingStatus number (1 SERVING, 2 NOT_SERVING) or the call's error.
+absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
+                                const std::string& service);
+
+// The service names listed by grpc.reflection.v1alpha.ServerReflection.
+absl::StatusOr<std::vector<std::string>> ReflectionServices(
+    const std::shared_ptr<grpc::Channel>& channel);
+
+// GET http://127.0.0.1:<port><path>: the response body, or an error.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+}  // namespace fuserank::testing
+
+#endif  // FUSERANK_TESTS_E2E_GRPC_UTIL_H_

@@ -1,0 +1,567 @@
+// The CUDA backend's host-side logic, tested without a GPU: bucket and lane arithmetic,
+// the top-K sort keys, the packed batch layout and packer (plain and id-reorder), and
+// the GpuLayout columns, checked by emulating the GPU data path on the host from the
+// packed buffer alone and comparing with the independent double reference.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_dtype.h"
+#include "engine/cuda/batch_packer.h"
+#include "engine/cuda/gpu_layout.h"
+#include "engine/topk.h"
+#include "gtest/gtest.h"
+#include "kernels/batch_layout.h"
+#include "kernels/layout_math.h"
+#include "kernels/topk_keys.h"
+#include "tests/engine/cpu_reference_util.h"
+#include "tests/testing/test_model.h"
+
+namespace fuserank::engine::cuda {
+namespace {
+
+using kernels::PackedHeader;
+using kernels::Section;
+
+TEST(GpuLayoutMathTest, BucketsArePowersOfTwoFromTheMinimum) {
+  EXPECT_EQ(kernels::CandidateBucket(0), 16u);
+  EXPECT_EQ(kernels::CandidateBucket(1), 16u);
+  EXPECT_EQ(kernels::CandidateBucket(16), 16u);
+  EXPECT_EQ(kernels::CandidateBucket(17), 32u);
+  EXPECT_EQ(kernels::CandidateBucket(4096), 4096u);
+  EXPECT_EQ(kernels::CandidateBucket(4097), 8192u);
+  EXPECT_EQ(kernels::BucketIndex(16), 0);
+  EXPECT_EQ(kernels::BucketIndex(32), 1);
+  EXPECT_EQ(kernels::BucketIndex(8192), 9);
+  for (uint32_t n = 1; n < 70000; n += 37) {
+    const uint32_t b = kernels::CandidateBucket(n);
+    EXPECT_GE(b, n);
+    EXPECT_EQ(b & (b - 1), 0u) << n;
+    EXPECT_TRUE(b == 16 || b / 2 < n) << n;
+  }
+}
+
+TEST(GpuLayoutMathTest, LanesCoverTheWidestRow) {
+  EXPECT_TRUE(kernels::UseVectorLoads(4, 4));     // 16 B: one vector
+  EXPECT_TRUE(kernels::UseVectorLoads(12, 4));    // 48 B
+  EXPECT_TRUE(kernels::UseVectorLoads(100, 4));   // 400 B
+  EXPECT_FALSE(kernels::UseVectorLoads(12, 2));   // 24 B
+  EXPECT_FALSE(kernels::UseVectorLoads(4, 2));    // 8 B
+  EXPECT_TRUE(kernels::UseVectorLoads(128, 2));   // 256 B
+  EXPECT_EQ(kernels::RowUnits(32, 4), 8);
+  EXPECT_EQ(kernels::RowUnits(100, 4), 25);
+  EXPECT_EQ(kernels::RowUnits(12, 2), 12);  // element by element
+  EXPECT_EQ(kernels::LookupLanes(1), 4);
+  EXPECT_EQ(kernels::LookupLanes(8), 8);    // dim 32 fp32: 4 bags per warp
+  EXPECT_EQ(kernels::LookupLanes(25), 32);
+  EXPECT_EQ(kernels::LookupLanes(100), 32);  // wider rows loop inside the group
+}
+
+TEST(GpuLayoutMathTest, RequestOfCandidateMatchesALinearScan) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<uint32_t> begin{0};
+    const int requests = 1 + static_cast<int>(rng() % 40);
+    for (int r = 0; r < requests; ++r) begin.push_back(begin.back() + rng() % 5);  // empty too
+    for (uint32_t c = 0; c < begin.back(); ++c) {
+      uint32_t expected = 0;
+      for (int r = 0; r < requests; ++r) {
+        if (begin[r] <= c && c < begin[r + 1]) expected = r;
+      }
+      ASSERT_EQ(kernels::RequestOfCandidate(begin.data(), requests, c), expected) << c;
+    }
+  }
+}
+
+TEST(GpuLayoutMathTest, PairsFollowTheSpecOrder) {
+  for (uint32_t n : {0u, 1u, 2u, 3u, 27u, 200u}) {
+    uint32_t p = 0;
+    for (uint32_t i = 1; i < n; ++i) {
+      for (uint32_t j = 0; j < i; ++j, ++p) {
+        uint32_t pi, pj;
+        kernels::PairFromIndex(p, &pi, &pj);
+        ASSERT_EQ(pi, i) << p;
+        ASSERT_EQ(pj, j) << p;
+      }
+    }
+    EXPECT_EQ(kernels::NumPairs(n), p);
+  }
+  // A lane's walk with stride 32 visits exactly pairs lane, lane + 32, ...
+  for (uint32_t lane = 0; lane < 32; ++lane) {
+    uint32_t i, j;
+    kernels::PairFromIndex(lane, &i, &j);
+    for (uint32_t p = lane; p < kernels::NumPairs(60); p += 32) {
+      uint32_t ei, ej;
+      kernels::PairFromIndex(p, &ei, &ej);
+      ASSERT_EQ(i, ei);
+      ASSERT_EQ(j, ej);
+      kernels::AdvancePair(32, &i, &j);
+    }
+  }
+}
+
+TEST(TopKKeysTest, KeysOrderScoresDescendingAndInvertExactly) {
+  const float specials[] = {0.0f, 1.0f, 0.5f, 1e-30f, 1e-45f, 0.9999999f, 3.0f, -2.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()};
+  std::vector<float> values(std::begin(specials), std::end(specials));
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> u(-20.0f, 20.0f);
+  for (int i = 0; i < 2000; ++i) values.push_back(u(rng));
+  for (float a : values) {
+    const float back = kernels::ScoreFromDescendingKey(kernels::DescendingKey(a));
+    ASSERT_EQ(std::memcmp(&a, &back, sizeof(a)), 0) << a;
+    EXPECT_LT(kernels::DescendingKey(a), kernels::kPaddingKey) << a;
+    for (float b : specials) {
+      ASSERT_EQ(a > b, kernels::DescendingKey(a) < kernels::DescendingKey(b)) << a << " " << b;
+      ASSERT_EQ(a == b, kernels::DescendingKey(a) == kernels::DescendingKey(b)) << a << " " << b;
+    }
+  }
+}
+
+// The GPU top-K is a stable ascending sort of (DescendingKey(sigmoid(logit)), index);
+// on the host that must give exactly the CPU engine's TopK order, ties included.
+TEST(TopKKeysTest, StableKeySortIsTheEngineTopK) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  for (int n : {1, 2, 16, 129, 4096}) {
+    std::vector<float> scores(n);
+    for (float& s : scores) {
+      // Few distinct logits (many ties), and logits that saturate the sigmoid.
+      const float logit = static_cast<float>(static_cast<int>(rng() % 9) - 4) * 7.0f;
+      s = kernels::Sigmoid(logit);
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> keyed(n);
+    for (int i = 0; i < n; ++i) keyed[i] = {kernels::DescendingKey(scores[i]), i};
+    std::stable_sort(keyed.begin(), keyed.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    const int k = std::max(1, n / 3);
+    std::vector<ScoredIndex> expected(k);
+    TopK(scores.data(), n, k, expected.data());
+    for (int i = 0; i < k; ++i) {
+      ASSERT_EQ(keyed[i].second, expected[i].index) << "n " << n << " rank " << i;
+      ASSERT_EQ(kernels::ScoreFromDescendingKey(keyed[i].first), expected[i].score);
+    }
+  }
+}
+
+TEST(TopKKeysTest, ShapeHoldsTheLongestRequest) {
+  EXPECT_EQ(kernels::TopKShapeIndex(1), 0);
+  EXPECT_EQ(kernels::TopKShapeIndex(128), 0);
+  EXPECT_EQ(kernels::TopKShapeIndex(129), 1);
+  EXPECT_EQ(kernels::TopKShapeIndex(2048), 2);
+  EXPECT_EQ(kernels::TopKShapeIndex(4096), 3);
+  EXPECT_EQ(kernels::TopKShapeIndex(5000), 3);  // over kMaxTopKSegment: ranked on the host
+  EXPECT_EQ(kernels::kTopKShapes[3].capacity(), static_cast<int>(kernels::kMaxTopKSegment));
+}
+
+TEST(PackedLayoutTest, SectionsAreAlignedOrderedAndDisjoint) {
+  kernels::PackedCounts c;
+  c.num_requests = 3;
+  c.num_candidates = 17;
+  c.user_tables = 2;
+  c.item_tables = 5;
+  c.num_user_ids = 7;
+  c.num_item_ids = 101;
+  c.dense_user = 3;
+  c.dense_item = 13;
+  for (bool weights : {false, true}) {
+    c.has_weights = weights;
+    PackedHeader h;
+    ASSERT_TRUE(kernels::ComputePackedLayout(c, &h));
+    const std::vector<std::pair<uint32_t, uint64_t>> sections = {
+        {h.candidate_begin, 4 * 4},      {h.top_k, 3 * 4},
+        {h.result_begin, 4 * 4},         {h.user_bag_begin, 7 * 4},
+        {h.user_rows, 7 * 4},            {h.user_weights, weights ? 7 * 4 : 0},
+        {h.item_bag_begin, 86 * 4},      {h.item_rows, 101 * 4},
+        {h.item_weights, weights ? 404 : 0}, {h.user_dense, 9 * 4},
+        {h.item_dense, 17 * 13 * 4},     {h.unique_rows, 0}};
+    uint64_t end = sizeof(PackedHeader);
+    for (const auto& [offset, bytes] : sections) {
+      EXPECT_EQ(offset % kernels::kSectionAlign, 0u);
+      EXPECT_GE(offset, end);
+      end = offset + bytes;
+    }
+    EXPECT_GE(h.total_bytes, end);
+    EXPECT_LT(h.total_bytes, end + kernels::kSectionAlign);
+    EXPECT_EQ(h.num_user_bags, 6u);
+    EXPECT_EQ(h.num_item_bags, 85u);
+  }
+}
+
+// A model and a batch of random requests (empty bags, repeated ids, weights).
+struct Fixture {
+  fuserank::testing::TestModel test_model;
+  std::shared_ptr<const Model> model;
+  std::vector<test::RefRequest> requests;
+  Batch batch;
+};
+
+Fixture MakeFixture(ModelSpec spec, uint64_t seed, std::vector<int> candidates) {
+  Fixture f;
+  f.test_model = fuserank::testing::MakeRandomModel(spec, seed);
+  auto model = fuserank::testing::BuildTestModel(f.test_model);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return f;
+  f.model = *model;
+  std::mt19937_64 rng(seed);
+  for (int n : candidates) {
+    test::RequestShape shape;
+    shape.candidates = n;
+    f.requests.push_back(test::RandomRequest(spec, shape, rng));
+    f.requests.back().top_k = static_cast<uint32_t>(rng() % (n + 2));
+  }
+  f.batch = test::MakeBatch(f.model, f.requests);
+  return f;
+}
+
+template <typename T>
+std::vector<T> Read(const std::vector<unsigned char>& buf, uint32_t offset, size_t n) {
+  std::vector<T> v(n);
+  if (n > 0) std::memcpy(v.data(), buf.data() + offset, n * sizeof(T));
+  return v;
+}
+
+TEST(BatchPackerTest, WritesEverySectionOfTheBatch) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  Fixture f = MakeFixture(fuserank::testing::SmallSpec(2, 3, 50, 8), seed, {5, 0, 1, 9});
+  ASSERT_NE(f.model, nullptr);
+  BatchPacker packer(MakePackInfo(*f.model), /*reorder_ids=*/false);
+  auto planned = packer.Plan(f.batch);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const PackedHeader& h = *planned;
+  std::vector<unsigned char> buf(h.total_bytes, 0xAB);
+  packer.Write(f.batch, h, buf.data());
+  PackedHeader read;
+  std::memcpy(&read, buf.data(), sizeof(read));
+  EXPECT_EQ(std::memcmp(&read, &h, sizeof(h)), 0);
+  const Batch& b = f.batch;
+  EXPECT_EQ(h.num_requests, 4u);
+  EXPECT_EQ(h.num_candidates, 15u);
+  EXPECT_EQ(h.max_segment, 9u);
+  EXPECT_EQ(Read<uint32_t>(buf, h.candidate_begin, 5), b.candidate_begin);
+  EXPECT_EQ(Read<uint32_t>(buf, h.user_bag_begin, b.user.bag_begin.size()), b.user.bag_begin);
+  EXPECT_EQ(Read<int32_t>(buf, h.user_rows, b.user.rows.size()), b.user.rows);
+  EXPECT_EQ(Read<uint32_t>(buf, h.item_bag_begin, b.item.bag_begin.size()), b.item.bag_begin);
+  EXPECT_EQ(Read<int32_t>(buf, h.item_rows, b.item.rows.size()), b.item.rows);
+  EXPECT_EQ(Read<float>(buf, h.user_dense, b.user_dense.size()), b.user_dense);
+  EXPECT_EQ(Read<float>(buf, h.item_dense, b.item_dense.size()), b.item_dense);
+  if (h.has_weights) {
+    EXPECT_EQ(Read<float>(buf, h.user_weights, b.user.weights.size()), b.user.weights);
+    EXPECT_EQ(Read<float>(buf, h.item_weights, b.item.weights.size()), b.item.weights);
+  }
+  const auto top_k = Read<uint32_t>(buf, h.top_k, 4);
+  const auto result_begin = Read<uint32_t>(buf, h.result_begin, 5);
+  uint32_t total = 0;
+  for (int r = 0; r < 4; ++r) {
+    const uint32_t count = b.candidate_begin[r + 1] - b.candidate_begin[r];
+    EXPECT_EQ(top_k[r], std::min(b.top_k[r], count));
+    EXPECT_EQ(result_begin[r], total);
+    total += top_k[r];
+  }
+  EXPECT_EQ(h.total_results, total);
+  EXPECT_EQ(packer.result_begin(), result_begin);
+}
+
+TEST(BatchPackerTest, WeightsAreLeftOutWhenAllAreOne) {
+  Fixture f = MakeFixture(fuserank::testing::SmallSpec(1, 2, 20, 4), 11, {3});
+  ASSERT_NE(f.model, nullptr);
+  std::fill(f.batch.user.weights.begin(), f.batch.user.weights.end(), 1.0f);
+  std::fill(f.batch.item.weights.begin(), f.batch.item.weights.end(), 1.0f);
+  BatchPacker packer(MakePackInfo(*f.model), false);
+  auto h = packer.Plan(f.batch);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->has_weights, 0u);
+  if (!f.batch.item.weights.empty()) {
+    f.batch.item.weights.back() = 0.5f;
+    h = packer.Plan(f.batch);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h->has_weights, 1u);
+  }
+}
+
+TEST(BatchPackerTest, RejectsABatchThatWouldFaultTheDevice) {
+  Fixture f = MakeFixture(fuserank::testing::SmallSpec(1, 2, 20, 4), 12, {4, 2});
+  ASSERT_NE(f.model, nullptr);
+  BatchPacker packer(MakePackInfo(*f.model), false);
+  ASSERT_TRUE(packer.Plan(f.batch).ok());
+  Batch bad = f.batch;
+  bad.item.rows.push_back(3);
+  bad.item.weights.push_back(1.0f);
+  bad.item.bag_begin.back() += 1;
+  bad.item.rows.back() = 20;  // == rows: out of range
+  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = f.batch;
+  bad.top_k.pop_back();
+  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = f.batch;
+  bad.item_dense.push_back(0.0f);
+  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = f.batch;
+  bad.user.bag_begin.pop_back();
+  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BatchPackerTest, ReorderListsEachTableRowOnceInOrder) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  Fixture f = MakeFixture(fuserank::testing::SmallSpec(2, 3, 7, 4), seed, {6, 3, 8});
+  ASSERT_NE(f.model, nullptr);
+  BatchPacker packer(MakePackInfo(*f.model), /*reorder_ids=*/true);
+  auto h = packer.Plan(f.batch);
+  ASSERT_TRUE(h.ok());
+  std::vector<unsigned char> buf(h->total_bytes);
+  packer.Write(f.batch, *h, buf.data());
+  const auto unique = Read<kernels::UniqueRow>(buf, h->unique_rows, h->num_unique);
+  ASSERT_EQ(unique.size(), packer.unique_rows().size());
+  for (size_t k = 1; k < unique.size(); ++k) {
+    ASSERT_TRUE(unique[k - 1].table < unique[k].table ||
+                (unique[k - 1].table == unique[k].table && unique[k - 1].row < unique[k].row));
+  }
+  auto check = [&](const BagSet& bags, uint32_t rows_offset, uint32_t tables, uint32_t base) {
+    const auto slots = Read<int32_t>(buf, rows_offset, bags.rows.size());
+    for (size_t b = 0; b < bags.num_bags(); ++b) {
+      for (uint32_t j = bags.bag_begin[b]; j < bags.bag_begin[b + 1]; ++j) {
+        ASSERT_GE(slots[j], 0);
+        ASSERT_LT(static_cast<size_t>(slots[j]), unique.size());
+        EXPECT_EQ(unique[slots[j]].table, base + b % tables);
+        EXPECT_EQ(unique[slots[j]].row, bags.rows[j]);
+      }
+    }
+  };
+  check(f.batch.user, h->user_rows, 2, 0);
+  check(f.batch.item, h->item_rows, 3, 2);
+  EXPECT_LE(h->num_unique, f.batch.user.rows.size() + f.batch.item.rows.size());
+}
+
+// ---- The GPU data path emulated on the host, from the packed buffer and GpuLayout ----
+
+float RowElement(const EmbeddingTable& t, int32_t row, int e) {
+  const std::byte* p = t.data + static_cast<size_t>(row) * t.row_bytes;
+  uint16_t bits;
+  switch (t.dtype) {
+    case DType::kF16:
+      std::memcpy(&bits, p + 2 * e, 2);
+      return HalfToFloat(bits);
+    case DType::kBF16:
+      std::memcpy(&bits, p + 2 * e, 2);
+      return BFloat16ToFloat(bits);
+    default: {
+      float f;
+      std::memcpy(&f, p + 4 * e, 4);
+      return f;
+    }
+  }
+}
+
+void Dense(const DenseLayer& l, const float* in, float* out) {
+  for (int o = 0; o < l.out; ++o) {
+    double acc = l.bias[o];
+    for (int i = 0; i < l.in; ++i) acc += double{l.weight[size_t{1} * o * l.in + i]} * in[i];
+    out[o] = static_cast<float>(l.relu && acc < 0 ? 0.0 : acc);
+  }
+}
+
+// Scores of every candidate, computed the way the kernels address memory: bags and
+// dense rows from the packed sections, pooled vectors at GpuLayout columns, h built by
+// the slot lists, the MLP with the layout's pitches.
+std::vector<float> EmulateGpuScores(const Model& m, const GpuLayout& g,
+                                    const std::vector<unsigned char>& buf) {
+  PackedHeader h;
+  std::memcpy(&h, buf.data(), sizeof(h));
+  const unsigned char* base = buf.data();
+  const uint32_t n = h.num_candidates;
+  std::vector<float> x(size_t{n} * std::max(g.x_ld, 1), NAN);
+  std::vector<float> hbuf(size_t{n} * g.h_ld, NAN);
+  std::vector<float> user(size_t{h.num_requests} * g.user_ld, NAN);
+  std::vector<float> item(size_t{n} * g.item_ld, NAN);
+  const bool dot = g.interaction == Interaction::kDot;
+  auto pool = [&](uint32_t bag, uint32_t begin_off, uint32_t rows_off, uint32_t weights_off,
+                  const kernels::LookupTable& d, int spec_index, float* out) {
+    const EmbeddingTable& t = m.tables()[spec_index];
+    const uint32_t* begin = Section<uint32_t>(base, begin_off);
+    const int32_t* rows = Section<int32_t>(base, rows_off);
+    const float* weights = h.has_weights ? Section<float>(base, weights_off) : nullptr;
+    for (int e = 0; e < d.dim; ++e) {
+      float acc = 0, wsum = 0;
+      for (uint32_t j = begin[bag]; j < begin[bag + 1]; ++j) {
+        const float w = weights ? weights[j] : 1.0f;
+        acc += w * RowElement(t, rows[j], e);
+        wsum += w;
+      }
+      out[d.out_col + e] = d.mean ? (wsum != 0 ? acc / wsum : 0.0f) : acc;
+    }
+  };
+  for (uint32_t b = 0; b < h.num_item_bags; ++b) {
+    const int k = g.user_tables + static_cast<int>(b % g.item_tables);
+    float* out = (dot ? item.data() + size_t{b / g.item_tables} * g.item_ld
+                      : hbuf.data() + size_t{b / g.item_tables} * g.h_ld);
+    pool(b, h.item_bag_begin, h.item_rows, h.item_weights, g.lookup[k], g.lookup_spec_index[k], out);
+  }
+  for (uint32_t b = 0; b < h.num_user_bags; ++b) {
+    const int k = static_cast<int>(b % g.user_tables);
+    pool(b, h.user_bag_begin, h.user_rows, h.user_weights, g.lookup[k], g.lookup_spec_index[k],
+         user.data() + size_t{b / g.user_tables} * g.user_ld);
+  }
+  const uint32_t* cb = Section<uint32_t>(base, h.candidate_begin);
+  std::vector<float> tmp(g.hidden_ld), tmp2(g.hidden_ld);
+  std::vector<float> scores(n);
+  for (uint32_t c = 0; c < n; ++c) {
+    const uint32_t r = kernels::RequestOfCandidate(cb, h.num_requests, c);
+    float* xrow = g.bottom_mlp ? x.data() + size_t{c} * g.x_ld : hbuf.data() + size_t{c} * g.h_ld;
+    for (int e = 0; e < g.dense_user; ++e) {
+      xrow[e] = Section<float>(base, h.user_dense)[size_t{r} * g.dense_user + e];
+    }
+    for (int e = 0; e < g.dense_item; ++e) {
+      xrow[g.dense_user + e] = Section<float>(base, h.item_dense)[size_t{c} * g.dense_item + e];
+    }
+    float* hrow = hbuf.data() + size_t{c} * g.h_ld;
+    if (g.bottom_mlp) {
+      const float* in = xrow;
+      for (size_t l = 0; l < m.bottom_mlp().size(); ++l) {
+        const bool last = l + 1 == m.bottom_mlp().size();
+        float* out = last ? hrow : (l % 2 ? tmp2.data() : tmp.data());
+        Dense(m.bottom_mlp()[l], in, out);
+        in = out;
+      }
+    }
+    if (dot) {
+      std::vector<const float*> v;
+      if (g.z_width > 0) v.push_back(hrow);
+      for (const kernels::DotSlot& s : g.dot_slots) {
+        v.push_back(s.user ? user.data() + size_t{r} * g.user_ld + s.col
+                           : item.data() + size_t{c} * g.item_ld + s.col);
+      }
+      for (uint32_t p = 0; p < kernels::NumPairs(v.size()); ++p) {
+        uint32_t i, j;
+        kernels::PairFromIndex(p, &i, &j);
+        float sum = 0;
+        for (int e = 0; e < g.dim; ++e) sum += v[i][e] * v[j][e];
+        hrow[g.z_width + p] = sum;
+      }
+    } else {
+      for (const kernels::ConcatSlot& s : g.concat_slots) {
+        for (int e = 0; e < s.dim; ++e) {
+          hrow[s.h_col + e] = user[size_t{r} * g.user_ld + s.user_col + e];
+        }
+      }
+    }
+    for (int e = 0; e < g.h_width; ++e) EXPECT_FALSE(std::isnan(hrow[e])) << "unwritten h col " << e;
+    const float* in = hrow;
+    float logit = NAN;
+    for (size_t l = 0; l < m.top_mlp().size(); ++l) {
+      const bool last = l + 1 == m.top_mlp().size();
+      float* out = last ? &logit : (l % 2 ? tmp2.data() : tmp.data());
+      Dense(m.top_mlp()[l], in, out);
+      in = out;
+    }
+    scores[c] = kernels::Sigmoid(logit);
+  }
+  return scores;
+}
+
+struct EmulationCase {
+  Interaction interaction;
+  DType dtype;
+  int dim;
+  bool bottom;
+  bool reorder;
+};
+
+class GpuEmulationTest : public ::testing::TestWithParam<EmulationCase> {};
+
+TEST_P(GpuEmulationTest, PackedBatchAndLayoutGiveTheReferenceScores) {
+  const EmulationCase p = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  ModelSpec spec = fuserank::testing::SmallSpec(2, 3, 40, p.dim);
+  std::swap(spec.tables[1], spec.tables[3]);  // interleave user and item tables
+  spec.tables[2].pooling = Pooling::kMean;
+  spec.embedding_dtype = p.dtype;
+  spec.interaction = p.interaction;
+  if (p.interaction == Interaction::kLinear) spec.cross_dim = 6;
+  if (!p.bottom) {
+    spec.bottom_mlp.clear();
+    if (p.interaction == Interaction::kDot) {
+      spec.dense_user = p.dim / 2;
+      spec.dense_item = p.dim - p.dim / 2;
+    }
+  }
+  spec.top_mlp = {fuserank::testing::TopInputWidth(spec) > 0 ? 16 : 1, 1};
+  Fixture f = MakeFixture(spec, seed, {1, 7, 0, 12});
+  ASSERT_NE(f.model, nullptr);
+  auto layout = ComputeGpuLayout(*f.model);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  BatchPacker packer(MakePackInfo(*f.model), p.reorder);
+  auto h = packer.Plan(f.batch);
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<unsigned char> buf(h->total_bytes);
+  packer.Write(f.batch, *h, buf.data());
+  if (p.reorder) {
+    // Resolve slots back to rows the way the gather pass does.
+    auto resolve = [&](uint32_t off, size_t count) {
+      int32_t* rows = kernels::MutableSection<int32_t>(buf.data(), off);
+      for (size_t j = 0; j < count; ++j) rows[j] = packer.unique_rows()[rows[j]].row;
+    };
+    resolve(h->user_rows, f.batch.user.rows.size());
+    resolve(h->item_rows, f.batch.item.rows.size());
+  }
+  const std::vector<float> scores = EmulateGpuScores(*f.model, *layout, buf);
+  int c = 0;
+  for (size_t r = 0; r < f.requests.size(); ++r) {
+    for (size_t i = 0; i < f.requests[r].candidates.size(); ++i, ++c) {
+      const double want = test::ReferenceScore(f.test_model, f.requests[r], static_cast<int>(i));
+      EXPECT_NEAR(scores[c], want, 1e-5) << "request " << r << " candidate " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, GpuEmulationTest,
+    ::testing::Values(EmulationCase{Interaction::kDot, DType::kF32, 8, true, false},
+                      EmulationCase{Interaction::kDot, DType::kBF16, 4, false, false},
+                      EmulationCase{Interaction::kDot, DType::kF16, 12, true, true},
+                      EmulationCase{Interaction::kConcat, DType::kF32, 12, true, false},
+                      EmulationCase{Interaction::kConcat, DType::kF16, 100, false, true},
+                      EmulationCase{Interaction::kLinear, DType::kF32, 4, true, false},
+                      EmulationCase{Interaction::kLinear, DType::kBF16, 128, false, false}),
+    [](const ::testing::TestParamInfo<EmulationCase>& info) {
+      const EmulationCase& p = info.param;
+      return std::string(InteractionName(p.interaction)) + "_" +
+             std::string(DTypeName(p.dtype)) + "_dim" + std::to_string(p.dim) +
+             (p.bottom ? "_bottom" : "_nobottom") + (p.reorder ? "_reorder" : "");
+    });
+
+TEST(GpuLayoutTest, DotColumnsFollowTheSpec) {
+  Fixture f = MakeFixture(fuserank::testing::SmallSpec(2, 3, 10, 8), 3, {1});
+  ASSERT_NE(f.model, nullptr);
+  auto g = ComputeGpuLayout(*f.model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->z_width, 8);
+  EXPECT_EQ(g->h_width, 8 + 15);  // z + 6 * 5 / 2 dots
+  EXPECT_EQ(g->h_ld, 24);
+  EXPECT_EQ(g->x_ld, 8);         // 5 dense floats, padded to 16 bytes
+  EXPECT_EQ(g->user_ld, 16);
+  EXPECT_EQ(g->item_ld, 24);
+  EXPECT_EQ(g->lanes, 4);        // 32-byte rows: 2 vectors
+  ASSERT_EQ(g->dot_slots.size(), 5u);
+  EXPECT_EQ(g->dot_slots[0].user, 1);
+  EXPECT_EQ(g->dot_slots[1].col, 8);
+  EXPECT_EQ(g->dot_slots[2].user, 0);
+  EXPECT_EQ(g->dot_slots[4].col, 16);
+  ASSERT_EQ(g->lookup.size(), 5u);
+  EXPECT_EQ(g->lookup[2].out_col, 0);  // first item table
+  EXPECT_EQ(g->lookup[0].vector, 1);
+}
+
+}  // namespace
+}  // namespace fuserank::engine::cuda

@@ -1,0 +1,159 @@
+"""The model as the exporter sees it, whatever it was read from, and the rules of SPEC
+section 2 it must meet before anything is written. Plain data; no I/O."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, List, Optional, Sequence
+
+import torch
+from torch import nn
+
+DTYPES = ("fp32", "fp16", "bf16", "int8")
+SIDES = ("user", "item")
+POOLINGS = ("sum", "mean")
+OOVS = ("modulo", "reject")
+INTERACTIONS = ("concat", "dot", "linear")
+MAX_ROWS = 2**31 - 1
+NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+
+
+class ExportError(Exception):
+    """A problem with the input model or mapping; the message names the tensor or key."""
+
+
+@dataclasses.dataclass
+class Layer:
+    source: str  # where it came from, for messages
+    weight: torch.Tensor  # float32 [out, in]
+    bias: torch.Tensor  # float32 [out]
+
+
+@dataclasses.dataclass
+class TableWeights:
+    name: str
+    side: str
+    pooling: str
+    oov: str
+    source: str
+    weight: torch.Tensor  # float32 [rows, dim]
+
+
+@dataclasses.dataclass
+class SourceModel:
+    """A model gathered from a module or a state_dict, before validation and writing."""
+
+    tables: List[TableWeights]
+    dense_user: int
+    dense_item: int
+    bottom_mlp: List[Layer]
+    interaction: str
+    cross: Optional[Layer]
+    top_mlp: List[Layer]
+
+
+def as_float32(value: Any, what: str) -> torch.Tensor:
+    """`value` as a float32 CPU tensor; non-float or non-finite values are errors."""
+    if isinstance(value, nn.Parameter) or torch.is_tensor(value):
+        t = value.detach()
+    else:
+        raise ExportError(f"{what}: expected a tensor, got {type(value).__name__}")
+    if not t.is_floating_point():
+        raise ExportError(f"{what}: expected a floating-point tensor, got {t.dtype}")
+    t = t.to(device="cpu", dtype=torch.float32).contiguous()
+    bad = ~torch.isfinite(t)
+    if bool(bad.any()):
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise ExportError(f"{what}: element {list(index)} is {t[index].item()}")
+    return t
+
+
+def check_choice(value: Any, choices: Sequence[str], what: str) -> str:
+    if value not in choices:
+        raise ExportError(f"{what}: must be one of {' | '.join(choices)}, got {value!r}")
+    return value
+
+
+def check_count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ExportError(f"{what}: must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _check_layer(name: str, layer: Layer, in_width: int, in_desc: str) -> int:
+    w, b = layer.weight, layer.bias
+    if w.dim() != 2:
+        raise ExportError(f"{name}.weight ({layer.source}): expected [out, in], got shape "
+                          f"{list(w.shape)}")
+    if w.shape[1] != in_width:
+        raise ExportError(f"{name}.weight ({layer.source}): shape {list(w.shape)} takes "
+                          f"{w.shape[1]} inputs, but {in_desc} gives {in_width}")
+    if list(b.shape) != [w.shape[0]]:
+        raise ExportError(f"{name}.bias ({layer.source}): expected shape [{w.shape[0]}], got "
+                          f"{list(b.shape)}")
+    if w.shape[0] < 1:
+        raise ExportError(f"{name}.weight ({layer.source}): a layer needs >= 1 output")
+    return int(w.shape[0])
+
+
+def validate(src: SourceModel) -> None:
+    """Every rule of SPEC section 2 the served model depends on; raises ExportError."""
+    seen = set()
+    for i, t in enumerate(src.tables):
+        tensor = f"embeddings.{t.name}.weight ({t.source})"
+        if not isinstance(t.name, str) or not NAME_RE.match(t.name):
+            raise ExportError(f"table {t.name!r} ({t.source}): a table name uses letters, "
+                              "digits, '_' and '-'")
+        if t.name in seen:
+            raise ExportError(f"table {t.name!r} ({t.source}): duplicate table name")
+        seen.add(t.name)
+        check_choice(t.side, SIDES, f"table {t.name!r} side")
+        check_choice(t.pooling, POOLINGS, f"table {t.name!r} pooling")
+        check_choice(t.oov, OOVS, f"table {t.name!r} oov")
+        if t.weight.dim() != 2 or t.weight.shape[1] < 1:
+            raise ExportError(f"{tensor}: expected [rows, dim], got shape {list(t.weight.shape)}")
+        if not 1 <= t.weight.shape[0] <= MAX_ROWS:
+            raise ExportError(f"{tensor}: rows must be in 1..{MAX_ROWS}, got {t.weight.shape[0]}")
+    dense = check_count(src.dense_user, "dense.user") + check_count(src.dense_item, "dense.item")
+    if src.bottom_mlp and dense == 0:
+        raise ExportError("bottom_mlp: present, but there are no dense features "
+                          "(dense.user + dense.item = 0)")
+    width = dense
+    for i, layer in enumerate(src.bottom_mlp):
+        desc = "the dense features (dense.user + dense.item)" if i == 0 else f"bottom_mlp.{i - 1}"
+        width = _check_layer(f"bottom_mlp.{i}", layer, width, desc)
+    z = width if dense else 0
+    check_choice(src.interaction, INTERACTIONS, "interaction")
+    concat = z + sum(int(t.weight.shape[1]) for t in src.tables)
+    n = len(src.tables) + (1 if z else 0)
+    if n == 0:
+        raise ExportError("tables: the model needs at least one table or dense feature")
+    if src.interaction != "linear" and src.cross is not None:
+        raise ExportError(f"cross ({src.cross.source}): present, but interaction is "
+                          f"{src.interaction!r} (only linear uses it)")
+    if src.interaction == "dot":
+        d = z or int(src.tables[0].weight.shape[1])
+        for t in src.tables:
+            if t.weight.shape[1] != d:
+                raise ExportError(f"embeddings.{t.name}.weight ({t.source}): interaction dot "
+                                  f"needs every vector {d} wide (z or the first table), got "
+                                  f"dim {t.weight.shape[1]}")
+        if n < 2:
+            raise ExportError("interaction: dot over a single vector gives no features")
+        h, h_desc = z + n * (n - 1) // 2, "the dot interaction"
+    elif src.interaction == "linear":
+        if src.cross is None:
+            raise ExportError("cross: missing; interaction linear needs the cross nn.Linear")
+        h = _check_layer("cross", src.cross, concat, "concat(z, tables)")
+        h_desc = "cross"
+    else:
+        h, h_desc = concat, "concat(z, tables)"
+    if not src.top_mlp:
+        raise ExportError("top_mlp: empty; it needs at least one Linear layer (width 1 last)")
+    for i, layer in enumerate(src.top_mlp):
+        h = _check_layer(f"top_mlp.{i}", layer, h, h_desc if i == 0 else f"top_mlp.{i - 1}")
+    if h != 1:
+        last = len(src.top_mlp) - 1
+        raise ExportError(f"top_mlp.{last}.weight ({src.top_mlp[-1].source}): the last layer "
+                          f"must have 1 output (the score), got {h}")
