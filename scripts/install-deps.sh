@@ -7,8 +7,8 @@ BUILD_PKGS=(cmake ninja-build pkg-config g++ make libgrpc++-dev protobuf-compile
   libprotobuf-dev protobuf-compiler grpc-proto libabsl-dev libspdlog-dev prometheus-cpp-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev curl clang-format)
 TEST_PKGS=(prometheus python3-grpcio python3-grpc-tools python3-yaml python3-numpy
-  python3-protobuf clang libclang-rt-14-dev)
-BENCH_PKGS=(python3-torch libopenblas0-pthread libopenblas-dev python3-matplotlib)
+  python3-protobuf python3-torch libopenblas0-pthread clang libclang-rt-14-dev)
+BENCH_PKGS=(libopenblas-dev python3-matplotlib)
 
 want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
 if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH_PKGS[@]}"); fi

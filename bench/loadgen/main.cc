@@ -13,6 +13,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "bench/loadgen/load_runner.h"
 #include "bench/loadgen/report.h"
 #include "bench/loadgen/request_pool.h"
@@ -66,10 +68,15 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage_config;
+  // --help lists this tool's flags (absl matches only files named after the program).
+  usage_config.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "bench/loadgen/");
+  };
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "gRPC load generator for fuserank.v1.Ranker.\n  fuserank-bench --target=HOST:PORT "
-      "--model=MODEL.yaml [--candidates=N] [--concurrency=C | --rate=QPS] [--json]\n"
-      "  --helpfull lists every flag.");
+      "--model=MODEL.yaml [--candidates=N] [--concurrency=C | --rate=QPS] [--json]");
   std::vector<std::string> storage;
   std::vector<char*> args = NormalizeFlagNames(argc, argv, storage);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

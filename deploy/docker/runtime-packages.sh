@@ -28,21 +28,33 @@ for lib in $missing; do
   fi
 done
 
+libs=$(awk '$2 == "=>" && $3 ~ /^\// {print $3}' <<<"$ldd_out" | sort -u)
+# One dpkg-query for every candidate path: dpkg records /usr/lib/... while ldd may print
+# /lib/... (merged /usr), and a soname link may be recorded under its target's name.
+candidates=()
+for lib in $libs; do
+  candidates+=("$lib" "/usr$lib" "$(readlink -f "$lib")")
+done
+declare -A owner_of=()
+if ((${#candidates[@]} > 0)); then
+  while IFS= read -r line; do
+    owner_of["${line#*: }"]="${line%%: /*}"  # "pkg1:amd64, pkg2:amd64: /path"
+  done < <(dpkg-query -S "${candidates[@]}" 2>/dev/null || true)
+fi
+
 packages=()
-for lib in $(awk '$2 == "=>" && $3 ~ /^\// {print $3}' <<<"$ldd_out" | sort -u); do
+for lib in $libs; do
   owner=""
-  # dpkg records /usr/lib/... while ldd may print /lib/... (merged /usr).
   for candidate in "$lib" "/usr$lib" "$(readlink -f "$lib")"; do
-    if owner=$(dpkg-query -S "$candidate" 2>/dev/null); then break; fi
-    owner=""
+    owner=${owner_of["$candidate"]:-}
+    [[ -n "$owner" ]] && break
   done
   if [[ -z "$owner" ]]; then
     echo "runtime-packages: $lib belongs to no package" >&2
     status=1
     continue
   fi
-  # "pkg1:amd64, pkg2:amd64: /path" -> pkg1 pkg2
-  for pkg in $(sed -e 's/: \/.*//' -e 's/,/ /g' <<<"$owner"); do
+  for pkg in ${owner//,/ }; do
     packages+=("${pkg%%:*}")
   done
 done

@@ -168,6 +168,7 @@ TEST_F(ServerProcessTest, SigtermWhileServingExitsZero) {
     EXPECT_NEAR(item.score(), reference[item.index()], 5e-5);
   }
 
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int wait_status = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -1,9 +1,9 @@
 """End to end: a torch DLRM with random weights is exported, served by fuserank-server on
 loopback, and fuserank's Rank scores must match torch's forward (5e-5).
 
-The server binary comes from $FUSERANK_SERVER (ctest passes the built target) or
-a first argument that is a path. Without it every test is skipped with a message, and the process exits
-77, which ctest reports as "Skipped" (never as passed).
+The server binary comes from $FUSERANK_SERVER (ctest passes the built target) or a
+first argument that is a path. Without it every test is skipped with a message and the
+process exits 77, which ctest reports as "Skipped" (never as passed).
 
 Run: /usr/bin/python3 tests/tools/export_e2e_test.py build/bin/fuserank-server
 """
