@@ -184,8 +184,9 @@ void BM_EngineRun(benchmark::State& state) {
   StageTimes stages;
   size_t i = 0;
   for (auto _ : state) {
-    if (!backend->Run(0, batches[i++ % batches.size()], &result).ok()) {
-      state.SkipWithError("Run failed");
+    if (absl::Status status = backend->Run(0, batches[i++ % batches.size()], &result);
+        !status.ok()) {
+      state.SkipWithError(std::string(status.message()).c_str());
       break;
     }
     stages.lookup += result.stages.lookup;
@@ -231,7 +232,32 @@ void BM_EngineLookup(benchmark::State& state) {
 BENCHMARK(BM_EngineLookup)->ArgName("candidates")->Arg(16)->Arg(256)->Arg(1024)
     ->Unit(benchmark::kMicrosecond);
 
-// The per-candidate dot terms (item x user, item x item, z x all) of the bench model.
+// The same lookups candidate by candidate across the 18 tables, in tiles of
+// kTileCandidates (what ScoreTile runs).
+void BM_EngineLookupCandidates(benchmark::State& state) {
+  BenchEnv& env = Env();
+  const int candidates = static_cast<int>(state.range(0));
+  const std::vector<Batch>& batches = env.batches[SizeIndex(candidates)];
+  std::vector<float> out(static_cast<size_t>(candidates) * env.plan.item_stride);
+  size_t i = 0;
+  for (auto _ : state) {
+    const Batch& batch = batches[i++ % batches.size()];
+    for (int first = 0; first < candidates; first += kTileCandidates) {
+      PooledLookupCandidates(env.plan.item_tables.data(), env.plan.item_column.data(),
+                             static_cast<int>(env.plan.item_tables.size()), batch.item, first,
+                             std::min(kTileCandidates, candidates - first),
+                             out.data() + static_cast<size_t>(first) * env.plan.item_stride,
+                             env.plan.item_stride);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * candidates);
+}
+BENCHMARK(BM_EngineLookupCandidates)->ArgName("candidates")->Arg(16)->Arg(256)->Arg(1024)
+    ->Unit(benchmark::kMicrosecond);
+
+// The per-candidate dots of the bench model (z and 18 items with each other and with
+// the 8 user vectors: 323 dots of width 32 per candidate), as ScoreTile runs them.
 void BM_EngineInteraction(benchmark::State& state) {
   BenchEnv& env = Env();
   const CpuPlan& plan = env.plan;
@@ -239,16 +265,15 @@ void BM_EngineInteraction(benchmark::State& state) {
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> rows(static_cast<size_t>(candidates) * plan.row_stride);
-  std::vector<float> items(static_cast<size_t>(candidates) * plan.item_width);
+  std::vector<float> items(static_cast<size_t>(candidates) * plan.item_stride);
   std::vector<float> user(plan.user_width);
-  for (auto* v : {&rows, &items, &user}) {
+  for (auto* v : {&items, &user}) {
     for (float& x : *v) x = dist(rng);
   }
-  const float* sources[kNumSources] = {rows.data(), items.data(), user.data()};
-  const int strides[kNumSources] = {plan.row_stride, plan.item_width, 0};
+  const int num_user = static_cast<int>(env.model->user_tables().size());
   for (auto _ : state) {
-    DotTerms(plan.item_terms.data(), static_cast<int>(plan.item_terms.size()), plan.dot_dim,
-             candidates, sources, strides, rows.data() + plan.z_width, plan.row_stride);
+    DotGramRows(user.data(), num_user, items.data(), plan.own_vectors, plan.item_stride,
+                plan.dot_dim, candidates, rows.data() + plan.z_width, plan.row_stride);
     benchmark::DoNotOptimize(rows.data());
   }
   state.SetItemsProcessed(state.iterations() * candidates);

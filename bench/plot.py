@@ -31,8 +31,10 @@ def load(pattern):
     for path in sorted(glob.glob(pattern)):
         with open(path) as f:
             text = f.read().strip()
-        if text:
+        try:
             out.append(json.loads(text))
+        except ValueError:  # a run that died half-way: report it as not run
+            print(f"plot: {path} is not valid JSON; ignored")
     return out
 
 
@@ -189,31 +191,52 @@ def open_table(data, run):
     return lines
 
 
+def engine_runs(results):
+    """{candidates: median ms} of BM_EngineRun at one thread, from the microbenchmarks."""
+    rows = load(os.path.join(results, "microbench.json"))
+    out = {}
+    for b in rows[0].get("benchmarks", []) if rows else []:
+        m = re.match(r"BM_EngineRun/candidates:(\d+)/threads:1\b", b.get("run_name", b["name"]))
+        if m and b.get("aggregate_name", "median") == "median":
+            scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
+            out[int(m.group(1))] = b["real_time"] * scale
+    return out
+
+
 def forward_table(results):
     rows = load(os.path.join(results, "torch_forward.json"))
     if not rows:
         return []
     f = rows[0]
+    engine = engine_runs(results)
     lines = [
-        "### Forward alone, no gRPC",
+        "### Forward alone, no gRPC, one thread",
         "",
         f"`bench/peers/torch_forward_bench.py`: PyTorch {f['torch']} eager, {f['threads']} thread "
-        "(OpenBLAS), on pre-decoded batches; median of the timed iterations. `decode` is the "
-        "peer's Python conversion of a RankRequest into tensors, which its service also pays.",
+        "(OpenBLAS), on pre-decoded batches, median of the timed iterations; `decode` is the "
+        "peer's Python conversion of a RankRequest into tensors, which its service also pays. "
+        "fuserank: `BM_EngineRun/.../threads:1` of the microbenchmarks below (Backend::Run on "
+        "a decoded batch, median of 3 repetitions).",
         "",
-        "| candidates | torch forward ms (p10 - p90) | candidates/s | Python decode ms |",
-        "| ---: | ---: | ---: | ---: |",
+        "| candidates | torch forward ms (p10 - p90) | torch candidates/s | Python decode ms "
+        "| fuserank engine ms | fuserank candidates/s | speed-up |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in f["results"]:
-        lines.append(f"| {r['candidates']} | {r['forward_ms']:.3f} ({r['forward_p10_ms']:.3f} - "
-                     f"{r['forward_p90_ms']:.3f}) | {r['candidates_per_s']:,.0f} | {r['decode_ms']:.3f} |")
+        n = r["candidates"]
+        ms = engine.get(n)
+        ours = (f"{ms:.3f} | {n / ms * 1e3:,.0f} | {r['forward_ms'] / ms:.1f}x" if ms else "- | - | -")
+        lines.append(f"| {n} | {r['forward_ms']:.3f} ({r['forward_p10_ms']:.3f} - "
+                     f"{r['forward_p90_ms']:.3f}) | {r['candidates_per_s']:,.0f} | {r['decode_ms']:.3f} "
+                     f"| {ours} |")
     return lines
 
 
 def micro_table(results):
     rows = load(os.path.join(results, "microbench.json"))
     if not rows:
-        return ["### Engine microbenchmarks", "", "Not run: `fuserank-microbench` was not built."]
+        return ["### Engine microbenchmarks", "",
+                "None: `fuserank-microbench` was missing or failed (bench/out/logs/microbench.log)."]
     lines = [
         "### Engine microbenchmarks",
         "",

@@ -1,3 +1,8 @@
+// The CPU backend: validates a Batch, scores it with the CpuPlan of its model (per
+// request the user share, then tiles of candidates) on the worker's reused scratch, and
+// selects each request's top-K. With cpu_threads > 1 a worker splits a batch over its
+// own thread pool: whole requests per thread when there are many, else the tiles of a
+// few large requests; stage seconds are then per-thread averages.
 #include "engine/cpu_backend.h"
 
 #include <algorithm>
@@ -17,6 +22,9 @@ namespace fuserank::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Requests per batch that the per-request buffers are sized for at construction.
+constexpr size_t kReservedRequests = 64;
 
 // Checks that a BagSet holds `bags` bags whose rows fit their tables: bag b belongs to
 // tables[b % tables.size()].
@@ -87,8 +95,12 @@ class CpuBackend final : public Backend {
       auto worker = std::make_unique<Worker>();
       worker->pool = std::make_unique<CpuThreadPool>(threads);
       worker->scratch.resize(threads);
-      if (plan_.ok()) {
+      if (plan_.ok()) {  // sized for a full batch up front: Run() allocates at most once
         for (TileScratch& scratch : worker->scratch) scratch.Prepare(*plan_);
+        const size_t candidates = std::max(1, options.max_batch_candidates);
+        worker->scores.reserve(candidates);
+        worker->tiles.reserve(candidates / kTileCandidates + kReservedRequests);
+        worker->shares.reserve(kReservedRequests * RequestShareWidth(*plan_));
       }
       workers_.push_back(std::move(worker));
     }
@@ -113,7 +125,8 @@ class CpuBackend final : public Backend {
     std::vector<Tile> tiles;
   };
 
-  void Score(Worker& w, const Batch& batch);
+  // Scores every candidate into w.scores; returns the number of threads that shared it.
+  int Score(Worker& w, const Batch& batch);
   void SelectTopK(Worker& w, const Batch& batch, BatchResult* result);
 
   std::shared_ptr<const Model> model_;
@@ -133,10 +146,9 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
   Worker& w = *workers_[worker];
   result->Clear();
   for (TileScratch& scratch : w.scratch) scratch.times = {};
-  Score(w, batch);
+  const double threads = Score(w, batch);
   SelectTopK(w, batch, result);
   // Per-thread seconds, averaged over the threads that shared the batch.
-  const double threads = static_cast<double>(std::min<size_t>(w.scratch.size(), w.tiles.size()));
   for (const TileScratch& scratch : w.scratch) {
     result->stages.lookup += scratch.times.lookup;
     result->stages.cross += scratch.times.cross;
@@ -150,7 +162,7 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
   return absl::OkStatus();
 }
 
-void CpuBackend::Score(Worker& w, const Batch& batch) {
+int CpuBackend::Score(Worker& w, const Batch& batch) {
   const CpuPlan& plan = *plan_;
   const int requests = batch.num_requests();
   const size_t share_width = RequestShareWidth(plan);
@@ -158,10 +170,25 @@ void CpuBackend::Score(Worker& w, const Batch& batch) {
   if (w.scores.size() < static_cast<size_t>(batch.num_candidates())) {
     w.scores.resize(batch.num_candidates());
   }
+  auto share = [&](int r) { return w.shares.data() + r * share_width; };
+  auto score_request = [&](int thread, int r) {
+    ComputeRequestShare(plan, *model_, batch, r, share(r), &w.scratch[thread].times);
+    for (uint32_t c = batch.candidate_begin[r]; c < batch.candidate_begin[r + 1];
+         c += kTileCandidates) {
+      const int count = std::min<int>(kTileCandidates, batch.candidate_begin[r + 1] - c);
+      ScoreTile(plan, *model_, batch, r, static_cast<int>(c), count, share(r),
+                &w.scratch[thread], w.scores.data());
+    }
+  };
+  const int threads = w.pool->threads();
+  if (threads == 1 || requests >= 2 * threads) {  // whole requests per thread
+    w.pool->ParallelFor(requests, score_request);
+    return std::min(threads, requests);
+  }
+  // Few large requests: the user shares first, then their tiles spread over threads.
   w.tiles.clear();
   for (int r = 0; r < requests; ++r) {
-    ComputeRequestShare(plan, *model_, batch, r, w.shares.data() + r * share_width,
-                        &w.scratch[0].times);
+    ComputeRequestShare(plan, *model_, batch, r, share(r), &w.scratch[0].times);
     for (uint32_t c = batch.candidate_begin[r]; c < batch.candidate_begin[r + 1];
          c += kTileCandidates) {
       const int count = std::min<int>(kTileCandidates, batch.candidate_begin[r + 1] - c);
@@ -170,10 +197,10 @@ void CpuBackend::Score(Worker& w, const Batch& batch) {
   }
   w.pool->ParallelFor(static_cast<int>(w.tiles.size()), [&](int thread, int i) {
     const Tile& tile = w.tiles[i];
-    ScoreTile(plan, *model_, batch, tile.request, tile.first, tile.count,
-              w.shares.data() + tile.request * share_width, &w.scratch[thread],
-              w.scores.data());
+    ScoreTile(plan, *model_, batch, tile.request, tile.first, tile.count, share(tile.request),
+              &w.scratch[thread], w.scores.data());
   });
+  return std::min<int>(threads, std::max<size_t>(1, w.tiles.size()));
 }
 
 void CpuBackend::SelectTopK(Worker& w, const Batch& batch, BatchResult* result) {

@@ -89,7 +89,7 @@ void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& b
 
 void TileScratch::Prepare(const CpuPlan& plan) {
   row.resize(static_cast<size_t>(kTileCandidates) * plan.row_stride);
-  items.resize(plan.items_in_row ? 0 : static_cast<size_t>(kTileCandidates) * plan.item_width);
+  items.resize(plan.items_in_row ? 0 : static_cast<size_t>(kTileCandidates) * plan.item_stride);
   ping.resize(static_cast<size_t>(kTileCandidates) * plan.max_layer_width);
   pong.resize(static_cast<size_t>(kTileCandidates) * plan.max_layer_width);
   logits.resize(kTileCandidates);
@@ -101,13 +101,11 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
   const Clock::time_point t0 = Clock::now();
   float* row = scratch->row.data();
   const int row_stride = plan.row_stride;
-  float* items = plan.items_in_row ? row + plan.item_row_offset : scratch->items.data();
-  const int items_stride = plan.items_in_row ? row_stride : plan.item_width;
-  const int num_item = static_cast<int>(model.item_tables().size());
-  for (int i = 0; i < num_item; ++i) {
-    PooledLookup(model.tables()[model.item_tables()[i]], batch.item, first * num_item + i,
-                 num_item, count, items + plan.item_offset[i], items_stride);
-  }
+  float* items = plan.items_in_row ? row : scratch->items.data();
+  const int items_stride = plan.items_in_row ? row_stride : plan.item_stride;
+  PooledLookupCandidates(plan.item_tables.data(), plan.item_column.data(),
+                         static_cast<int>(plan.item_tables.size()), batch.item, first, count,
+                         items, items_stride);
   const Clock::time_point t1 = Clock::now();
   if (plan.has_bottom) {
     RunChain(plan.bottom_item, share + layout.bottom_bias, plan.bottom_rest.data(),
@@ -126,10 +124,15 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
   }
   const Clock::time_point t2 = Clock::now();
   if (plan.dot) {
-    const float* sources[kNumSources] = {row, items, share};
-    const int strides[kNumSources] = {row_stride, plan.item_width, 0};
-    DotTerms(plan.item_terms.data(), static_cast<int>(plan.item_terms.size()), plan.dot_dim,
-             count, sources, strides, row + plan.z_width, row_stride);
+    if (plan.item_base > 0) {  // z is the first own vector
+      for (int c = 0; c < count; ++c) {
+        std::copy(row + static_cast<size_t>(c) * row_stride,
+                  row + static_cast<size_t>(c) * row_stride + plan.z_width,
+                  items + static_cast<size_t>(c) * items_stride);
+      }
+    }
+    DotGramRows(share, static_cast<int>(model.user_tables().size()), items, plan.own_vectors,
+                items_stride, plan.dot_dim, count, row + plan.z_width, row_stride);
   }
   const Clock::time_point t3 = Clock::now();
   RunChain(plan.top[0], share + layout.top_bias, plan.top.data() + 1,

@@ -8,9 +8,25 @@
 
 namespace fuserank::engine {
 
+// DLRM dot interaction: row c holds n vectors of width d at v + c * v_stride + i * d.
+// Writes the n(n-1)/2 dots of pairs (i, j), j < i, i ascending then j ascending, to
+// out + c * out_stride. Float32 accumulation.
+void DotInteraction(const float* v, int rows, int n, int d, int v_stride, float* out,
+                    int out_stride);
+
+// The dots of one row's own vectors with shared vectors and with each other: row c has
+// num_own vectors of width d at own + c * own_stride + o * d; `shared` holds num_shared
+// vectors (shared + s * d) common to every row (a request's user vectors). Writes to
+// out + c * out_stride, for o = 0 .. num_own - 1 in turn: dot(own_o, shared_s) for
+// s = 0 .. num_shared - 1, then dot(own_o, own_q) for q = 0 .. o - 1; that is
+// num_own * num_shared + num_own * (num_own - 1) / 2 floats. With num_shared == 0 this
+// is DotInteraction. Float32 accumulation.
+void DotGramRows(const float* shared, int num_shared, const float* own, int num_own,
+                 int own_stride, int d, int rows, float* out, int out_stride);
+
 // One dot product of two width-d vectors, each named by a source and an offset. For
 // row c, source s starts at sources[s] + c * strides[s]; a stride of 0 makes the source
-// the same for every row (e.g. the request's pooled user vectors).
+// the same for every row.
 struct DotTerm {
   int a_source = 0;
   int a_offset = 0;
@@ -19,15 +35,9 @@ struct DotTerm {
 };
 
 // For c in [0, rows), t in [0, num_terms): out[c * out_stride + t] = dot(A, B) of term t.
-// Float32 accumulation (16 partial sums, fixed reduction order).
+// Slower than DotGramRows; for arbitrary pair lists (a request's user-user dots).
 void DotTerms(const DotTerm* terms, int num_terms, int d, int rows, const float* const* sources,
               const int* strides, float* out, int out_stride);
-
-// DLRM dot interaction: row c holds n vectors of width d at v + c * v_stride + i * d.
-// Writes the n(n-1)/2 dots of pairs (i, j), j < i, i ascending then j ascending, to
-// out + c * out_stride.
-void DotInteraction(const float* v, int rows, int n, int d, int v_stride, float* out,
-                    int out_stride);
 
 }  // namespace fuserank::engine
 

@@ -9,8 +9,10 @@
 namespace fuserank::engine {
 namespace {
 
-// Bags ahead whose rows are prefetched: enough to overlap a few DRAM misses.
-constexpr int kPrefetchBags = 4;
+// Prefetch distances: bags ahead within one table, candidates ahead across all tables;
+// enough to overlap the DRAM misses of cold rows.
+constexpr int kPrefetchBags = 16;
+constexpr int kPrefetchCandidates = 2;
 constexpr int kMaxPrefetchLines = 4;
 
 struct F32 {
@@ -26,11 +28,48 @@ struct BF16 {
   static FUSERANK_INLINE float Load(const uint16_t* p, int j) { return BFloat16ToFloat(p[j]); }
 };
 
-struct LookupArgs {
-  const EmbeddingTable* table;
+struct Csr {
   const uint32_t* bag_begin;
   const int32_t* rows;
   const float* weights;
+};
+
+FUSERANK_INLINE void PrefetchBag(const EmbeddingTable& table, const Csr& csr, size_t b) {
+  const int lines = static_cast<int>((table.row_bytes + 63) / 64);
+  for (uint32_t i = csr.bag_begin[b]; i < csr.bag_begin[b + 1]; ++i) {
+    const std::byte* row = table.data + static_cast<size_t>(csr.rows[i]) * table.row_bytes;
+    for (int line = 0; line < lines && line < kMaxPrefetchLines; ++line) {
+      __builtin_prefetch(row + line * 64);
+    }
+  }
+}
+
+// SPEC section 2, step 2 for one bag: the only place the pooling rule is written.
+template <typename D>
+FUSERANK_INLINE void PoolBag(const EmbeddingTable& table, const Csr& csr, size_t b,
+                             float* __restrict__ out) {
+  const int dim = table.dim;
+  for (int j = 0; j < dim; ++j) out[j] = 0.0f;
+  float weight_sum = 0.0f;
+  for (uint32_t i = csr.bag_begin[b]; i < csr.bag_begin[b + 1]; ++i) {
+    const float w = csr.weights[i];
+    const auto* __restrict__ row = reinterpret_cast<const typename D::Storage*>(
+        table.data + static_cast<size_t>(csr.rows[i]) * table.row_bytes);
+    for (int j = 0; j < dim; ++j) out[j] += w * D::Load(row, j);
+    weight_sum += w;
+  }
+  if (table.pooling == Pooling::kMean) {
+    if (weight_sum == 0.0f) {
+      for (int j = 0; j < dim; ++j) out[j] = 0.0f;
+    } else {
+      for (int j = 0; j < dim; ++j) out[j] /= weight_sum;
+    }
+  }
+}
+
+struct TableArgs {
+  const EmbeddingTable* table;
+  Csr csr;
   int first_bag;
   int bag_stride;
   int num_bags;
@@ -38,68 +77,76 @@ struct LookupArgs {
   int out_stride;
 };
 
-FUSERANK_INLINE void PrefetchBag(const LookupArgs& args, int k) {
-  const size_t b = static_cast<size_t>(args.first_bag) + static_cast<size_t>(k) * args.bag_stride;
-  const int lines = static_cast<int>((args.table->row_bytes + 63) / 64);
-  for (uint32_t i = args.bag_begin[b]; i < args.bag_begin[b + 1]; ++i) {
-    const std::byte* row = args.table->data + static_cast<size_t>(args.rows[i]) *
-                                                  args.table->row_bytes;
-    for (int line = 0; line < lines && line < kMaxPrefetchLines; ++line) {
-      __builtin_prefetch(row + line * 64);
-    }
-  }
-}
-
 template <typename D>
-FUSERANK_INLINE void PoolBags(const LookupArgs& args) {
-  const EmbeddingTable& table = *args.table;
-  const int dim = table.dim;
-  const bool mean = table.pooling == Pooling::kMean;
+FUSERANK_INLINE void PoolTable(const TableArgs& args) {
+  auto bag = [&](int k) {
+    return static_cast<size_t>(args.first_bag) + static_cast<size_t>(k) * args.bag_stride;
+  };
   for (int k = 0; k < args.num_bags; ++k) {
-    if (k + kPrefetchBags < args.num_bags) PrefetchBag(args, k + kPrefetchBags);
-    const size_t b = static_cast<size_t>(args.first_bag) + static_cast<size_t>(k) * args.bag_stride;
-    float* __restrict__ out = args.out + static_cast<size_t>(k) * args.out_stride;
-    for (int j = 0; j < dim; ++j) out[j] = 0.0f;
-    float weight_sum = 0.0f;
-    for (uint32_t i = args.bag_begin[b]; i < args.bag_begin[b + 1]; ++i) {
-      const float w = args.weights[i];
-      const auto* __restrict__ row = reinterpret_cast<const typename D::Storage*>(
-          table.data + static_cast<size_t>(args.rows[i]) * table.row_bytes);
-      for (int j = 0; j < dim; ++j) out[j] += w * D::Load(row, j);
-      weight_sum += w;
+    if (k + kPrefetchBags < args.num_bags) {
+      PrefetchBag(*args.table, args.csr, bag(k + kPrefetchBags));
     }
-    if (mean) {
-      if (weight_sum == 0.0f) {
-        for (int j = 0; j < dim; ++j) out[j] = 0.0f;
-      } else {
-        for (int j = 0; j < dim; ++j) out[j] /= weight_sum;
-      }
+    PoolBag<D>(*args.table, args.csr, bag(k), args.out + static_cast<size_t>(k) * args.out_stride);
+  }
+}
+
+struct CandidateArgs {
+  const EmbeddingTable* const* tables;
+  const int* out_offset;
+  int num_tables;
+  Csr csr;
+  int first;
+  int count;
+  float* out;
+  int out_stride;
+};
+
+template <typename D>
+FUSERANK_INLINE void PoolCandidates(const CandidateArgs& args) {
+  const size_t tables = args.num_tables;
+  for (int k = 0; k < args.count; ++k) {
+    if (k + kPrefetchCandidates < args.count) {
+      const size_t ahead = (static_cast<size_t>(args.first) + k + kPrefetchCandidates) * tables;
+      for (size_t t = 0; t < tables; ++t) PrefetchBag(*args.tables[t], args.csr, ahead + t);
+    }
+    const size_t base = (static_cast<size_t>(args.first) + k) * tables;
+    float* out = args.out + static_cast<size_t>(k) * args.out_stride;
+    for (size_t t = 0; t < tables; ++t) {
+      PoolBag<D>(*args.tables[t], args.csr, base + t, out + args.out_offset[t]);
     }
   }
 }
 
-template <typename D>
-void PoolBagsGeneric(const LookupArgs& args) {
-  PoolBags<D>(args);
-}
-
+// Each entry point compiled for the baseline ISA and for AVX2+FMA, chosen at run time.
 #if FUSERANK_HAVE_AVX2_PATH
-template <typename D>
-FUSERANK_TARGET_AVX2 void PoolBagsAvx2(const LookupArgs& args) {
-  PoolBags<D>(args);
-}
-#endif
-
-template <typename D>
-void Dispatch(const LookupArgs& args) {
-#if FUSERANK_HAVE_AVX2_PATH
-  if (CpuHasAvx2Fma()) {
-    PoolBagsAvx2<D>(args);
-    return;
+#define FUSERANK_DISPATCH(Body, Args)                     \
+  template <typename D>                                   \
+  void Body##Generic(const Args& args) {                  \
+    Body<D>(args);                                        \
+  }                                                       \
+  template <typename D>                                   \
+  FUSERANK_TARGET_AVX2 void Body##Avx2(const Args& args) { \
+    Body<D>(args);                                        \
+  }                                                       \
+  template <typename D>                                   \
+  void Body##Dispatch(const Args& args) {                 \
+    if (CpuHasAvx2Fma()) {                                \
+      Body##Avx2<D>(args);                                \
+    } else {                                              \
+      Body##Generic<D>(args);                             \
+    }                                                     \
+  }
+#else
+#define FUSERANK_DISPATCH(Body, Args)     \
+  template <typename D>                   \
+  void Body##Dispatch(const Args& args) { \
+    Body<D>(args);                        \
   }
 #endif
-  PoolBagsGeneric<D>(args);
-}
+
+FUSERANK_DISPATCH(PoolTable, TableArgs)
+FUSERANK_DISPATCH(PoolCandidates, CandidateArgs)
+#undef FUSERANK_DISPATCH
 
 }  // namespace
 
@@ -107,13 +154,28 @@ void PooledLookup(const EmbeddingTable& table, const uint32_t* bag_begin, const 
                   const float* weights, int first_bag, int bag_stride, int num_bags, float* out,
                   int out_stride) {
   if (num_bags <= 0) return;
-  const LookupArgs args{&table, bag_begin, rows,     weights,   first_bag,
-                        bag_stride, num_bags, out, out_stride};
+  const TableArgs args{&table, {bag_begin, rows, weights}, first_bag, bag_stride, num_bags,
+                       out,    out_stride};
   switch (table.dtype) {
-    case DType::kF32: Dispatch<F32>(args); break;
-    case DType::kF16: Dispatch<F16>(args); break;
-    case DType::kBF16: Dispatch<BF16>(args); break;
+    case DType::kF32: PoolTableDispatch<F32>(args); break;
+    case DType::kF16: PoolTableDispatch<F16>(args); break;
+    case DType::kBF16: PoolTableDispatch<BF16>(args); break;
     case DType::kInt8: break;  // REQUIRES excludes it; the backend refuses such models
+  }
+}
+
+void PooledLookupCandidates(const EmbeddingTable* const* tables, const int* out_offset,
+                            int num_tables, const BagSet& bags, int first, int count, float* out,
+                            int out_stride) {
+  if (count <= 0 || num_tables <= 0) return;
+  const CandidateArgs args{tables, out_offset, num_tables,
+                           {bags.bag_begin.data(), bags.rows.data(), bags.weights.data()},
+                           first,  count,      out,        out_stride};
+  switch (tables[0]->dtype) {
+    case DType::kF32: PoolCandidatesDispatch<F32>(args); break;
+    case DType::kF16: PoolCandidatesDispatch<F16>(args); break;
+    case DType::kBF16: PoolCandidatesDispatch<BF16>(args); break;
+    case DType::kInt8: break;
   }
 }
 

@@ -45,41 +45,43 @@ absl::Status CheckTables(const Model& model) {
 // The activation-row and user-share columns of top[0] for the dot interaction.
 absl::Status PlanDot(const Model& model, CpuPlan& plan, std::vector<int>& row_columns,
                      std::vector<int>& user_columns) {
-  struct Vec {
-    int source;
-    int offset;
+  const bool has_z = plan.z_width > 0;
+  plan.dot_dim = has_z ? plan.z_width : (model.tables().empty() ? 0 : model.tables()[0].dim);
+  for (const EmbeddingTable& table : model.tables()) {
+    if (table.dim != plan.dot_dim) {
+      return absl::InvalidArgumentError(absl::StrCat("interaction dot: table '", table.name,
+                                                     "' has dim ", table.dim,
+                                                     ", other vectors have ", plan.dot_dim));
+    }
+  }
+  // V = [z, e_1 .. e_T]; the column of the dot of V_i and V_j (j < i) in the model's h.
+  auto column = [&](int a, int b) {
+    const int i = std::max(a, b), j = std::min(a, b);
+    return plan.z_width + i * (i - 1) / 2 + j;
   };
-  std::vector<Vec> v;  // V = [z, e_1 .. e_T]
-  if (plan.z_width > 0) v.push_back({kSourceRow, 0});
-  std::vector<int> user_pos(model.tables().size(), -1), item_pos(model.tables().size(), -1);
-  for (size_t u = 0; u < model.user_tables().size(); ++u) user_pos[model.user_tables()[u]] = u;
-  for (size_t i = 0; i < model.item_tables().size(); ++i) item_pos[model.item_tables()[i]] = i;
-  plan.dot_dim = plan.z_width > 0 ? plan.z_width
-                                  : (model.tables().empty() ? 0 : model.tables()[0].dim);
-  for (size_t t = 0; t < model.tables().size(); ++t) {
-    if (model.tables()[t].dim != plan.dot_dim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "interaction dot: table '", model.tables()[t].name, "' has dim ",
-          model.tables()[t].dim, ", other vectors have ", plan.dot_dim));
-    }
-    v.push_back(user_pos[t] >= 0 ? Vec{kSourceUser, plan.user_offset[user_pos[t]]}
-                                 : Vec{kSourceItem, plan.item_offset[item_pos[t]]});
+  const int z = has_z ? 1 : 0;
+  std::vector<int> shared;  // V index of each user vector
+  for (int t : model.user_tables()) shared.push_back(z + t);
+  std::vector<int> own;  // V index of each own vector: z, then the item tables
+  if (has_z) own.push_back(0);
+  for (int t : model.item_tables()) own.push_back(z + t);
+  // DotGramRows order: per own vector o, its dots with the shared ones, then with own < o.
+  for (size_t o = 0; o < own.size(); ++o) {
+    for (int s : shared) row_columns.push_back(column(own[o], s));
+    for (size_t q = 0; q < o; ++q) row_columns.push_back(column(own[o], own[q]));
   }
-  int p = 0;
-  for (size_t i = 1; i < v.size(); ++i) {
-    for (size_t j = 0; j < i; ++j, ++p) {
-      const DotTerm term{v[i].source, v[i].offset, v[j].source, v[j].offset};
-      if (v[i].source == kSourceUser && v[j].source == kSourceUser) {
-        plan.user_terms.push_back(term);
-        user_columns.push_back(plan.z_width + p);
-      } else {
-        plan.item_terms.push_back(term);
-        row_columns.push_back(plan.z_width + p);
-      }
+  for (size_t a = 1; a < shared.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      plan.user_terms.push_back(
+          {kSourceUser, plan.user_offset[a], kSourceUser, plan.user_offset[b]});
+      user_columns.push_back(column(shared[a], shared[b]));
     }
   }
+  plan.own_vectors = static_cast<int>(own.size());
+  plan.item_base = has_z ? plan.dot_dim : 0;
+  plan.item_stride = plan.item_base + plan.item_width;
   plan.user_share_width = static_cast<int>(plan.user_terms.size());
-  plan.row_width = plan.z_width + static_cast<int>(plan.item_terms.size());
+  plan.row_width = static_cast<int>(row_columns.size());
   return absl::OkStatus();
 }
 
@@ -99,7 +101,7 @@ void PlanConcat(const Model& model, CpuPlan& plan, std::vector<int>& row_columns
     for (int j = 0; j < model.tables()[t].dim; ++j) user_columns.push_back(spec_offset[t] + j);
   }
   plan.items_in_row = true;
-  plan.item_row_offset = plan.z_width;
+  plan.item_base = plan.z_width;
   plan.user_share_width = plan.user_width;
   plan.row_width = plan.z_width + plan.item_width;
 }
@@ -156,6 +158,10 @@ absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model) {
     PlanConcat(model, plan, row_columns, user_columns);
   }
   plan.row_stride = std::max(8, (plan.row_width + 7) / 8 * 8);
+  for (size_t i = 0; i < model.item_tables().size(); ++i) {
+    plan.item_tables.push_back(&model.tables()[model.item_tables()[i]]);
+    plan.item_column.push_back(plan.item_base + plan.item_offset[i]);
+  }
 
   const std::vector<DenseLayer>& top = model.top_mlp();
   const int top_in = static_cast<int>(row_columns.size() + user_columns.size());

@@ -25,12 +25,18 @@ struct CpuPlan {
   // Pooled user vectors of a request, side by side in Model::user_tables() order.
   std::vector<int> user_offset;
   int user_width = 0;
-  // Pooled item vectors of a candidate, side by side in Model::item_tables() order; with
-  // concat they are written straight into the activation row at `item_row_offset`.
+  // Pooled item vectors of a candidate, side by side in Model::item_tables() order at
+  // item_base + item_offset[i] of the candidate's item block. concat / linear: the block
+  // is the activation row (item_base = z_width). dot: a block of its own, item_stride
+  // floats per candidate, holding the candidate's own vectors [z (copied), items], so
+  // item_base = dot_dim with dense features, else 0.
   std::vector<int> item_offset;
   int item_width = 0;
+  std::vector<const EmbeddingTable*> item_tables;  // the model's, in item_tables() order
+  std::vector<int> item_column;                    // item_base + item_offset[i]
   bool items_in_row = false;
-  int item_row_offset = 0;
+  int item_base = 0;
+  int item_stride = 0;
 
   int dense_user = 0;
   int dense_item = 0;
@@ -47,11 +53,13 @@ struct CpuPlan {
   PackedLayer bottom_item;
   std::vector<PackedLayer> bottom_rest;
 
-  // Dot interaction: terms with at least one per-candidate vector (written to the
-  // activation row at z_width + t) and user-only terms (the request's user share).
+  // Dot interaction. Per candidate, DotGramRows over the user vectors (shared) and the
+  // candidate's own vectors writes the dots with a per-candidate vector to the
+  // activation row at z_width (top[0]'s columns are permuted to match); the user-only
+  // dots (user_terms) are the request's user share.
   bool dot = false;
   int dot_dim = 0;
-  std::vector<DotTerm> item_terms;
+  int own_vectors = 0;  // (z ? 1 : 0) + item tables
   std::vector<DotTerm> user_terms;
 
   // The request's user share of the first top layer's input: the pooled user vectors

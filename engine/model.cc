@@ -132,8 +132,17 @@ DenseLayer FoldCross(const DenseLayer& cross, const DenseLayer& top0) {
   return folded;
 }
 
-absl::Status Int8NotSupported() {
-  return absl::UnimplementedError("embedding_dtype: int8 tables are not supported yet");
+// int8 tables: embeddings.<t>.qparams F32 [rows, 2] holds (scale, bias) per row.
+const float* QParams(TensorChecker& checker, const TableSpec& ts, bool copy,
+                     std::vector<std::vector<std::byte>>* owned) {
+  const TensorView* q =
+      checker.Get(absl::StrCat("embeddings.", ts.name, ".qparams"), "F32", {ts.rows, 2});
+  if (q == nullptr) return nullptr;
+  if (copy || reinterpret_cast<uintptr_t>(q->data) % alignof(float) != 0) {
+    owned->emplace_back(q->data, q->data + q->nbytes);
+    return reinterpret_cast<const float*>(owned->back().data());
+  }
+  return reinterpret_cast<const float*>(q->data);
 }
 
 }  // namespace
@@ -149,7 +158,6 @@ int Model::FindTable(std::string_view name) const {
 
 absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& spec_path) {
   ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpecFile(spec_path));
-  if (spec.embedding_dtype == DType::kInt8) return WithContext(Int8NotSupported(), spec_path);
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(spec.weights_path));
   absl::StatusOr<TensorMap> tensors = ParseSafetensors(file->data(), file->size());
   if (!tensors.ok()) return WithContext(tensors.status(), spec.weights_path);
@@ -170,7 +178,6 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
                                                           std::unique_ptr<MappedFile> file,
                                                           bool copy_tables) {
   RETURN_IF_ERROR(ValidateModelSpec(spec));
-  if (spec.embedding_dtype == DType::kInt8) return Int8NotSupported();
   std::shared_ptr<Model> model(new Model());
   model->spec_ = spec;
   TensorChecker checker(tensors);
@@ -199,6 +206,9 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
         table.data = t->data;
         if (file != nullptr) file->Advise(t->data, t->nbytes, MADV_RANDOM);
       }
+    }
+    if (spec.embedding_dtype == DType::kInt8) {
+      table.qparams = QParams(checker, ts, copy_tables, &model->owned_);
     }
     (ts.side == Side::kUser ? model->user_tables_ : model->item_tables_).push_back(i);
     model->tables_.push_back(std::move(table));

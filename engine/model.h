@@ -30,6 +30,8 @@ struct EmbeddingTable {
   int dim = 0;
   const std::byte* data = nullptr;  // points into the mapped file or owned storage
   size_t row_bytes = 0;             // bytes of one row in `data`
+  // kInt8 only: per row (scale, bias), value = scale * q + bias (docs/model-format.md).
+  const float* qparams = nullptr;
 };
 
 // A fully connected layer, PyTorch layout: weight [out, in] row-major, bias [out].

@@ -77,47 +77,64 @@ void SgemmGeneric(int m, const float* a, int lda, const PackedMatrix& b, int fir
 
 #if FUSERANK_HAVE_AVX2_PATH
 
+FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreRowAvx2(float* out, __m256 lo, __m256 hi,
+                                                     bool relu, int ncols) {
+  if (relu) {
+    lo = _mm256_max_ps(lo, _mm256_setzero_ps());
+    hi = _mm256_max_ps(hi, _mm256_setzero_ps());
+  }
+  if (ncols == kSgemmPanel) {
+    _mm256_storeu_ps(out, lo);
+    _mm256_storeu_ps(out + 8, hi);
+  } else {
+    alignas(32) float tmp[kSgemmPanel];
+    _mm256_store_ps(tmp, lo);
+    _mm256_store_ps(tmp + 8, hi);
+    std::memcpy(out, tmp, sizeof(float) * ncols);
+  }
+}
+
+// Accumulators are named registers, not an array: GCC keeps arrays of vectors indexed
+// by loop counters on the stack.
 template <int MR>
 FUSERANK_TARGET_AVX2 void KernelAvx2(int k, const float* a, int lda, const float* panel,
                                      const float* bias16, bool relu, float* c, int ldc,
                                      int ncols) {
-  __m256 lo[MR];
-  __m256 hi[MR];
   const __m256 bias_lo = _mm256_loadu_ps(bias16);
   const __m256 bias_hi = _mm256_loadu_ps(bias16 + 8);
-  for (int r = 0; r < MR; ++r) {
-    lo[r] = bias_lo;
-    hi[r] = bias_hi;
+  __m256 c0l = bias_lo, c0h = bias_hi, c1l = bias_lo, c1h = bias_hi, c2l = bias_lo,
+         c2h = bias_hi, c3l = bias_lo, c3h = bias_hi, c4l = bias_lo, c4h = bias_hi,
+         c5l = bias_lo, c5h = bias_hi;
+  const float* a0 = a;
+  const float* a1 = a0 + (MR > 1 ? lda : 0);
+  const float* a2 = a1 + (MR > 2 ? lda : 0);
+  const float* a3 = a2 + (MR > 3 ? lda : 0);
+  const float* a4 = a3 + (MR > 4 ? lda : 0);
+  const float* a5 = a4 + (MR > 5 ? lda : 0);
+#define FUSERANK_SGEMM_ROW(r)                          \
+  if constexpr (MR > r) {                              \
+    const __m256 av = _mm256_broadcast_ss(a##r + p);   \
+    c##r##l = _mm256_fmadd_ps(av, b_lo, c##r##l);      \
+    c##r##h = _mm256_fmadd_ps(av, b_hi, c##r##h);      \
   }
 #pragma GCC unroll 4
   for (int p = 0; p < k; ++p) {
     const __m256 b_lo = _mm256_load_ps(panel + static_cast<size_t>(p) * kSgemmPanel);
     const __m256 b_hi = _mm256_load_ps(panel + static_cast<size_t>(p) * kSgemmPanel + 8);
-    for (int r = 0; r < MR; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + static_cast<size_t>(r) * lda + p);
-      lo[r] = _mm256_fmadd_ps(av, b_lo, lo[r]);
-      hi[r] = _mm256_fmadd_ps(av, b_hi, hi[r]);
-    }
+    FUSERANK_SGEMM_ROW(0)
+    FUSERANK_SGEMM_ROW(1)
+    FUSERANK_SGEMM_ROW(2)
+    FUSERANK_SGEMM_ROW(3)
+    FUSERANK_SGEMM_ROW(4)
+    FUSERANK_SGEMM_ROW(5)
   }
-  if (relu) {
-    const __m256 zero = _mm256_setzero_ps();
-    for (int r = 0; r < MR; ++r) {
-      lo[r] = _mm256_max_ps(lo[r], zero);
-      hi[r] = _mm256_max_ps(hi[r], zero);
-    }
-  }
-  for (int r = 0; r < MR; ++r) {
-    float* out = c + static_cast<size_t>(r) * ldc;
-    if (ncols == kSgemmPanel) {
-      _mm256_storeu_ps(out, lo[r]);
-      _mm256_storeu_ps(out + 8, hi[r]);
-    } else {
-      alignas(32) float tmp[kSgemmPanel];
-      _mm256_store_ps(tmp, lo[r]);
-      _mm256_store_ps(tmp + 8, hi[r]);
-      std::memcpy(out, tmp, sizeof(float) * ncols);
-    }
-  }
+#undef FUSERANK_SGEMM_ROW
+  StoreRowAvx2(c, c0l, c0h, relu, ncols);
+  if constexpr (MR > 1) StoreRowAvx2(c + static_cast<size_t>(ldc), c1l, c1h, relu, ncols);
+  if constexpr (MR > 2) StoreRowAvx2(c + static_cast<size_t>(2) * ldc, c2l, c2h, relu, ncols);
+  if constexpr (MR > 3) StoreRowAvx2(c + static_cast<size_t>(3) * ldc, c3l, c3h, relu, ncols);
+  if constexpr (MR > 4) StoreRowAvx2(c + static_cast<size_t>(4) * ldc, c4l, c4h, relu, ncols);
+  if constexpr (MR > 5) StoreRowAvx2(c + static_cast<size_t>(5) * ldc, c5l, c5h, relu, ncols);
 }
 
 FUSERANK_TARGET_AVX2 void SgemmAvx2(int m, const float* a, int lda, const PackedMatrix& b,

@@ -8,8 +8,16 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <exception>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "server/grpc_status.h"
@@ -102,7 +110,40 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                            .Add({});
 }
 
-Metrics::~Metrics() = default;
+namespace {
+
+// Opens and closes a TCP connection to `host`:`port` (best effort).
+void Poke(const std::string& host, int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (host.empty() || host == "0.0.0.0" ||
+      inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return;
+  connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  close(fd);
+}
+
+}  // namespace
+
+Metrics::~Metrics() {
+  if (exposer_ == nullptr) return;
+  // civetweb's accept loop polls with a 2 s timeout and notices the stop only after it,
+  // so stopping takes up to 2 s. A connection wakes the poll: poke until it has stopped.
+  std::atomic<bool> stopped{false};
+  std::thread stopper([this, &stopped] {
+    exposer_.reset();
+    stopped = true;
+  });
+  for (int i = 0; i < 200 && !stopped; ++i) {
+    Poke(host_, port_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stopper.join();
+}
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen) {
   std::unique_ptr<Metrics> metrics(new Metrics());
@@ -113,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& list
     metrics->exposer_->RegisterCollectable(metrics->registry_, "/metrics");
     const std::vector<int> ports = metrics->exposer_->GetListeningPorts();
     metrics->port_ = ports.empty() ? 0 : ports[0];
+    metrics->host_ = listen.substr(0, listen.rfind(':'));
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "server.metrics_listen: cannot serve /metrics on '", listen, "': ", e.what(),

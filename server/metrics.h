@@ -47,7 +47,7 @@ class Metrics {
   // Defines every family. With a non-empty `listen` ("host:port", port 0: any free port)
   // also serves them at /metrics; an address it cannot bind is an error naming it.
   static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen);
-  ~Metrics();  // stops the HTTP server (prometheus-cpp takes up to ~2 s)
+  ~Metrics();  // stops the HTTP server
 
   // The bound /metrics port, 0 when not serving.
   int port() const { return port_; }
@@ -72,6 +72,7 @@ class Metrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string host_;  // of metrics_listen
   int port_ = 0;
 
   std::array<std::array<prometheus::Counter*, kNumGrpcCodes>, kNumRpcs> requests_{};

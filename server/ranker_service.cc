@@ -62,6 +62,10 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->served = nullptr;
   grpc::ServerUnaryReactor* reactor = call->reactor;
   metrics_->AddInflight(1);
+  {
+    absl::MutexLock lock(&inflight_mu_);
+    ++inflight_;
+  }
   Call* raw = call.release();  // owned by the batcher's callback once Start() succeeds
   const absl::Status status = Start(context, *request, raw);
   if (!status.ok()) Finish(raw, ToGrpcStatus(status));
@@ -168,6 +172,14 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
   grpc::ServerUnaryReactor* reactor = call->reactor;
   ReleaseCall(std::unique_ptr<Call>(call));
   reactor->Finish(status);
+  absl::MutexLock lock(&inflight_mu_);
+  --inflight_;
+}
+
+bool RankerService::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&inflight_mu_);
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return inflight_ == 0; };
+  return inflight_mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
 std::unique_ptr<RankerService::Call> RankerService::AcquireCall() {

@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/batcher.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
@@ -40,6 +41,8 @@ class RankerService final
 
   // From now on new calls get UNAVAILABLE; calls already accepted complete normally.
   void StartShutdown() { shutting_down_.store(true); }
+  // Waits until no call is in flight or `deadline` passes; true when none is left.
+  bool WaitIdle(absl::Time deadline);
 
  private:
   struct Call;  // one call's state; pooled so protos keep their capacity
@@ -58,6 +61,9 @@ class RankerService final
   Metrics* const metrics_;
   const RankerOptions options_;
   std::atomic<bool> shutting_down_{false};
+
+  absl::Mutex inflight_mu_;
+  int inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
 
   absl::Mutex pool_mu_;
   std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mu_);

@@ -185,13 +185,21 @@ void Server::Shutdown() {
     grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
     if (health != nullptr) health->SetServingStatus(false);
   }
-  if (ranker_ != nullptr) ranker_->StartShutdown();
-  const auto deadline = std::chrono::system_clock::now() +
-                        std::chrono::seconds(config_.server.shutdown_grace_seconds);
-  // Stops accepting; calls in flight finish (their batchers still run) until the deadline,
-  // after which gRPC cancels them.
-  if (grpc_server_ != nullptr) grpc_server_->Shutdown(deadline);
-  if (admin_server_ != nullptr) admin_server_->Shutdown(deadline);
+  // New Rank calls get UNAVAILABLE; those in flight finish (their batchers still run).
+  // gRPC's own Shutdown(deadline) would also wait for idle client connections to go, so
+  // wait for our calls here and then stop gRPC at once. (A call that reaches gRPC in
+  // that last instant may see gRPC's CANCELLED instead of our UNAVAILABLE.)
+  if (ranker_ != nullptr) {
+    ranker_->StartShutdown();
+    if (!ranker_->WaitIdle(absl::Now() + absl::Seconds(config_.server.shutdown_grace_seconds))) {
+      spdlog::warn("calls still in flight after server.shutdown_grace_seconds ({} s) are "
+                   "cancelled",
+                   config_.server.shutdown_grace_seconds);
+    }
+  }
+  const auto now = std::chrono::system_clock::now();
+  if (grpc_server_ != nullptr) grpc_server_->Shutdown(now);
+  if (admin_server_ != nullptr) admin_server_->Shutdown(now);
   if (models_ != nullptr) models_->ShutdownBatchers();
   spdlog::info("shut down in {:.3f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -5,9 +5,12 @@
 # gets the runtime libraries of the -dev packages it was built with, and nothing else.
 #   runtime-packages.sh build/bin/fuserank-server build/lib/libfuserank_cuda.so
 # Fails when a library is not found (unless its name matches ALLOW_MISSING: the driver's
-# libcuda, which the NVIDIA container runtime mounts) or belongs to no package.
+# libcuda, which the NVIDIA container runtime mounts) or belongs to no package (unless its
+# path matches ALLOW_UNPACKAGED: a CUDA toolkit installed without packages; the CUDA
+# runtime image has those libraries).
 set -euo pipefail
 ALLOW_MISSING=${ALLOW_MISSING:-'^(libcuda\.so|libnvidia-)'}
+ALLOW_UNPACKAGED=${ALLOW_UNPACKAGED:-'^/usr/local/cuda'}
 BASE_PACKAGES='^(libc6|libgcc-s1|libstdc\+\+6)$'
 if (($# == 0)); then
   echo "usage: $0 ELF..." >&2
@@ -49,7 +52,10 @@ for lib in $libs; do
     owner=${owner_of["$candidate"]:-}
     [[ -n "$owner" ]] && break
   done
-  if [[ -z "$owner" ]]; then
+  if [[ -z "$owner" && "$lib" =~ $ALLOW_UNPACKAGED ]]; then
+    echo "runtime-packages: $lib belongs to no package: left to the CUDA runtime image" >&2
+    continue
+  elif [[ -z "$owner" ]]; then
     echo "runtime-packages: $lib belongs to no package" >&2
     status=1
     continue
@@ -59,4 +65,6 @@ for lib in $libs; do
   done
 done
 ((status == 0)) || exit "$status"
-printf '%s\n' "${packages[@]}" | sort -u | grep -Ev "$BASE_PACKAGES" || true
+if ((${#packages[@]} > 0)); then
+  printf '%s\n' "${packages[@]}" | sort -u | grep -Ev "$BASE_PACKAGES" || true
+fi

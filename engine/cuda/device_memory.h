@@ -78,7 +78,10 @@ class DeviceBuffer : public internal::Buffer<internal::DeviceFree> {
       return CudaStatus(err, absl::StrCat("cudaMalloc ", bytes, " bytes for ", what));
     }
     DeviceBuffer buffer(p, bytes);
-    RETURN_IF_CUDA_ERROR(cudaMemset(p, 0, bytes), absl::StrCat("cudaMemset ", what));
+    // The legacy stream does not order against the workers' non-blocking streams: wait
+    // for the fill here (allocation happens at start and on rare growth only).
+    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(p, 0, bytes, nullptr), absl::StrCat("cudaMemset ", what));
+    RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(nullptr), absl::StrCat("cudaMemset ", what));
     return buffer;
   }
 

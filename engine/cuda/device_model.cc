@@ -69,6 +69,9 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& mo
   };
   RETURN_IF_ERROR(upload_mlp(model.bottom_mlp(), "bottom_mlp", &dm->bottom_));
   RETURN_IF_ERROR(upload_mlp(model.top_mlp(), "top_mlp", &dm->top_));
+  // A pageable cudaMemcpy may return before its DMA lands, and the workers' streams do
+  // not wait for the legacy stream.
+  RETURN_IF_CUDA_ERROR(cudaDeviceSynchronize(), "model upload");
   return dm;
 }
 

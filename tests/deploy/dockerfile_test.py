@@ -12,8 +12,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import deploy_util as du
@@ -206,6 +208,28 @@ class RuntimePackagesTest(unittest.TestCase):
         for p in packages:
             self.assertFalse(p.endswith("-dev"), p)
             self.assertNotIn(p, ["libc6", "libstdc++6", "libgcc-s1"])
+
+    def test_unpackaged_or_missing_library_fails(self):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler")
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "f.c"), "w") as f:
+                f.write("int f(void) { return 0; }\n")
+            with open(os.path.join(tmp, "m.c"), "w") as f:
+                f.write("int f(void);\nint main(void) { return f(); }\n")
+            subprocess.run([cc, "-shared", "-fPIC", "-o", "libf.so", "f.c"], cwd=tmp, check=True)
+            # Found through its rpath, but no package owns it.
+            subprocess.run([cc, "-o", "with_rpath", "m.c", "-L.", "-lf", f"-Wl,-rpath,{tmp}"],
+                           cwd=tmp, check=True)
+            result = self.run_script(os.path.join(tmp, "with_rpath"))
+            self.assertNotEqual(result.returncode, 0)
+            self.assertIn("belongs to no package", result.stderr)
+            # Not found at all.
+            subprocess.run([cc, "-o", "no_rpath", "m.c", "-L.", "-lf"], cwd=tmp, check=True)
+            result = self.run_script(os.path.join(tmp, "no_rpath"))
+            self.assertNotEqual(result.returncode, 0)
+            self.assertIn("libf.so is not found", result.stderr)
 
     def test_missing_file_fails(self):
         result = self.run_script("/nonexistent/fuserank-server")

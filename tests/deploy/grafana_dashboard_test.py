@@ -59,7 +59,8 @@ class DashboardTest(unittest.TestCase):
             self.assertLessEqual(g["x"] + g["w"], 24, panel["title"])
             for x in range(g["x"], g["x"] + g["w"]):
                 for y in range(g["y"], g["y"] + g["h"]):
-                    self.assertNotIn((x, y), cells, f"{panel['title']} overlaps {cells.get((x, y))}")
+                    other = cells.get((x, y))
+                    self.assertIsNone(other, f"{panel['title']} overlaps {other}")
                     cells[(x, y)] = panel["title"]
 
     def test_panels_have_queries_on_the_prometheus_variable(self):
@@ -94,7 +95,9 @@ class DashboardTest(unittest.TestCase):
                 shown |= rule_raw
                 pending += list(rule_recorded)
         for name, (kind, _) in du.SPEC_METRICS.items():
-            series = {name + "_bucket", name + "_sum", name + "_count"} if kind == "histogram" else {name}
+            series = {name}
+            if kind == "histogram":
+                series = {name + "_bucket", name + "_sum", name + "_count"}
             self.assertTrue(series & shown, name)
 
     def test_issue_7_panels(self):

@@ -71,6 +71,8 @@ class BaseManifestsTest(unittest.TestCase):
             self.assertEqual(doc["apiVersion"], expected[doc["kind"]], doc["kind"])
 
     def test_deployment_selects_its_pods(self):
+        # The HPA owns the replica count: a `replicas:` here would be reset on every apply.
+        self.assertNotIn("replicas", self.deployment["spec"])
         selector = self.deployment["spec"]["selector"]["matchLabels"]
         self.assertTrue(selector)
         self.assertTrue(du.labels_match(selector, self.pod_labels))

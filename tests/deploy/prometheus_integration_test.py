@@ -29,6 +29,7 @@ import traceback
 import urllib.parse
 import urllib.request
 
+import grpc
 import yaml
 
 import deploy_util as du
@@ -144,8 +145,6 @@ class Traffic(threading.Thread):
 
     def __init__(self, address, spec, pb, pb_grpc, seed):
         super().__init__(daemon=True)
-        import grpc
-        self.grpc = grpc
         self.channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
         self.stub = pb_grpc.RankerStub(self.channel)
         self.pb, self.spec, self.rng = pb, spec, random.Random(seed)
@@ -184,10 +183,11 @@ class Traffic(threading.Thread):
                 reply = self.stub.Rank(req, timeout=10)
                 code = "OK"
                 scores = [item.score for item in reply.items]
-                if (len(scores) != min(10, len(req.candidates)) or scores != sorted(scores, reverse=True)
+                if (len(scores) != min(10, len(req.candidates))
+                        or scores != sorted(scores, reverse=True)
                         or not all(0.0 <= s <= 1.0 for s in scores)):
                     self.problems.append(f"request {i}: bad reply {reply}")
-            except self.grpc.RpcError as e:
+            except grpc.RpcError as e:
                 code = e.code().name
             self.codes[code] = self.codes.get(code, 0) + 1
             i += 1
@@ -219,7 +219,8 @@ def checks(tables, hot_version):
         ("target up", f"up{j}", one(lambda v: v == 1)),
         ("QPS", f"job:fuserank_requests:rate1m{j}", one(lambda v: v > 1)),
         ("QPS of Rank", f"job_rpc:fuserank_requests:rate1m{jr}", one(lambda v: v > 1)),
-        ("QPS by code", f'job_rpc_code:fuserank_requests:rate1m{{job="fuserank",rpc="Rank",code="INVALID_ARGUMENT"}}',
+        ("QPS by code",
+         'job_rpc_code:fuserank_requests:rate1m{job="fuserank",rpc="Rank",code="INVALID_ARGUMENT"}',
          one(lambda v: v > 0)),
         # 1 in INVALID_EVERY requests is refused: the error ratio is near 0.1.
         ("error ratio", f"job_rpc:fuserank_request_errors:ratio_rate5m{jr}",
@@ -248,7 +249,7 @@ def checks(tables, hot_version):
         ("queue saturation", f"instance:fuserank_queue_depth:saturation_max1m{j}",
          one(lambda v: finite(v) and 0 <= v <= 1)),
         ("in-flight", f"fuserank_inflight_requests{j}", one(lambda v: v >= 0)),
-        ("model info", f'fuserank_model_info{{job="fuserank",model="demo",device="cpu"}}',
+        ("model info", 'fuserank_model_info{job="fuserank",model="demo",device="cpu"}',
          one(lambda v: v == 1)),
     ]
     if hot_version is not None:  # the admin swap went through: Prometheus must see it
@@ -340,7 +341,8 @@ def run(args, tmp, procs):
         raise Failure("/metrics does not match SPEC section 4:\n  " + "\n  ".join(problems))
     lint = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True,
                           text=True, timeout=30)
-    print(f"promtool check metrics: rc {lint.returncode} {lint.stdout.strip()} {lint.stderr.strip()}")
+    print(f"promtool check metrics: rc {lint.returncode} "
+          f"{lint.stdout.strip()} {lint.stderr.strip()}".rstrip())
 
     # Prometheus with the repository's scrape config and rules, scraping every second.
     prom_config = du.load_yaml(os.path.join(du.PROM_DIR, "prometheus.yml"))
@@ -366,7 +368,6 @@ def run(args, tmp, procs):
 
     # An admin swap: the hot-rows version and the hot-row gauge must reach Prometheus.
     # A failed swap is reported at the end; the other checks still run.
-    import grpc
     problems = []
     with grpc.insecure_channel(f"127.0.0.1:{admin_port}", options=GRPC_OPTIONS) as channel:
         try:
@@ -396,12 +397,14 @@ def run(args, tmp, procs):
             break
         if time.monotonic() - start > RULES_S:
             detail = "\n".join(f"  {n}: {last.get(n)}" for n in failing)
-            raise Failure(f"after {RULES_S} s these still do not hold:\n{detail}")
+            still = f"after {RULES_S} s these still do not hold:\n{detail}"
+            raise Failure("\n  ".join(problems + [still]))
         time.sleep(1)
     print(f"every recording rule returned numbers after {time.monotonic() - start:.1f} s:")
     for name, expr, _ in wanted:
-        values = ", ".join(f"{dict(sorted((k, v) for k, v in l.items() if k in ('stage', 'table', 'rpc')))}"
-                           f"={v:.6g}" for l, v in last[name])
+        values = ", ".join(
+            f"{dict(sorted((k, v) for k, v in l.items() if k in ('stage', 'table', 'rpc')))}"
+            f"={v:.6g}" for l, v in last[name])
         print(f"  ok  {name}: {values}")
 
     # Every rule evaluates without error in the real Prometheus.
@@ -440,7 +443,7 @@ def run(args, tmp, procs):
             empty.append(f"{title}: {expr}")
     if empty:
         raise Failure("dashboard queries without data:\n  " + "\n  ".join(empty))
-    print(f"  ok  every dashboard query has data")
+    print("  ok  every dashboard query has data")
 
     traffic.stop()
     procs.remove(traffic)

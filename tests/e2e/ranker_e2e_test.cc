@@ -522,6 +522,54 @@ TEST(ServerLifecycleTest, AfterShutdownCallsAreUnavailable) {
       << after.status.error_message();
 }
 
+TEST(ServerLifecycleTest, ShutdownLetsCallsInFlightFinish) {
+  const std::string dir = TempDir("drain");
+  const TestModel model = testing::MakeRandomModel(testing::SmallSpec(2, 3, 5000, 32), 6);
+  absl::StatusOr<std::string> path = testing::WriteTestModel(model, dir);
+  ASSERT_TRUE(path.ok()) << path.status();
+  absl::StatusOr<server::Config> config = server::ParseConfig(
+      absl::StrCat("server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: \"\",",
+                   " shutdown_grace_seconds: 30}\nengine: {device: cpu, streams: 1}\n",
+                   "model: {path: \"", *path, "\"}\n"),
+      "drain.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                                     grpc::InsecureChannelCredentials());
+  std::atomic<int> ok{0};
+  std::atomic<int> drained{0};  // calls outstanding when Shutdown() began that finished OK
+  std::atomic<bool> shutdown_started{false};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      auto stub = v1::Ranker::NewStub(channel);
+      for (int i = 0;; ++i) {
+        const v1::RankRequest request = testing::RandomRequest(model, 100 * t + i, 4000);
+        const bool before = !shutdown_started;
+        const Reply reply = Rank(stub.get(), request);
+        if (!reply.status.ok()) {
+          // Refused (our UNAVAILABLE), or caught by gRPC's own teardown in its last
+          // instant (CANCELLED); never another error.
+          EXPECT_THAT(reply.status.error_code(),
+                      ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED))
+              << reply.status.error_message();
+          EXPECT_TRUE(shutdown_started) << "failed before the shutdown";
+          return;
+        }
+        ExpectMatchesReference(model, request, reply);
+        ++ok;
+        if (before && shutdown_started) ++drained;
+      }
+    });
+  }
+  while (ok < 12) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  shutdown_started = true;
+  (*server)->Shutdown();
+  for (auto& client : clients) client.join();
+  EXPECT_GE(drained.load(), 1) << "calls in flight at the shutdown must finish, not be cut off";
+}
+
 TEST(ServerLifecycleTest, AModelThatDoesNotLoadStopsTheStartNamingThePath) {
   absl::StatusOr<server::Config> config = server::ParseConfig(
       "server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: \"\"}\n"

@@ -324,6 +324,27 @@ TEST_F(CpuBackendFixture, RefusesMalformedBatches) {
   EXPECT_TRUE(backend->Run(0, good, &result).ok());
 }
 
+TEST_F(CpuBackendFixture, ThreadsSplitFewLargeRequestsByTiles) {
+  for (std::vector<int> sizes : {std::vector<int>{300}, std::vector<int>{130, 70, 5}}) {
+    const std::vector<RefRequest> requests = RandomRequests(sizes);
+    const Batch batch = MakeBatch(model_, requests);
+    for (int threads : {2, 3}) {
+      BackendOptions options;
+      options.workers = 1;
+      options.cpu_threads = threads;
+      std::unique_ptr<Backend> backend = CreateCpuBackend(model_, options);
+      BatchResult result;
+      const auto scores = ScoresByIndex(*backend, 0, batch, result);
+      for (size_t r = 0; r < requests.size(); ++r) {
+        for (size_t c = 0; c < requests[r].candidates.size(); ++c) {
+          ASSERT_NEAR(scores[r][c], test::ReferenceScore(test_model_, requests[r], c), kTolerance)
+              << "threads " << threads << " request " << r << " candidate " << c;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CpuBackendFixture, RunDoesNotAllocateAfterWarmUp) {
   for (int threads : {1, 2}) {
     SCOPED_TRACE(::testing::Message() << "threads=" << threads);

@@ -271,15 +271,16 @@ TEST(ModelTest, RefusesNonFiniteDenseWeights) {
   EXPECT_THAT(BuildWith(w).message(), HasSubstr("tensor 'bottom_mlp.0.weight': element 7 is nan"));
 }
 
-TEST(ModelTest, RefusesInvalidSpecAndInt8ForNow) {
+TEST(ModelTest, RefusesInvalidSpecAndInt8WithoutQuantizedTensors) {
   Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 6);
   ModelSpec spec = TestSpec(DType::kF32, Interaction::kDot);
   spec.top_mlp.back() = 2;
   EXPECT_THAT(Model::FromTensors(spec, w.tensors).status().message(), HasSubstr("top_mlp[2]"));
   spec = TestSpec(DType::kInt8, Interaction::kDot);
   absl::Status status = Model::FromTensors(spec, w.tensors).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("embedding_dtype"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("tensor 'embeddings.user_a.weight': expected I8"));
+  EXPECT_THAT(status.message(), HasSubstr("tensor 'embeddings.user_a.qparams' is missing"));
 }
 
 TEST(ModelTest, FoldsLinearCrossIntoFirstTopLayer) {

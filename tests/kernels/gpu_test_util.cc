@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace fuserank::engine::cuda::test {
+namespace fuserank::engine::cuda::gpu_test {
 
 std::string NoGpuReason() {
   int count = 0;  // left unwritten without a driver
@@ -66,4 +66,4 @@ void ExpectSameTopK(const ScoredIndex* got, const ScoredIndex* want, size_t k,
   }
 }
 
-}  // namespace fuserank::engine::cuda::test
+}  // namespace fuserank::engine::cuda::gpu_test

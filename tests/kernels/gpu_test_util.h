@@ -14,7 +14,7 @@
 #include "engine/cuda/device_memory.h"
 #include "gtest/gtest.h"
 
-namespace fuserank::engine::cuda::test {
+namespace fuserank::engine::cuda::gpu_test {
 
 // Empty when a CUDA device is usable; else why not (driver error, no device).
 // Makes no other CUDA call before the device count says there is a device.
@@ -23,7 +23,7 @@ std::string NoGpuReason();
 // Skips the current test without a usable GPU, saying why.
 #define FUSERANK_SKIP_WITHOUT_GPU()                                          \
   do {                                                                       \
-    const std::string fuserank_no_gpu_ = ::fuserank::engine::cuda::test::NoGpuReason(); \
+    const std::string fuserank_no_gpu_ = ::fuserank::engine::cuda::gpu_test::NoGpuReason(); \
     if (!fuserank_no_gpu_.empty()) GTEST_SKIP() << "no CUDA device: " << fuserank_no_gpu_; \
   } while (0)
 
@@ -66,6 +66,6 @@ void ExpectSameTopK(const ScoredIndex* got, const ScoredIndex* want, size_t k,
                     const std::vector<float>& score_of, double tolerance,
                     const std::string& what);
 
-}  // namespace fuserank::engine::cuda::test
+}  // namespace fuserank::engine::cuda::gpu_test
 
 #endif  // FUSERANK_TESTS_KERNELS_GPU_TEST_UTIL_H_

@@ -51,7 +51,7 @@ void ExpectBlock(const std::vector<float>& got, const std::vector<float>& want, 
       const float g = got[size_t{r} * ld + e];
       const float w = want[size_t{r} * ld + e];
       if (!owned[e]) {
-        ASSERT_TRUE(test::IsPoison(g)) << what << ": row " << r << " col " << e << " written";
+        ASSERT_TRUE(gpu_test::IsPoison(g)) << what << ": row " << r << " col " << e << " written";
         continue;
       }
       ASSERT_NEAR(g, w, 1e-5 * std::max(1.0f, std::fabs(w))) << what << ": row " << r << " col " << e;
@@ -82,19 +82,19 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
   for (const std::vector<int>& sizes : {std::vector<int>{1}, std::vector<int>{4096, 3, 0, 17}}) {
     std::vector<test::RefRequest> requests;
     for (int n : sizes) {
-      test::RequestShape shape;
+      engine::test::RequestShape shape;
       shape.candidates = n;
       shape.max_bag = 9;  // past the kernel's 4-row unroll, with a tail
       shape.weights = p.mode != Mode::kUnweighted;
-      requests.push_back(test::RandomRequest(spec, shape, rng));
+      requests.push_back(engine::test::RandomRequest(spec, shape, rng));
     }
-    const Batch batch = test::MakeBatch(model, requests);
+    const Batch batch = engine::test::MakeBatch(model, requests);
     BatchPacker packer(MakePackInfo(*model), p.mode == Mode::kReorder);
     auto h = packer.Plan(batch);
     ASSERT_TRUE(h.ok()) << h.status();
     std::vector<unsigned char> packed(h->total_bytes);
     packer.Write(batch, *h, packed.data());
-    DeviceBuffer d_batch = test::Upload(packed);
+    DeviceBuffer d_batch = gpu_test::Upload(packed);
     const uint32_t n = h->num_candidates;
     const uint32_t r = h->num_requests;
     const uint32_t bucket = kernels::CandidateBucket(std::max(n, r));
@@ -132,7 +132,7 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
 
     DeviceBuffer gathered;
     if (p.mode == Mode::kReorder) {
-      gathered = test::Poisoned(size_t{h->num_unique} * g.gather_stride + 16);
+      gathered = gpu_test::Poisoned(size_t{h->num_unique} * g.gather_stride + 16);
       kernels::GatherArgs ga;
       ga.d_batch = d_batch.get<unsigned char>();
       ga.d_tables = (*dm)->d_tables();
@@ -143,9 +143,9 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
     }
     for (int lanes : {4, 8, 16, 32}) {
       SCOPED_TRACE(::testing::Message() << "lanes " << lanes << ", candidates " << n);
-      DeviceBuffer d_user = test::Poisoned(want_user.size() * sizeof(float));
-      DeviceBuffer d_item = test::Poisoned(want_item.size() * sizeof(float));
-      DeviceBuffer d_x = test::Poisoned(want_x.size() * sizeof(float));
+      DeviceBuffer d_user = gpu_test::Poisoned(want_user.size() * sizeof(float));
+      DeviceBuffer d_item = gpu_test::Poisoned(want_item.size() * sizeof(float));
+      DeviceBuffer d_x = gpu_test::Poisoned(want_x.size() * sizeof(float));
       kernels::LookupArgs a;
       a.d_batch = d_batch.get<unsigned char>();
       a.d_tables = (*dm)->d_tables();
@@ -168,11 +168,11 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       a.lanes = lanes;
       ASSERT_EQ(kernels::LaunchPooledLookup(a, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      ExpectBlock(test::Download<float>(d_user, want_user.size()), want_user, r, g.user_ld,
+      ExpectBlock(gpu_test::Download<float>(d_user, want_user.size()), want_user, r, g.user_ld,
                   user_cols, "user block");
-      ExpectBlock(test::Download<float>(d_item, want_item.size()), want_item, n, g.item_ld,
+      ExpectBlock(gpu_test::Download<float>(d_item, want_item.size()), want_item, n, g.item_ld,
                   item_cols, "item block");
-      ExpectBlock(test::Download<float>(d_x, want_x.size()), want_x, n, g.x_ld, {{0, dense}},
+      ExpectBlock(gpu_test::Download<float>(d_x, want_x.size()), want_x, n, g.x_ld, {{0, dense}},
                   "dense rows");
       if (HasFatalFailure()) return;
     }
@@ -193,7 +193,7 @@ std::vector<LookupCase> AllCases() {
 
 INSTANTIATE_TEST_SUITE_P(Tables, LookupKernelTest, ::testing::ValuesIn(AllCases()), CaseName);
 
-TEST(LookupKernelTest, EmptyLaunchReturnsAtOnce) {
+TEST(LookupLaunchTest, EmptyLaunchReturnsAtOnce) {
   kernels::LookupArgs a;  // max_candidates == 0: no device call at all
   EXPECT_EQ(kernels::LaunchPooledLookup(a, nullptr), cudaSuccess);
   kernels::GatherArgs ga;

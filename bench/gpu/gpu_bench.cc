@@ -1,0 +1,181 @@
+// fuserank-gpu-bench: the GPU figures of issue 4, in one run on one GPU.
+//   1. device-to-device copy bandwidth (the ceiling);
+//   2. fused lookup bandwidth at >= 64k lookups of 128-byte rows (lookup_bench.cc);
+//   3. per-batch device time of the bench model (26 tables, dim 32, dot, 256-128-1) for
+//      1 request of 16, 256 and 1024 candidates, graphs on and off: copy in, kernels,
+//      copy out, timed with CUDA events by the backend; launches per batch.
+// Prints a readable line and a JSON line per figure (summarize.py reads the JSON).
+// usage: fuserank-gpu-bench [--quick]
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/gpu/bench_timer.h"
+#include "bench/gpu/lookup_bench.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/device_memory.h"
+#include "tests/testing/test_model.h"
+
+namespace fuserank::bench {
+namespace {
+
+using engine::Batch;
+using engine::BatchResult;
+
+double CopyBandwidth(DeviceTimer& timer) {
+  const size_t bytes = size_t{1} << 30;
+  auto a = engine::cuda::DeviceBuffer::Allocate(bytes, "copy source");
+  auto b = engine::cuda::DeviceBuffer::Allocate(bytes, "copy target");
+  if (!a.ok() || !b.ok()) std::exit(1);
+  const double t = timer.Time(
+      [&](cudaStream_t s) {
+        Check(cudaMemcpyAsync(b->get(), a->get(), bytes, cudaMemcpyDeviceToDevice, s), "copy");
+      },
+      10);
+  const double gbps = 2.0 * bytes / t / 1e9;  // read + write
+  std::printf("device-to-device copy: %.0f GB/s (1 GiB, read + write counted)\n", gbps);
+  JsonLine("copy").Add("gbps", gbps).Print();
+  return gbps;
+}
+
+// The bench model of bench/models/gen_bench_model.sh (random weights, same shapes).
+engine::ModelSpec BenchSpec() {
+  engine::ModelSpec spec;
+  spec.name = "bench";
+  spec.version = "1";
+  spec.weights_path = "bench.safetensors";
+  for (int t = 0; t < 26; ++t) {
+    const bool user = t < 8;
+    const int i = user ? t : t - 8;
+    const int64_t rows = (user ? i < 4 : i < 9) ? 200000 : 1000;
+    spec.tables.push_back({absl::StrCat(user ? "user_" : "item_", i),
+                           user ? engine::Side::kUser : engine::Side::kItem, rows, 32});
+  }
+  spec.dense_user = 5;
+  spec.dense_item = 8;
+  spec.bottom_mlp = {64, 32};
+  spec.interaction = engine::Interaction::kDot;
+  spec.top_mlp = {256, 128, 1};
+  return spec;
+}
+
+// One request of n candidates, one id per bag, uniform rows; top 100 (or all).
+Batch OneRequest(std::shared_ptr<const engine::Model> model, uint32_t n, std::mt19937_64& rng) {
+  Batch b;
+  b.model = model;
+  b.candidate_begin = {0, n};
+  b.top_k = {std::min<uint32_t>(n, 100)};
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int s : model->user_tables()) {
+    b.user.rows.push_back(static_cast<int32_t>(rng() % model->tables()[s].rows));
+    b.user.weights.push_back(1.0f);
+    b.user.bag_begin.push_back(static_cast<uint32_t>(b.user.rows.size()));
+  }
+  for (uint32_t c = 0; c < n; ++c) {
+    for (int s : model->item_tables()) {
+      b.item.rows.push_back(static_cast<int32_t>(rng() % model->tables()[s].rows));
+      b.item.weights.push_back(1.0f);
+      b.item.bag_begin.push_back(static_cast<uint32_t>(b.item.rows.size()));
+    }
+  }
+  for (int i = 0; i < model->spec().dense_user; ++i) b.user_dense.push_back(u(rng));
+  for (uint32_t i = 0; i < n * model->spec().dense_item; ++i) b.item_dense.push_back(u(rng));
+  return b;
+}
+
+void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bool reorder,
+                     int reps) {
+  engine::BackendOptions options;
+  options.workers = 1;
+  options.cuda_graphs = graphs;
+  options.max_batch_candidates = 8192;
+  engine::cuda::CudaOptions cuda_options;
+  cuda_options.reorder_ids = reorder;
+  auto backend = engine::cuda::CudaBackend::Create(model, options, cuda_options);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "CudaBackend: %s\n", backend.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::mt19937_64 rng(7);
+  for (uint32_t n : {16u, 256u, 1024u}) {
+    const Batch batch = OneRequest(model, n, rng);
+    BatchResult result;
+    std::vector<double> device, wall, lookup, cross, dnn, topk;
+    for (int i = 0; i < 20 + reps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const absl::Status st = (*backend)->Run(0, batch, &result);
+      const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!st.ok()) {
+        std::fprintf(stderr, "Run: %s\n", st.ToString().c_str());
+        std::exit(1);
+      }
+      if (i < 20) continue;  // warm-up (graph capture included)
+      device.push_back((*backend)->stats(0).last_device_seconds);
+      wall.push_back(w);
+      lookup.push_back(result.stages.lookup);
+      cross.push_back(result.stages.cross);
+      dnn.push_back(result.stages.dnn);
+      topk.push_back(result.stages.topk);
+    }
+    const auto& stats = (*backend)->stats(0);
+    std::printf("batch of %4u: graphs %-3s reorder %d  device %7.1f us (p99 %7.1f)  wall %7.1f us"
+                "  launches %d",
+                n, graphs ? "on" : "off", reorder ? 1 : 0, Median(device) * 1e6,
+                Percentile(device, 0.99) * 1e6, Median(wall) * 1e6, stats.last_launches);
+    if (!graphs) {
+      std::printf("  [lookup %.1f cross %.1f dnn %.1f topk %.1f us]", Median(lookup) * 1e6,
+                  Median(cross) * 1e6, Median(dnn) * 1e6, Median(topk) * 1e6);
+    }
+    std::printf("%s\n", stats.graph_error.empty() ? "" : (" graph error: " + stats.graph_error).c_str());
+    JsonLine("batch")
+        .Add("candidates", n)
+        .Add("graphs", graphs ? 1 : 0)
+        .Add("reorder", reorder ? 1 : 0)
+        .Add("device_us", Median(device) * 1e6)
+        .Add("device_us_p99", Percentile(device, 0.99) * 1e6)
+        .Add("wall_us", Median(wall) * 1e6)
+        .Add("launches", stats.last_launches)
+        .Add("lookup_us", Median(lookup) * 1e6)
+        .Add("cross_us", Median(cross) * 1e6)
+        .Add("dnn_us", Median(dnn) * 1e6)
+        .Add("topk_us", Median(topk) * 1e6)
+        .Print();
+  }
+}
+
+}  // namespace
+}  // namespace fuserank::bench
+
+int main(int argc, char** argv) {
+  using namespace fuserank::bench;
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "fuserank-gpu-bench: no CUDA device\n");
+    return 2;
+  }
+  cudaDeviceProp prop = {};
+  Check(cudaGetDeviceProperties(&prop, 0), "properties");
+  std::printf("device: %s, sm_%d%d, %d SMs, L2 %d MB\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  JsonLine("device").Add("name", prop.name).Add("sms", prop.multiProcessorCount).Print();
+  DeviceTimer timer(static_cast<size_t>(prop.l2CacheSize));
+  const double copy_gbps = CopyBandwidth(timer);
+  RunLookupBenches(timer, copy_gbps);
+
+  auto model = fuserank::testing::BuildTestModel(
+      fuserank::testing::MakeRandomModel(BenchSpec(), 3));
+  if (!model.ok()) {
+    std::fprintf(stderr, "bench model: %s\n", model.status().ToString().c_str());
+    return 1;
+  }
+  const int reps = quick ? 50 : 300;
+  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps);
+  RunBatchBenches(*model, /*graphs=*/false, /*reorder=*/false, reps);
+  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/true, reps);
+  return 0;
+}

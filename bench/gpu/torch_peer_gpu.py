@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""PyTorch peer of the fuserank GPU path, on the same GPU in the same run.
+
+The bench model of bench/models/gen_bench_model.sh (26 tables of dim 32: 8 user, 18
+item, 200k or 1000 rows; 13 dense; bottom 64-32; dot; top 256-128-1), random weights,
+built the way a PyTorch user would: nn.EmbeddingBag per table, nn.Linear MLPs, a batched
+dot interaction, sigmoid and torch.topk. For 1 request of 16, 256 and 1024 candidates it
+times one batch as fuserank's device time is timed: from the copy of the inputs to the
+device to the copy of the top-K back, with CUDA events, eager and CUDA-graphed
+(torch.cuda.CUDAGraph with static inputs). fp32, TF32 off. One JSON line per figure.
+usage: torch_peer_gpu.py [--reps N]
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+DIM = 32
+USER_ROWS = [200000] * 4 + [1000] * 4
+ITEM_ROWS = [200000] * 9 + [1000] * 9
+DENSE_USER, DENSE_ITEM = 5, 8
+TOP_K = 100
+
+
+class BenchDlrm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.user = torch.nn.ModuleList(
+            torch.nn.EmbeddingBag(r, DIM, mode="sum") for r in USER_ROWS)
+        self.item = torch.nn.ModuleList(
+            torch.nn.EmbeddingBag(r, DIM, mode="sum") for r in ITEM_ROWS)
+        self.bottom = torch.nn.Sequential(
+            torch.nn.Linear(DENSE_USER + DENSE_ITEM, 64), torch.nn.ReLU(),
+            torch.nn.Linear(64, DIM), torch.nn.ReLU())
+        n = 1 + len(USER_ROWS) + len(ITEM_ROWS)
+        self.pairs = n * (n - 1) // 2
+        self.top = torch.nn.Sequential(
+            torch.nn.Linear(DIM + self.pairs, 256), torch.nn.ReLU(),
+            torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
+        li, lj = torch.tril_indices(n, n, offset=-1)
+        self.register_buffer("li", li)
+        self.register_buffer("lj", lj)
+
+    def forward(self, user_ids, item_ids, item_offsets, user_dense, item_dense, k: int):
+        # user_ids [U] (one id per user table); item_ids [I, N]; item_offsets [N];
+        # user_dense [DENSE_USER]; item_dense [N, DENSE_ITEM].
+        n = item_dense.shape[0]
+        zero = item_offsets[:1]
+        users = [emb(user_ids[t:t + 1], zero) for t, emb in enumerate(self.user)]  # [1, D]
+        items = [emb(item_ids[t], item_offsets) for t, emb in enumerate(self.item)]  # [N, D]
+        x = torch.cat([user_dense.expand(n, DENSE_USER), item_dense], dim=1)
+        z = self.bottom(x)
+        v = torch.stack([z] + [u.expand(n, DIM) for u in users] + items, dim=1)  # [N, 27, D]
+        dots = torch.bmm(v, v.transpose(1, 2))[:, self.li, self.lj]
+        logits = self.top(torch.cat([z, dots], dim=1)).squeeze(1)
+        return torch.topk(torch.sigmoid(logits), k)
+
+
+def make_inputs(n, gen):
+    user_ids = torch.tensor([int(torch.randint(r, (1,), generator=gen)) for r in USER_ROWS])
+    item_ids = torch.stack([torch.randint(r, (n,), generator=gen) for r in ITEM_ROWS])
+    return [t.pin_memory() for t in (
+        user_ids, item_ids, torch.arange(n), torch.rand(DENSE_USER, generator=gen),
+        torch.rand(n, DENSE_ITEM, generator=gen))]
+
+
+def time_eager(model, host, k, reps):
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    out_scores = torch.empty(k).pin_memory()
+    out_index = torch.empty(k, dtype=torch.int64).pin_memory()
+    device_ms, wall_us = [], []
+    for i in range(reps + 10):
+        t0 = time.perf_counter()
+        start.record()
+        dev = [t.to("cuda", non_blocking=True) for t in host]
+        scores, index = model(*dev, k)
+        out_scores.copy_(scores, non_blocking=True)
+        out_index.copy_(index, non_blocking=True)
+        stop.record()
+        stop.synchronize()
+        if i >= 10:
+            device_ms.append(start.elapsed_time(stop))
+            wall_us.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(device_ms) * 1e3, statistics.median(wall_us)
+
+
+def time_graph(model, host, k, reps):
+    static = [t.to("cuda") for t in host]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            model(*static, k)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        scores, index = model(*static, k)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    out_scores = torch.empty(k).pin_memory()
+    out_index = torch.empty(k, dtype=torch.int64).pin_memory()
+    device_ms, wall_us = [], []
+    for i in range(reps + 10):
+        t0 = time.perf_counter()
+        start.record()
+        for dst, src in zip(static, host):
+            dst.copy_(src, non_blocking=True)
+        graph.replay()
+        out_scores.copy_(scores, non_blocking=True)
+        out_index.copy_(index, non_blocking=True)
+        stop.record()
+        stop.synchronize()
+        if i >= 10:
+            device_ms.append(start.elapsed_time(stop))
+            wall_us.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(device_ms) * 1e3, statistics.median(wall_us)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=300)
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(3)
+    gen = torch.Generator().manual_seed(7)
+    model = BenchDlrm().cuda().eval()
+    print(json.dumps({"bench": "torch_device", "name": torch.cuda.get_device_name(),
+                      "torch": torch.__version__}), flush=True)
+    with torch.inference_mode():
+        for n in (16, 256, 1024):
+            host = make_inputs(n, gen)
+            k = min(n, TOP_K)
+            for mode, fn in (("eager", time_eager), ("graph", time_graph)):
+                try:
+                    device_us, wall_us = fn(model, host, k, args.reps)
+                except RuntimeError as err:  # e.g. an op that cannot be captured
+                    print(json.dumps({"bench": "torch", "mode": mode, "candidates": n,
+                                      "error": str(err)[:300]}), flush=True)
+                    continue
+                print(f"torch {mode:5s} batch of {n:4d}: device {device_us:8.1f} us  "
+                      f"wall {wall_us:8.1f} us", flush=True)
+                print(json.dumps({"bench": "torch", "mode": mode, "candidates": n,
+                                  "device_us": device_us, "wall_us": wall_us}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

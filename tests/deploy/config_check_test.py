@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""Runs the real server's `--check-config` on every config that deploy/ ships (the
+Kubernetes ConfigMap, the cpu overlay's, the image's), with the model path pointed at the
+repository's demo model (the image's path does not exist here): the server rejects unknown
+keys and bad values, so a deploy config that would stop a pod fails here first.
+
+  config_check_test.py --server build/bin/fuserank-server --model config/models/demo.yaml
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import yaml
+
+import deploy_util as du
+
+SERVER = MODEL = None
+
+
+def check_config(config):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "fuserank.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+        return subprocess.run([SERVER, "--check-config", path], capture_output=True, text=True,
+                              timeout=120)
+
+
+class ConfigCheckTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        for path in [SERVER, MODEL]:
+            if not path or not os.path.exists(path):
+                raise AssertionError(f"{path} does not exist (build everything first)")
+
+    def assert_accepted(self, config, what):
+        config["model"]["path"] = os.path.abspath(MODEL)
+        result = check_config(config)
+        self.assertEqual(result.returncode, 0, f"{what}:\n{result.stdout}{result.stderr}")
+
+    def test_configmap(self):
+        self.assert_accepted(du.configmap_config(), "deploy/k8s/base/configmap.yaml")
+
+    def test_cpu_overlay(self):
+        self.assert_accepted(du.configmap_config(os.path.join(du.K8S_CPU, "configmap-cpu.yaml")),
+                             "deploy/k8s/overlays/cpu/configmap-cpu.yaml")
+
+    def test_image_config(self):
+        self.assert_accepted(du.load_yaml(du.DOCKER_CONFIG), "deploy/docker/fuserank.yaml")
+
+    def test_a_bad_key_is_refused(self):
+        config = du.configmap_config()
+        config["model"]["path"] = os.path.abspath(MODEL)
+        config["engine"]["queue_capacityy"] = 1
+        result = check_config(config)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("queue_capacityy", result.stdout + result.stderr)
+
+
+if __name__ == "__main__":
+    for flag in ["--server", "--model"]:
+        if flag in sys.argv:
+            i = sys.argv.index(flag)
+            globals()[flag[2:].upper()] = sys.argv[i + 1]
+            del sys.argv[i:i + 2]
+    du.python_check()
+    unittest.main(verbosity=2)

@@ -1,0 +1,87 @@
+#include "server/metrics.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fuserank::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(MetricsTest, DefinesEveryFamilyOfTheSpec) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ((*metrics)->port(), 0);
+  (*metrics)->Table("user_id");
+  (*metrics)->SetModelInfo("demo", "1", "cpu");
+  const std::string text = (*metrics)->Scrape();
+  for (const char* family :
+       {"# TYPE fuserank_requests_total counter", "# TYPE fuserank_request_duration_seconds histogram",
+        "# TYPE fuserank_stage_duration_seconds histogram",
+        "# TYPE fuserank_batch_candidates histogram",
+        "# TYPE fuserank_embedding_cache_lookups_total counter", "# TYPE fuserank_hot_rows gauge",
+        "# TYPE fuserank_hot_rows_version gauge", "# TYPE fuserank_inflight_requests gauge",
+        "# TYPE fuserank_queue_depth gauge", "# TYPE fuserank_model_info gauge"}) {
+    EXPECT_THAT(text, HasSubstr(family));
+  }
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cpu",model="demo",version="1"} 1)"));
+  EXPECT_THAT(text, HasSubstr(
+                        R"(fuserank_embedding_cache_lookups_total{result="hit",table="user_id"} 0)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_hot_rows{table="user_id"} 0)"));
+  // Stage buckets run from 10 us to 10 s.
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_stage_duration_seconds_bucket{stage="dnn",le="1e-05"})"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_stage_duration_seconds_bucket{stage="dnn",le="10"})"));
+}
+
+TEST(MetricsTest, RecordsIntoTheLabelledSeries) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
+  ASSERT_TRUE(metrics.ok());
+  Metrics& m = **metrics;
+  m.RecordRequest(Rpc::kRank, grpc::StatusCode::INVALID_ARGUMENT, 0.001);
+  m.RecordRequest(Rpc::kRank, grpc::StatusCode::INVALID_ARGUMENT, 0.002);
+  m.RecordRequest(Rpc::kSetHotRows, grpc::StatusCode::UNIMPLEMENTED, 0.0);
+  m.RecordStage(Stage::kTopk, 0.5);
+  m.RecordBatchCandidates(300);
+  m.AddInflight(3);
+  m.AddInflight(-1);
+  m.SetQueueDepth(7);
+  m.SetHotRowsVersion(4);
+  const TableCacheMetrics table = m.Table("item_id");
+  EXPECT_EQ(table.hits, m.Table("item_id").hits) << "one series per table";
+  const std::string text = m.Scrape();
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_requests_total{code="INVALID_ARGUMENT",rpc="Rank"} 2)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_requests_total{code="OK",rpc="Rank"} 0)"));
+  EXPECT_THAT(text,
+              HasSubstr(R"(fuserank_requests_total{code="UNIMPLEMENTED",rpc="SetHotRows"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_request_duration_seconds_count{rpc="Rank"} 2)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_stage_duration_seconds_sum{stage="topk"} 0.5)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_stage_duration_seconds_count{stage="decode"} 0)"));
+  EXPECT_THAT(text, HasSubstr("fuserank_batch_candidates_count 1"));
+  EXPECT_THAT(text, HasSubstr("fuserank_inflight_requests 2"));
+  EXPECT_THAT(text, HasSubstr("fuserank_queue_depth 7"));
+  EXPECT_THAT(text, HasSubstr("fuserank_hot_rows_version 4"));
+}
+
+TEST(MetricsTest, ServesOnAnyFreePort) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("127.0.0.1:0");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_GT((*metrics)->port(), 0);
+}
+
+TEST(MetricsTest, AnAddressItCannotBindIsAnErrorNamingIt) {
+  absl::StatusOr<std::unique_ptr<Metrics>> first = Metrics::Create("127.0.0.1:0");
+  ASSERT_TRUE(first.ok());
+  const std::string taken = "127.0.0.1:" + std::to_string((*first)->port());
+  absl::StatusOr<std::unique_ptr<Metrics>> second = Metrics::Create(taken);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("server.metrics_listen: cannot serve /metrics on '" + taken + "'"));
+  absl::StatusOr<std::unique_ptr<Metrics>> ipv6 = Metrics::Create("[::1]:0");
+  ASSERT_FALSE(ipv6.ok());
+  EXPECT_THAT(std::string(ipv6.status().message()), HasSubstr("'[::1]:0'"));
+}
+
+}  // namespace
+}  // namespace fuserank::server
