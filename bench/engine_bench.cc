@@ -68,8 +68,8 @@ struct Storage {
       v = scale * (static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f);
     }
     buffers.push_back(std::move(values));
-    tensors[name] = TensorView{"F32", shape, reinterpret_cast<const std::byte*>(buffers.back().data()),
-                               n * sizeof(float)};
+    tensors[name] = TensorView{
+        "F32", shape, reinterpret_cast<const std::byte*>(buffers.back().data()), n * sizeof(float)};
   }
 };
 
@@ -126,8 +126,8 @@ struct BenchEnv {
 
 constexpr int kSizes[] = {16, 256, 1024};
 
-Batch RandomBatch(const Model& model, int candidates, std::mt19937_64& rng,
-                  const ZipfRows& large, const ZipfRows& small) {
+Batch RandomBatch(const Model& model, int candidates, std::mt19937_64& rng, const ZipfRows& large,
+                  const ZipfRows& small) {
   Batch batch;
   batch.candidate_begin.push_back(candidates);
   batch.top_k.push_back(candidates);
@@ -229,7 +229,11 @@ void BM_EngineLookup(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * candidates);
 }
-BENCHMARK(BM_EngineLookup)->ArgName("candidates")->Arg(16)->Arg(256)->Arg(1024)
+BENCHMARK(BM_EngineLookup)
+    ->ArgName("candidates")
+    ->Arg(16)
+    ->Arg(256)
+    ->Arg(1024)
     ->Unit(benchmark::kMicrosecond);
 
 // The same lookups candidate by candidate across the 18 tables, in tiles of
@@ -253,7 +257,11 @@ void BM_EngineLookupCandidates(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * candidates);
 }
-BENCHMARK(BM_EngineLookupCandidates)->ArgName("candidates")->Arg(16)->Arg(256)->Arg(1024)
+BENCHMARK(BM_EngineLookupCandidates)
+    ->ArgName("candidates")
+    ->Arg(16)
+    ->Arg(256)
+    ->Arg(1024)
     ->Unit(benchmark::kMicrosecond);
 
 // The per-candidate dots of the bench model (z and 18 items with each other and with
@@ -278,7 +286,11 @@ void BM_EngineInteraction(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * candidates);
 }
-BENCHMARK(BM_EngineInteraction)->ArgName("candidates")->Arg(16)->Arg(256)->Arg(1024)
+BENCHMARK(BM_EngineInteraction)
+    ->ArgName("candidates")
+    ->Arg(16)
+    ->Arg(256)
+    ->Arg(1024)
     ->Unit(benchmark::kMicrosecond);
 
 // Bottom (item share of layer 0, then 64 -> 32) and top (383 -> 256 -> 128 -> 1) MLPs
@@ -312,7 +324,11 @@ void BM_EngineMlp(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * candidates);
 }
-BENCHMARK(BM_EngineMlp)->ArgName("candidates")->Arg(16)->Arg(256)->Arg(1024)
+BENCHMARK(BM_EngineMlp)
+    ->ArgName("candidates")
+    ->Arg(16)
+    ->Arg(256)
+    ->Arg(1024)
     ->Unit(benchmark::kMicrosecond);
 
 // Top-K of one request's scores, K = all (top_k 0) and K = 10.

@@ -49,9 +49,9 @@ absl::StatusOr<CudaModule> LoadCudaModule() {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot load the CUDA backend module ", path, ": ", err != nullptr ? err : "dlopen failed",
-        " (set FUSERANK_CUDA_MODULE to its path)"));
+    return absl::FailedPreconditionError(absl::StrCat("cannot load the CUDA backend module ", path,
+                                                      ": ", err != nullptr ? err : "dlopen failed",
+                                                      " (set FUSERANK_CUDA_MODULE to its path)"));
   }
   CudaModule module;
   module.probe = reinterpret_cast<abi::ProbeFn>(dlsym(handle, abi::kProbeSymbol));

@@ -12,8 +12,7 @@ double Seconds(BatcherClock::duration d) { return std::chrono::duration<double>(
 
 }  // namespace
 
-Batcher::Batcher(Backend* backend, BatcherOptions options)
-    : backend_(backend), options_(options) {
+Batcher::Batcher(Backend* backend, BatcherOptions options) : backend_(backend), options_(options) {
   const int workers = std::max(1, backend_->num_workers());
   const size_t capacity = static_cast<size_t>(std::max(1, options_.queue_capacity));
   pool_limit_ = capacity + 2 * static_cast<size_t>(workers);
@@ -127,9 +126,9 @@ void Batcher::BatcherLoop() {
     for (Work& work : expired) {
       const double waited = Seconds(BatcherClock::now() - work.enqueued);
       Complete(&work,
-               absl::DeadlineExceededError(absl::StrCat(
-                   "the deadline passed after ", static_cast<int64_t>(waited * 1e6),
-                   " us in the queue; the request was not computed")),
+               absl::DeadlineExceededError(
+                   absl::StrCat("the deadline passed after ", static_cast<int64_t>(waited * 1e6),
+                                " us in the queue; the request was not computed")),
                RequestResult{});
     }
     expired.clear();
@@ -142,9 +141,8 @@ void Batcher::WorkerLoop(int worker) {
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      auto has_work = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return slot.assigned || batcher_done_;
-      };
+      auto has_work = [&]()
+                          ABSL_NO_THREAD_SAFETY_ANALYSIS { return slot.assigned || batcher_done_; };
       mu_.Await(absl::Condition(&has_work));
       if (!slot.assigned) return;  // the batcher is done and left nothing for us
     }

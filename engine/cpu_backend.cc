@@ -33,8 +33,7 @@ absl::Status CheckBags(const Model& model, const BagSet& set, const std::vector<
   if (set.num_bags() != bags || set.bag_begin.front() != 0 ||
       set.rows.size() != set.bag_begin.back() || set.weights.size() != set.rows.size()) {
     return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bags malformed (",
-                                                   set.num_bags(), " bags, expected ", bags,
-                                                   ")"));
+                                                   set.num_bags(), " bags, expected ", bags, ")"));
   }
   for (size_t b = 0; b < bags; ++b) {
     if (set.bag_begin[b] > set.bag_begin[b + 1]) {
@@ -43,9 +42,8 @@ absl::Status CheckBags(const Model& model, const BagSet& set, const std::vector<
     const EmbeddingTable& table = model.tables()[tables[b % tables.size()]];
     for (uint32_t i = set.bag_begin[b]; i < set.bag_begin[b + 1]; ++i) {
       if (set.rows[i] < 0 || set.rows[i] >= table.rows) {
-        return absl::InvalidArgumentError(absl::StrCat("batch: row ", set.rows[i],
-                                                       " out of range for table '", table.name,
-                                                       "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: row ", set.rows[i], " out of range for table '", table.name, "'"));
       }
     }
   }
@@ -176,8 +174,8 @@ int CpuBackend::Score(Worker& w, const Batch& batch) {
     for (uint32_t c = batch.candidate_begin[r]; c < batch.candidate_begin[r + 1];
          c += kTileCandidates) {
       const int count = std::min<int>(kTileCandidates, batch.candidate_begin[r + 1] - c);
-      ScoreTile(plan, *model_, batch, r, static_cast<int>(c), count, share(r),
-                &w.scratch[thread], w.scores.data());
+      ScoreTile(plan, *model_, batch, r, static_cast<int>(c), count, share(r), &w.scratch[thread],
+                w.scores.data());
     }
   };
   const int threads = w.pool->threads();

@@ -36,8 +36,8 @@ ShareLayout Layout(const CpuPlan& plan) {
 // Runs `first` (with `first_bias`) then `rest` on `count` rows; the last layer writes
 // to `out`, the others to the scratch ping-pong blocks.
 void RunChain(const PackedLayer& first, const float* first_bias, const PackedLayer* rest,
-              int num_rest, int count, const float* in, int in_stride, float* out,
-              int out_stride, TileScratch* scratch, int width) {
+              int num_rest, int count, const float* in, int in_stride, float* out, int out_stride,
+              TileScratch* scratch, int width) {
   float* blocks[2] = {scratch->ping.data(), scratch->pong.data()};
   const float* x = in;
   int x_stride = in_stride;
@@ -104,8 +104,8 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
   float* items = plan.items_in_row ? row : scratch->items.data();
   const int items_stride = plan.items_in_row ? row_stride : plan.item_stride;
   PooledLookupCandidates(plan.item_tables.data(), plan.item_column.data(),
-                         static_cast<int>(plan.item_tables.size()), batch.item, first, count,
-                         items, items_stride);
+                         static_cast<int>(plan.item_tables.size()), batch.item, first, count, items,
+                         items_stride);
   const Clock::time_point t1 = Clock::now();
   if (plan.has_bottom) {
     RunChain(plan.bottom_item, share + layout.bottom_bias, plan.bottom_rest.data(),
@@ -136,8 +136,8 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
   }
   const Clock::time_point t3 = Clock::now();
   RunChain(plan.top[0], share + layout.top_bias, plan.top.data() + 1,
-           static_cast<int>(plan.top.size()) - 1, count, row, row_stride,
-           scratch->logits.data(), 1, scratch, plan.max_layer_width);
+           static_cast<int>(plan.top.size()) - 1, count, row, row_stride, scratch->logits.data(), 1,
+           scratch, plan.max_layer_width);
   Sigmoid(scratch->logits.data(), count, 1, scores + first);
   const Clock::time_point t4 = Clock::now();
   scratch->times.lookup += Seconds(t0, t1);

@@ -32,8 +32,8 @@ FUSERANK_INLINE void DotMany(const float* x, const float* ys, int n, int d, floa
 
 #if FUSERANK_HAVE_AVX2_PATH
 // The same with d % 8 == 0: four dots at a time, reduced together with horizontal adds.
-FUSERANK_TARGET_AVX2 FUSERANK_INLINE void DotManyAvx2(const float* x, const float* ys, int n,
-                                                      int d, float* out) {
+FUSERANK_TARGET_AVX2 FUSERANK_INLINE void DotManyAvx2(const float* x, const float* ys, int n, int d,
+                                                      float* out) {
   int j = 0;
   for (; j + 4 <= n; j += 4) {
     const float* y = ys + static_cast<size_t>(j) * d;
@@ -47,8 +47,7 @@ FUSERANK_TARGET_AVX2 FUSERANK_INLINE void DotManyAvx2(const float* x, const floa
       acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(y + 3 * d + l), xv, acc3);
     }
     const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(acc0, acc1), _mm256_hadd_ps(acc2, acc3));
-    _mm_storeu_ps(out + j,
-                  _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+    _mm_storeu_ps(out + j, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
   }
   for (; j < n; ++j) {
     const float* y = ys + static_cast<size_t>(j) * d;
@@ -135,8 +134,8 @@ FUSERANK_TARGET_AVX2 void RunTermsAvx2(const TermsArgs& args) { RunTerms(args); 
 
 }  // namespace
 
-void DotGramRows(const float* shared, int num_shared, const float* own, int num_own,
-                 int own_stride, int d, int rows, float* out, int out_stride) {
+void DotGramRows(const float* shared, int num_shared, const float* own, int num_own, int own_stride,
+                 int d, int rows, float* out, int out_stride) {
   if (rows <= 0 || num_own <= 0) return;
   const GramArgs args{shared, num_shared, own, num_own, own_stride, d, rows, out, out_stride};
 #if FUSERANK_HAVE_AVX2_PATH

@@ -21,8 +21,8 @@ void DotInteraction(const float* v, int rows, int n, int d, int v_stride, float*
 // s = 0 .. num_shared - 1, then dot(own_o, own_q) for q = 0 .. o - 1; that is
 // num_own * num_shared + num_own * (num_own - 1) / 2 floats. With num_shared == 0 this
 // is DotInteraction. Float32 accumulation.
-void DotGramRows(const float* shared, int num_shared, const float* own, int num_own,
-                 int own_stride, int d, int rows, float* out, int out_stride);
+void DotGramRows(const float* shared, int num_shared, const float* own, int num_own, int own_stride,
+                 int d, int rows, float* out, int out_stride);
 
 // One dot product of two width-d vectors, each named by a source and an offset. For
 // row c, source s starts at sources[s] + c * strides[s]; a stride of 0 makes the source

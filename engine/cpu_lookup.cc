@@ -119,22 +119,22 @@ FUSERANK_INLINE void PoolCandidates(const CandidateArgs& args) {
 
 // Each entry point compiled for the baseline ISA and for AVX2+FMA, chosen at run time.
 #if FUSERANK_HAVE_AVX2_PATH
-#define FUSERANK_DISPATCH(Body, Args)                     \
-  template <typename D>                                   \
-  void Body##Generic(const Args& args) {                  \
-    Body<D>(args);                                        \
-  }                                                       \
-  template <typename D>                                   \
+#define FUSERANK_DISPATCH(Body, Args)                      \
+  template <typename D>                                    \
+  void Body##Generic(const Args& args) {                   \
+    Body<D>(args);                                         \
+  }                                                        \
+  template <typename D>                                    \
   FUSERANK_TARGET_AVX2 void Body##Avx2(const Args& args) { \
-    Body<D>(args);                                        \
-  }                                                       \
-  template <typename D>                                   \
-  void Body##Dispatch(const Args& args) {                 \
-    if (CpuHasAvx2Fma()) {                                \
-      Body##Avx2<D>(args);                                \
-    } else {                                              \
-      Body##Generic<D>(args);                             \
-    }                                                     \
+    Body<D>(args);                                         \
+  }                                                        \
+  template <typename D>                                    \
+  void Body##Dispatch(const Args& args) {                  \
+    if (CpuHasAvx2Fma()) {                                 \
+      Body##Avx2<D>(args);                                 \
+    } else {                                               \
+      Body##Generic<D>(args);                              \
+    }                                                      \
   }
 #else
 #define FUSERANK_DISPATCH(Body, Args)     \
@@ -154,13 +154,20 @@ void PooledLookup(const EmbeddingTable& table, const uint32_t* bag_begin, const 
                   const float* weights, int first_bag, int bag_stride, int num_bags, float* out,
                   int out_stride) {
   if (num_bags <= 0) return;
-  const TableArgs args{&table, {bag_begin, rows, weights}, first_bag, bag_stride, num_bags,
-                       out,    out_stride};
+  const TableArgs args{&table,    {bag_begin, rows, weights}, first_bag, bag_stride, num_bags, out,
+                       out_stride};
   switch (table.dtype) {
-    case DType::kF32: PoolTableDispatch<F32>(args); break;
-    case DType::kF16: PoolTableDispatch<F16>(args); break;
-    case DType::kBF16: PoolTableDispatch<BF16>(args); break;
-    case DType::kInt8: break;  // REQUIRES excludes it; the backend refuses such models
+    case DType::kF32:
+      PoolTableDispatch<F32>(args);
+      break;
+    case DType::kF16:
+      PoolTableDispatch<F16>(args);
+      break;
+    case DType::kBF16:
+      PoolTableDispatch<BF16>(args);
+      break;
+    case DType::kInt8:
+      break;  // REQUIRES excludes it; the backend refuses such models
   }
 }
 
@@ -168,14 +175,23 @@ void PooledLookupCandidates(const EmbeddingTable* const* tables, const int* out_
                             int num_tables, const BagSet& bags, int first, int count, float* out,
                             int out_stride) {
   if (count <= 0 || num_tables <= 0) return;
-  const CandidateArgs args{tables, out_offset, num_tables,
-                           {bags.bag_begin.data(), bags.rows.data(), bags.weights.data()},
-                           first,  count,      out,        out_stride};
+  const CandidateArgs args{
+      tables,     out_offset,
+      num_tables, {bags.bag_begin.data(), bags.rows.data(), bags.weights.data()},
+      first,      count,
+      out,        out_stride};
   switch (tables[0]->dtype) {
-    case DType::kF32: PoolCandidatesDispatch<F32>(args); break;
-    case DType::kF16: PoolCandidatesDispatch<F16>(args); break;
-    case DType::kBF16: PoolCandidatesDispatch<BF16>(args); break;
-    case DType::kInt8: break;
+    case DType::kF32:
+      PoolCandidatesDispatch<F32>(args);
+      break;
+    case DType::kF16:
+      PoolCandidatesDispatch<F16>(args);
+      break;
+    case DType::kBF16:
+      PoolCandidatesDispatch<BF16>(args);
+      break;
+    case DType::kInt8:
+      break;
   }
 }
 

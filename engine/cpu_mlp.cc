@@ -11,8 +11,7 @@ PackedLayer PackLayer(const DenseLayer& layer, bool relu, const std::vector<int>
   packed.in = columns != nullptr ? static_cast<int>(columns->size()) : layer.in;
   packed.out = layer.out;
   packed.relu = relu;
-  packed.weight = PackedMatrix::FromTransposed(layer.weight.data(), layer.out, packed.in,
-                                               layer.in,
+  packed.weight = PackedMatrix::FromTransposed(layer.weight.data(), layer.out, packed.in, layer.in,
                                                columns != nullptr ? columns->data() : nullptr);
   packed.bias = with_bias ? layer.bias : std::vector<float>(layer.out, 0.0f);
   return packed;

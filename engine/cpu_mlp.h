@@ -12,7 +12,7 @@
 namespace fuserank::engine {
 
 struct PackedLayer {
-  int in = 0;   // inputs used (columns picked from the source layer)
+  int in = 0;  // inputs used (columns picked from the source layer)
   int out = 0;
   bool relu = false;
   PackedMatrix weight;      // in x out

@@ -35,8 +35,8 @@ absl::Status CheckTables(const Model& model) {
     }
     if (table.dim <= 0 || table.rows <= 0 || table.data == nullptr ||
         table.row_bytes < table.dim * ElementBytes(table.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat("table '", table.name,
-                                                     "': bad shape or storage for the CPU"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", table.name, "': bad shape or storage for the CPU"));
     }
   }
   return absl::OkStatus();
@@ -143,7 +143,7 @@ absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model) {
     }
     PlanBottom(model, plan);
   }
-  plan.z_width = dense_total == 0 ? 0
+  plan.z_width = dense_total == 0  ? 0
                  : plan.has_bottom ? model.bottom_mlp().back().out
                                    : dense_total;
 

@@ -65,8 +65,8 @@ void SgemmGeneric(int m, const float* a, int lda, const PackedMatrix& b, int fir
     float* cj = c + j * kSgemmPanel;
     int i = 0;
     for (; i + kRows <= m; i += kRows) {
-      KernelGeneric<kRows>(b.k(), a + static_cast<size_t>(i) * lda, lda, b.panel(j), bias16,
-                           relu, cj + static_cast<size_t>(i) * ldc, ldc, ncols);
+      KernelGeneric<kRows>(b.k(), a + static_cast<size_t>(i) * lda, lda, b.panel(j), bias16, relu,
+                           cj + static_cast<size_t>(i) * ldc, ldc, ncols);
     }
     for (; i < m; ++i) {
       KernelGeneric<1>(b.k(), a + static_cast<size_t>(i) * lda, lda, b.panel(j), bias16, relu,
@@ -77,8 +77,8 @@ void SgemmGeneric(int m, const float* a, int lda, const PackedMatrix& b, int fir
 
 #if FUSERANK_HAVE_AVX2_PATH
 
-FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreRowAvx2(float* out, __m256 lo, __m256 hi,
-                                                     bool relu, int ncols) {
+FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreRowAvx2(float* out, __m256 lo, __m256 hi, bool relu,
+                                                       int ncols) {
   if (relu) {
     lo = _mm256_max_ps(lo, _mm256_setzero_ps());
     hi = _mm256_max_ps(hi, _mm256_setzero_ps());
@@ -98,24 +98,22 @@ FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreRowAvx2(float* out, __m256 lo, __
 // by loop counters on the stack.
 template <int MR>
 FUSERANK_TARGET_AVX2 void KernelAvx2(int k, const float* a, int lda, const float* panel,
-                                     const float* bias16, bool relu, float* c, int ldc,
-                                     int ncols) {
+                                     const float* bias16, bool relu, float* c, int ldc, int ncols) {
   const __m256 bias_lo = _mm256_loadu_ps(bias16);
   const __m256 bias_hi = _mm256_loadu_ps(bias16 + 8);
-  __m256 c0l = bias_lo, c0h = bias_hi, c1l = bias_lo, c1h = bias_hi, c2l = bias_lo,
-         c2h = bias_hi, c3l = bias_lo, c3h = bias_hi, c4l = bias_lo, c4h = bias_hi,
-         c5l = bias_lo, c5h = bias_hi;
+  __m256 c0l = bias_lo, c0h = bias_hi, c1l = bias_lo, c1h = bias_hi, c2l = bias_lo, c2h = bias_hi,
+         c3l = bias_lo, c3h = bias_hi, c4l = bias_lo, c4h = bias_hi, c5l = bias_lo, c5h = bias_hi;
   const float* a0 = a;
   const float* a1 = a0 + (MR > 1 ? lda : 0);
   const float* a2 = a1 + (MR > 2 ? lda : 0);
   const float* a3 = a2 + (MR > 3 ? lda : 0);
   const float* a4 = a3 + (MR > 4 ? lda : 0);
   const float* a5 = a4 + (MR > 5 ? lda : 0);
-#define FUSERANK_SGEMM_ROW(r)                          \
-  if constexpr (MR > r) {                              \
-    const __m256 av = _mm256_broadcast_ss(a##r + p);   \
-    c##r##l = _mm256_fmadd_ps(av, b_lo, c##r##l);      \
-    c##r##h = _mm256_fmadd_ps(av, b_hi, c##r##h);      \
+#define FUSERANK_SGEMM_ROW(r)                        \
+  if constexpr (MR > r) {                            \
+    const __m256 av = _mm256_broadcast_ss(a##r + p); \
+    c##r##l = _mm256_fmadd_ps(av, b_lo, c##r##l);    \
+    c##r##h = _mm256_fmadd_ps(av, b_hi, c##r##h);    \
   }
 #pragma GCC unroll 4
   for (int p = 0; p < k; ++p) {
@@ -138,8 +136,8 @@ FUSERANK_TARGET_AVX2 void KernelAvx2(int k, const float* a, int lda, const float
 }
 
 FUSERANK_TARGET_AVX2 void SgemmAvx2(int m, const float* a, int lda, const PackedMatrix& b,
-                                    int first, int last, const float* bias16s, bool relu,
-                                    float* c, int ldc) {
+                                    int first, int last, const float* bias16s, bool relu, float* c,
+                                    int ldc) {
   constexpr int kRows = 6;
   for (int j = first; j < last; ++j) {
     const int ncols = std::min(kSgemmPanel, b.n() - j * kSgemmPanel);
@@ -154,12 +152,23 @@ FUSERANK_TARGET_AVX2 void SgemmAvx2(int m, const float* a, int lda, const Packed
     const float* ai = a + static_cast<size_t>(i) * lda;
     float* ci = cj + static_cast<size_t>(i) * ldc;
     switch (m - i) {
-      case 5: KernelAvx2<5>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
-      case 4: KernelAvx2<4>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
-      case 3: KernelAvx2<3>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
-      case 2: KernelAvx2<2>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
-      case 1: KernelAvx2<1>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols); break;
-      default: break;
+      case 5:
+        KernelAvx2<5>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        break;
+      case 4:
+        KernelAvx2<4>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        break;
+      case 3:
+        KernelAvx2<3>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        break;
+      case 2:
+        KernelAvx2<2>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        break;
+      case 1:
+        KernelAvx2<1>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        break;
+      default:
+        break;
     }
   }
 }

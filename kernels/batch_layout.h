@@ -26,15 +26,15 @@ struct UniqueRow {
 struct PackedHeader {
   uint32_t num_requests = 0;
   uint32_t num_candidates = 0;
-  uint32_t num_user_bags = 0;   // num_requests * user tables
-  uint32_t num_item_bags = 0;   // num_candidates * item tables
+  uint32_t num_user_bags = 0;  // num_requests * user tables
+  uint32_t num_item_bags = 0;  // num_candidates * item tables
   uint32_t num_user_ids = 0;
   uint32_t num_item_ids = 0;
-  uint32_t total_results = 0;   // sum over requests of min(top_k, count)
-  uint32_t max_segment = 0;     // candidates of the longest request
-  uint32_t has_weights = 0;     // 0: every weight is 1 and the weight sections are empty
-  uint32_t num_unique = 0;      // reorder pass: unique rows; 0 when the pass is off
-  uint32_t total_bytes = 0;     // header and every section
+  uint32_t total_results = 0;  // sum over requests of min(top_k, count)
+  uint32_t max_segment = 0;    // candidates of the longest request
+  uint32_t has_weights = 0;    // 0: every weight is 1 and the weight sections are empty
+  uint32_t num_unique = 0;     // reorder pass: unique rows; 0 when the pass is off
+  uint32_t total_bytes = 0;    // header and every section
   // Byte offsets from the start of the buffer.
   uint32_t candidate_begin = 0;  // uint32[num_requests + 1]
   uint32_t top_k = 0;            // uint32[num_requests]: min(top_k, count)

@@ -99,15 +99,14 @@ cudaError_t LaunchDotInteraction(const DotArgs& a, cudaStream_t stream) {
   if (per_warp > kMaxSharedPerBlock) return cudaErrorInvalidValue;
   int warps = static_cast<int>(kMaxSharedPerBlock / per_warp);
   if (warps > kMaxWarpsPerBlock) warps = kMaxWarpsPerBlock;
-  DotInteractionKernel<<<Blocks(a.max_candidates, warps), warps * 32, warps * per_warp,
-                         stream>>>(a);
+  DotInteractionKernel<<<Blocks(a.max_candidates, warps), warps * 32, warps * per_warp, stream>>>(
+      a);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchConcatUser(const ConcatUserArgs& a, cudaStream_t stream) {
   if (a.max_candidates == 0 || a.num_slots == 0) return cudaSuccess;
-  if (a.d_batch == nullptr || a.d_slots == nullptr || a.d_user == nullptr ||
-      a.d_h == nullptr) {
+  if (a.d_batch == nullptr || a.d_slots == nullptr || a.d_user == nullptr || a.d_h == nullptr) {
     return cudaErrorInvalidValue;
   }
   constexpr int kWarps = 8;

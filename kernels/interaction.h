@@ -6,9 +6,9 @@
 #ifndef FUSERANK_KERNELS_INTERACTION_H_
 #define FUSERANK_KERNELS_INTERACTION_H_
 
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "kernels/descriptors.h"
 
@@ -18,7 +18,7 @@ struct DotArgs {
   const unsigned char* d_batch = nullptr;  // packed batch (counts, candidate_begin)
   const DotSlot* d_slots = nullptr;        // num_tables entries, spec order
   int num_tables = 0;
-  int dim = 0;  // width d of every vector
+  int dim = 0;                    // width d of every vector
   const float* d_user = nullptr;  // [requests, user_ld]
   int user_ld = 0;
   const float* d_item = nullptr;  // [candidates, item_ld]
@@ -27,7 +27,7 @@ struct DotArgs {
   // and is read from there; the dots are written from column z_width on.
   float* d_h = nullptr;
   int h_ld = 0;
-  int z_width = 0;  // 0 or dim
+  int z_width = 0;              // 0 or dim
   uint32_t max_candidates = 0;  // grid bound (size bucket)
 };
 

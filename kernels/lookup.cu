@@ -103,7 +103,8 @@ __device__ void PoolVectors(const Bag& bag, int units, bool mean, int lane, int 
       for (int u = 0; u < kUnroll; ++u) {
         const int32_t row = bag.rows[j + u];
         w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
-        q[u] = __ldg(reinterpret_cast<const int4*>(bag.base + static_cast<size_t>(row) * bag.stride) + v);
+        q[u] = __ldg(
+            reinterpret_cast<const int4*>(bag.base + static_cast<size_t>(row) * bag.stride) + v);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -114,8 +115,10 @@ __device__ void PoolVectors(const Bag& bag, int units, bool mean, int lane, int 
     for (; j < bag.end; ++j) {
       const int32_t row = bag.rows[j];
       const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
-      Row<T>::Add(__ldg(reinterpret_cast<const int4*>(bag.base + static_cast<size_t>(row) * bag.stride) + v),
-                  w, acc);
+      Row<T>::Add(
+          __ldg(reinterpret_cast<const int4*>(bag.base + static_cast<size_t>(row) * bag.stride) +
+                v),
+          w, acc);
       wsum += w;
     }
     float* out = bag.out + v * kE;
@@ -212,9 +215,12 @@ __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs 
       const uint32_t c = task / a.item_tables;
       const LookupTable t = a.d_tables[a.user_tables + task % a.item_tables];
       const uint32_t* begin = Section<uint32_t>(a.d_batch, h->item_bag_begin);
-      const Bag bag{nullptr, 0, Section<int32_t>(a.d_batch, h->item_rows),
+      const Bag bag{nullptr,
+                    0,
+                    Section<int32_t>(a.d_batch, h->item_rows),
                     weighted ? Section<float>(a.d_batch, h->item_weights) : nullptr,
-                    begin[task], begin[task + 1],
+                    begin[task],
+                    begin[task + 1],
                     a.d_item_out + static_cast<size_t>(c) * a.item_ld + t.out_col};
       PoolBag(bag, t, a, lane, kLanes);
     } else if (task < item_bags + user_bags) {
@@ -222,19 +228,22 @@ __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs 
       const uint32_t r = b / a.user_tables;
       const LookupTable t = a.d_tables[b % a.user_tables];
       const uint32_t* begin = Section<uint32_t>(a.d_batch, h->user_bag_begin);
-      const Bag bag{nullptr, 0, Section<int32_t>(a.d_batch, h->user_rows),
+      const Bag bag{nullptr,
+                    0,
+                    Section<int32_t>(a.d_batch, h->user_rows),
                     weighted ? Section<float>(a.d_batch, h->user_weights) : nullptr,
-                    begin[b], begin[b + 1],
+                    begin[b],
+                    begin[b + 1],
                     a.d_user_out + static_cast<size_t>(r) * a.user_ld + t.out_col};
       PoolBag(bag, t, a, lane, kLanes);
     } else {
       const uint32_t c = task - item_bags - user_bags;
       const uint32_t r =
           RequestOfCandidate(Section<uint32_t>(a.d_batch, h->candidate_begin), h->num_requests, c);
-      const float* user = Section<float>(a.d_batch, h->user_dense) +
-                          static_cast<size_t>(r) * a.dense_user;
-      const float* item = Section<float>(a.d_batch, h->item_dense) +
-                          static_cast<size_t>(c) * a.dense_item;
+      const float* user =
+          Section<float>(a.d_batch, h->user_dense) + static_cast<size_t>(r) * a.dense_user;
+      const float* item =
+          Section<float>(a.d_batch, h->item_dense) + static_cast<size_t>(c) * a.dense_item;
       float* out = a.d_dense_out + static_cast<size_t>(c) * a.dense_ld;
       for (int e = lane; e < a.dense_user + a.dense_item; e += kLanes) {
         out[e] = e < a.dense_user ? user[e] : item[e - a.dense_user];
@@ -265,7 +274,8 @@ __global__ void __launch_bounds__(kThreads) GatherUniqueRowsKernel(const GatherA
       }
     } else {
       for (uint32_t k = lane; k < t.row_bytes / 2; k += 32) {
-        reinterpret_cast<uint16_t*>(dst)[k] = __ldg(reinterpret_cast<const unsigned short*>(src) + k);
+        reinterpret_cast<uint16_t*>(dst)[k] =
+            __ldg(reinterpret_cast<const unsigned short*>(src) + k);
       }
     }
   }

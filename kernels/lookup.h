@@ -5,9 +5,9 @@
 #ifndef FUSERANK_KERNELS_LOOKUP_H_
 #define FUSERANK_KERNELS_LOOKUP_H_
 
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "kernels/descriptors.h"
 

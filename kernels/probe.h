@@ -3,9 +3,9 @@
 #ifndef FUSERANK_KERNELS_PROBE_H_
 #define FUSERANK_KERNELS_PROBE_H_
 
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 namespace fuserank::kernels {
 

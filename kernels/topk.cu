@@ -1,9 +1,8 @@
 // The only translation unit that includes CUB (nvcc is slow on it): a block radix sort
 // per request segment, in four block shapes.
+#include <cstdint>
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_radix_sort.cuh>
-
-#include <cstdint>
 
 #include "kernels/batch_layout.h"
 #include "kernels/topk.h"

@@ -4,9 +4,9 @@
 #ifndef FUSERANK_KERNELS_TOPK_H_
 #define FUSERANK_KERNELS_TOPK_H_
 
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "kernels/descriptors.h"
 

@@ -179,9 +179,10 @@ void ReadServer(const YAML::Node& node, ConfigErrors* errors, ServerConfig* serv
 void ReadEngine(const YAML::Node& node, ConfigErrors* errors, EngineConfig* engine) {
   using engine::DeviceChoice;
   MapReader r(node, "engine", errors);
-  r.Enum("device",
-         {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}},
-         &engine->device);
+  r.Enum(
+      "device",
+      {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}},
+      &engine->device);
   r.Int("gpu", &engine->gpu);
   r.Int("streams", &engine->streams);
   r.Int("max_batch_candidates", &engine->max_batch_candidates);
@@ -283,8 +284,8 @@ absl::StatusOr<Config> ParseConfig(absl::string_view yaml_text, absl::string_vie
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot read the config: ",
-                                            std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot read the config: ", std::strerror(errno)));
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -351,8 +352,7 @@ std::string EffectiveConfigYaml(const Config& c) {
   out << YAML::Key << "hot_rows_per_table" << YAML::Value << c.cache.hot_rows_per_table;
   out << YAML::Key << "policy" << YAML::Value
       << (c.cache.policy == CachePolicy::kStatic ? "static" : "frequency");
-  out << YAML::Key << "rebuild_interval_seconds" << YAML::Value
-      << c.cache.rebuild_interval_seconds;
+  out << YAML::Key << "rebuild_interval_seconds" << YAML::Value << c.cache.rebuild_interval_seconds;
   out << YAML::Key << "placement" << YAML::Value
       << (c.cache.placement == CachePlacement::kDevice ? "device" : "host");
   out << YAML::Key << "shared_memory_rows" << YAML::Value << c.cache.shared_memory_rows;
@@ -375,8 +375,7 @@ std::string EffectiveConfigYaml(const Config& c) {
   out << YAML::Key << "level" << YAML::Value << c.logging.level;
   out << YAML::Key << "format" << YAML::Value
       << (c.logging.format == LogFormat::kText ? "text" : "json");
-  out << YAML::Key << "access_log_sample" << YAML::Value
-      << DoubleText(c.logging.access_log_sample);
+  out << YAML::Key << "access_log_sample" << YAML::Value << DoubleText(c.logging.access_log_sample);
   out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str());

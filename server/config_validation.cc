@@ -37,9 +37,8 @@ bool IsDnsName(absl::string_view host) {
 
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("must be host:port (e.g. 0.0.0.0:8700 or [::]:8700), got '", address,
-                     "': ", why));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "must be host:port (e.g. 0.0.0.0:8700 or [::]:8700), got '", address, "': ", why));
   };
   const size_t colon = address.rfind(':');
   if (colon == absl::string_view::npos) return bad("no port");
@@ -153,10 +152,10 @@ void CheckEngine(const Config& config, ConfigErrors* errors) {
   CheckRange("engine.max_batch_candidates", engine.max_batch_candidates, 1, 1 << 22, errors);
   if (engine.max_batch_candidates < config.server.max_candidates &&
       engine.max_batch_candidates >= 1) {
-    errors->Add("engine.max_batch_candidates",
-                absl::StrCat("must be at least server.max_candidates (",
-                             config.server.max_candidates, ") so that one request fits, got ",
-                             engine.max_batch_candidates));
+    errors->Add(
+        "engine.max_batch_candidates",
+        absl::StrCat("must be at least server.max_candidates (", config.server.max_candidates,
+                     ") so that one request fits, got ", engine.max_batch_candidates));
   }
   CheckRange("engine.max_batch_wait_us", engine.max_batch_wait_us, 0, 1000000, errors);
   CheckRange("engine.queue_capacity", engine.queue_capacity, 1, 1 << 20, errors);
@@ -169,8 +168,8 @@ void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
   CheckRange("cache.shared_memory_rows", cache.shared_memory_rows, 0, 1 << 20, errors);
   if (cache.shared_memory_rows > cache.hot_rows_per_table) {
     errors->Add("cache.shared_memory_rows",
-                absl::StrCat("must not exceed cache.hot_rows_per_table (",
-                             cache.hot_rows_per_table, "), got ", cache.shared_memory_rows));
+                absl::StrCat("must not exceed cache.hot_rows_per_table (", cache.hot_rows_per_table,
+                             "), got ", cache.shared_memory_rows));
   }
 }
 
@@ -192,13 +191,12 @@ void CheckModels(const std::vector<ModelConfig>& models, ConfigErrors* errors) {
 
 void CheckLogging(const LoggingConfig& logging, ConfigErrors* errors) {
   static constexpr absl::string_view kLevels[] = {"trace", "debug",    "info", "warn",
-                                                 "error", "critical", "off"};
+                                                  "error", "critical", "off"};
   bool known = false;
   for (absl::string_view level : kLevels) known |= logging.level == level;
   if (!known) {
-    errors->Add("logging.level",
-                absl::StrCat("must be one of ", absl::StrJoin(kLevels, "|"), ", got '",
-                             logging.level, "'"));
+    errors->Add("logging.level", absl::StrCat("must be one of ", absl::StrJoin(kLevels, "|"),
+                                              ", got '", logging.level, "'"));
   }
   CheckRange("logging.access_log_sample", logging.access_log_sample, 0.0, 1.0, errors);
 }

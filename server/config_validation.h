@@ -5,11 +5,11 @@
 #define FUSERANK_SERVER_CONFIG_VALIDATION_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/config.h"
 
 namespace fuserank::server {

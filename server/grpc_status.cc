@@ -24,8 +24,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   // absl::StatusCode and grpc::StatusCode share their numbering (both are the canonical
   // codes of google.rpc.Code).
   const int code = static_cast<int>(status.code());
-  const grpc::StatusCode grpc_code = code >= 1 && code <= 16 ? static_cast<grpc::StatusCode>(code)
-                                                             : grpc::StatusCode::UNKNOWN;
+  const grpc::StatusCode grpc_code =
+      code >= 1 && code <= 16 ? static_cast<grpc::StatusCode>(code) : grpc::StatusCode::UNKNOWN;
   return grpc::Status(grpc_code, Truncate(status.message()));
 }
 

@@ -3,9 +3,9 @@
 #ifndef FUSERANK_SERVER_GRPC_STATUS_H_
 #define FUSERANK_SERVER_GRPC_STATUS_H_
 
-#include <cstddef>
-
 #include <grpcpp/support/status.h>
+
+#include <cstddef>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"

@@ -56,8 +56,8 @@ class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
 }  // namespace
 
 void ConfigureLogging(const LoggingConfig& config) {
-  auto logger = std::make_shared<spdlog::logger>(
-      "fuserank", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>("fuserank",
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   if (config.format == LogFormat::kJson) {
     formatter->add_flag<JsonEscapedMessage>('*').set_pattern(

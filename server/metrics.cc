@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/family.h>
@@ -7,9 +9,6 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,8 +24,7 @@
 namespace fuserank::server {
 namespace {
 
-constexpr const char* kRpcNames[kNumRpcs] = {"Rank", "SetHotRows", "GetHotRows",
-                                             "RebuildHotRows"};
+constexpr const char* kRpcNames[kNumRpcs] = {"Rank", "SetHotRows", "GetHotRows", "RebuildHotRows"};
 // In the order of enum Stage.
 constexpr const char* kStageNames[kNumStages] = {"decode", "queue", "lookup", "cross",
                                                  "dnn",    "topk",  "encode"};
@@ -61,16 +59,17 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Register(*registry_);
   for (int r = 0; r < kNumRpcs; ++r) {
     for (int code = 0; code < kNumGrpcCodes; ++code) {
-      requests_[r][code] = &requests.Add(
-          {{"rpc", kRpcNames[r]},
-           {"code", std::string(GrpcCodeName(static_cast<grpc::StatusCode>(code)))}});
+      requests_[r][code] =
+          &requests.Add({{"rpc", kRpcNames[r]},
+                         {"code", std::string(GrpcCodeName(static_cast<grpc::StatusCode>(code)))}});
     }
     request_duration_[r] = &duration.Add({{"rpc", kRpcNames[r]}}, LatencyBuckets());
   }
   auto& stages = prometheus::BuildHistogram()
                      .Name("fuserank_stage_duration_seconds")
-                     .Help("Time per request-path stage: decode, queue, lookup, cross, dnn, "
-                           "topk, encode")
+                     .Help(
+                         "Time per request-path stage: decode, queue, lookup, cross, dnn, "
+                         "topk, encode")
                      .Register(*registry_);
   for (int s = 0; s < kNumStages; ++s) {
     stage_duration_[s] = &stages.Add({{"stage", kStageNames[s]}}, LatencyBuckets());
@@ -96,8 +95,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Register(*registry_);
   cache_lookups_ = &prometheus::BuildCounter()
                         .Name("fuserank_embedding_cache_lookups_total")
-                        .Help("Embedding row lookups by table, served from the hot set (hit) "
-                              "or not (miss)")
+                        .Help(
+                            "Embedding row lookups by table, served from the hot set (hit) "
+                            "or not (miss)")
                         .Register(*registry_);
   hot_rows_ = &prometheus::BuildGauge()
                    .Name("fuserank_hot_rows")
@@ -156,9 +156,9 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& list
     metrics->port_ = ports.empty() ? 0 : ports[0];
     metrics->host_ = listen.substr(0, listen.rfind(':'));
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "server.metrics_listen: cannot serve /metrics on '", listen, "': ", e.what(),
-        " (is the port in use? IPv6 addresses are not supported here)"));
+    return absl::UnavailableError(
+        absl::StrCat("server.metrics_listen: cannot serve /metrics on '", listen, "': ", e.what(),
+                     " (is the port in use? IPv6 addresses are not supported here)"));
   }
   return metrics;
 }

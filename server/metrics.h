@@ -4,11 +4,11 @@
 #ifndef FUSERANK_SERVER_METRICS_H_
 #define FUSERANK_SERVER_METRICS_H_
 
+#include <grpcpp/support/status.h>
+
 #include <array>
 #include <memory>
 #include <string>
-
-#include <grpcpp/support/status.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"

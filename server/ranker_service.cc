@@ -1,11 +1,11 @@
 #include "server/ranker_service.h"
 
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
+
 #include <chrono>
 #include <random>
 #include <utility>
-
-#include <grpcpp/support/proto_buffer_reader.h>
-#include <grpcpp/support/proto_buffer_writer.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
@@ -26,8 +26,7 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& context) {
   const auto deadline = context.deadline();
   const auto system_now = std::chrono::system_clock::now();
   if (deadline >= system_now + std::chrono::hours(24)) return Clock::time_point::max();
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(deadline - system_now);
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - system_now);
 }
 
 bool Sampled(double fraction) {
@@ -87,9 +86,8 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
   const grpc::Status parsed =
       grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::RankRequest>(&wire, &call->request);
   if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request is not a valid fuserank.v1.RankRequest: ",
-                     parsed.error_message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request is not a valid fuserank.v1.RankRequest: ", parsed.error_message()));
   }
   ASSIGN_OR_RETURN(ServedModel * served, models_->Find(call->request.model()));
   call->served = served;
@@ -139,8 +137,8 @@ absl::Status RankerService::Encode(Call* call, const engine::RequestResult& resu
   response.mutable_items()->Reserve(static_cast<int>(result.items.size()));
   for (const engine::ScoredIndex& scored : result.items) {
     if (scored.index >= static_cast<uint32_t>(n)) {
-      return absl::InternalError(absl::StrCat("the engine returned candidate ", scored.index,
-                                              " of a request with ", n));
+      return absl::InternalError(
+          absl::StrCat("the engine returned candidate ", scored.index, " of a request with ", n));
     }
     v1::ScoredItem* item = response.add_items();
     item->set_item_id(call->request.candidates(static_cast<int>(scored.index)).item_id());
@@ -164,10 +162,9 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
   metrics_->AddInflight(-1);
   if (Sampled(options_.access_log_sample)) {
     spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}{}{}",
-                 call->request.request_id(), call->request.model(),
-                 call->request.candidates_size(), call->request.top_k(),
-                 std::string(GrpcCodeName(status.error_code())), seconds * 1e3,
-                 status.ok() ? "" : " error=", status.error_message());
+                 call->request.request_id(), call->request.model(), call->request.candidates_size(),
+                 call->request.top_k(), std::string(GrpcCodeName(status.error_code())),
+                 seconds * 1e3, status.ok() ? "" : " error=", status.error_message());
   }
   grpc::ServerUnaryReactor* reactor = call->reactor;
   ReleaseCall(std::unique_ptr<Call>(call));

@@ -6,16 +6,16 @@
 #ifndef FUSERANK_SERVER_RANKER_SERVICE_H_
 #define FUSERANK_SERVER_RANKER_SERVICE_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/status.h"
-#include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "engine/batcher.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "server/metrics.h"
@@ -28,8 +28,7 @@ struct RankerOptions {
   double access_log_sample = 0.0;        // logging.access_log_sample
 };
 
-class RankerService final
-    : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ranker::Service> {
+class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ranker::Service> {
  public:
   // `models` and `metrics` must outlive the service.
   RankerService(const ServedModels* models, Metrics* metrics, RankerOptions options);

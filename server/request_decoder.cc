@@ -31,8 +31,8 @@ absl::Status AppendDense(const google::protobuf::RepeatedField<float>& values, i
                          : absl::StrCat("candidates[", candidate, "].dense");
   };
   if (values.size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(path(), ": model '", model, "' takes ",
-                                                   expected, " ", side, " dense values, got ",
+    return absl::InvalidArgumentError(absl::StrCat(path(), ": model '", model, "' takes ", expected,
+                                                   " ", side, " dense values, got ",
                                                    values.size()));
   }
   for (int i = 0; i < values.size(); ++i) {
@@ -112,13 +112,13 @@ absl::Status RequestDecoder::AppendImpl(const v1::RankRequest& request,
                                                    " candidates exceed server.max_candidates (",
                                                    limits_.max_candidates, ")"));
   }
-  RETURN_IF_ERROR(
-      AppendDense(request.user_dense(), spec.dense_user, "user", -1, spec.name, &batch->user_dense));
+  RETURN_IF_ERROR(AppendDense(request.user_dense(), spec.dense_user, "user", -1, spec.name,
+                              &batch->user_dense));
   RETURN_IF_ERROR(AppendBags(request.user_features(), Side::kUser, -1, &batch->user));
   for (int c = 0; c < n; ++c) {
     const v1::Candidate& candidate = request.candidates(c);
-    RETURN_IF_ERROR(AppendDense(candidate.dense(), spec.dense_item, "item", c, spec.name,
-                                &batch->item_dense));
+    RETURN_IF_ERROR(
+        AppendDense(candidate.dense(), spec.dense_item, "item", c, spec.name, &batch->item_dense));
     RETURN_IF_ERROR(AppendBags(candidate.features(), Side::kItem, c, &batch->item));
   }
   batch->candidate_begin.push_back(batch->candidate_begin.back() + static_cast<uint32_t>(n));
@@ -139,16 +139,15 @@ absl::Status RequestDecoder::AppendBags(const Features& features, Side side, int
   for (size_t slot = 0; slot < order.size(); ++slot) {
     const int k = slot_feature[slot];
     if (k >= 0) {
-      RETURN_IF_ERROR(
-          AppendBag(features[k], model_->tables()[order[slot]], k, candidate, bags));
+      RETURN_IF_ERROR(AppendBag(features[k], model_->tables()[order[slot]], k, candidate, bags));
     }
     bags->bag_begin.push_back(static_cast<uint32_t>(bags->rows.size()));
   }
   return absl::OkStatus();
 }
 
-absl::Status RequestDecoder::CheckFeature(const Features& features, int k, Side side,
-                                          int candidate, int* slot_feature) const {
+absl::Status RequestDecoder::CheckFeature(const Features& features, int k, Side side, int candidate,
+                                          int* slot_feature) const {
   const v1::Feature& feature = features[k];
   auto it = tables_.find(feature.name());
   if (it == tables_.end()) {
@@ -176,10 +175,10 @@ absl::Status RequestDecoder::CheckFeature(const Features& features, int k, Side 
         "' exceed server.max_ids_per_feature (", limits_.max_ids_per_feature, ")"));
   }
   if (feature.weights_size() != 0 && feature.weights_size() != feature.ids_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        FeaturePath(candidate, k), ": ", feature.weights_size(), " weights for ",
-        feature.ids_size(), " ids of table '", feature.name(),
-        "'; send one weight per id, or none"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(FeaturePath(candidate, k), ": ", feature.weights_size(), " weights for ",
+                     feature.ids_size(), " ids of table '", feature.name(),
+                     "'; send one weight per id, or none"));
   }
   return absl::OkStatus();
 }

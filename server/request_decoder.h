@@ -48,8 +48,8 @@ class RequestDecoder {
                           engine::BagSet* bags) const;
   absl::Status CheckFeature(const Features& features, int k, engine::Side side, int candidate,
                             int* slot_feature) const;
-  absl::Status AppendBag(const v1::Feature& feature, const engine::EmbeddingTable& table,
-                         int k, int candidate, engine::BagSet* bags) const;
+  absl::Status AppendBag(const v1::Feature& feature, const engine::EmbeddingTable& table, int k,
+                         int candidate, engine::BagSet* bags) const;
   std::string TableNames(engine::Side side) const;
 
   std::shared_ptr<const engine::Model> model_;

@@ -31,10 +31,9 @@ absl::StatusOr<ServedModel*> ServedModels::Find(absl::string_view name) const {
   if (it != by_name_.end()) return it->second;
   std::vector<absl::string_view> names;
   for (const auto& model : models_) names.push_back(model->name);
-  return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded; loaded models: ",
-                                          absl::StrJoin(names, ", "),
-                                          " (leave `model` empty for the default, '",
-                                          names.empty() ? "" : names.front(), "')"));
+  return absl::NotFoundError(absl::StrCat(
+      "model '", name, "' is not loaded; loaded models: ", absl::StrJoin(names, ", "),
+      " (leave `model` empty for the default, '", names.empty() ? "" : names.front(), "')"));
 }
 
 void ServedModels::ShutdownBatchers() {

@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -7,9 +10,6 @@
 #include <mutex>
 #include <sstream>
 #include <utility>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend_factory.h"
@@ -66,8 +66,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsCo
   if (!tls.client_ca_file.empty()) {
     ASSIGN_OR_RETURN(options.pem_root_certs,
                      ReadFile(tls.client_ca_file, "server.tls.client_ca_file"));
-    options.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(options);
 }
@@ -127,14 +126,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   RankerOptions ranker_options;
   ranker_options.max_request_bytes = config.server.max_request_bytes;
   ranker_options.access_log_sample = config.logging.access_log_sample;
-  server->ranker_ = std::make_unique<RankerService>(server->models_.get(),
-                                                    server->metrics_.get(), ranker_options);
+  server->ranker_ = std::make_unique<RankerService>(server->models_.get(), server->metrics_.get(),
+                                                    ranker_options);
   server->admin_ = std::make_unique<AdminService>(server->metrics_.get());
   RETURN_IF_ERROR(server->StartGrpc());
-  spdlog::info("serving fuserank.v1.Ranker on {} (port {}), admin on {} (port {}), metrics on "
-               "{} (port {})",
-               config.server.listen, server->port_, config.server.admin_listen,
-               server->admin_port_, config.server.metrics_listen, server->metrics_port());
+  auto where = [](const std::string& address, int port) {
+    return address.empty() ? std::string("off") : absl::StrCat(address, " (port ", port, ")");
+  };
+  spdlog::info("serving fuserank.v1.Ranker on {}; admin: {}; metrics: {}",
+               where(config.server.listen, server->port_),
+               where(config.server.admin_listen, server->admin_port_),
+               where(config.server.metrics_listen, server->metrics_port()));
   return server;
 }
 
@@ -192,9 +194,10 @@ void Server::Shutdown() {
   if (ranker_ != nullptr) {
     ranker_->StartShutdown();
     if (!ranker_->WaitIdle(absl::Now() + absl::Seconds(config_.server.shutdown_grace_seconds))) {
-      spdlog::warn("calls still in flight after server.shutdown_grace_seconds ({} s) are "
-                   "cancelled",
-                   config_.server.shutdown_grace_seconds);
+      spdlog::warn(
+          "calls still in flight after server.shutdown_grace_seconds ({} s) are "
+          "cancelled",
+          config_.server.shutdown_grace_seconds);
     }
   }
   const auto now = std::chrono::system_clock::now();

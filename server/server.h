@@ -5,10 +5,10 @@
 #ifndef FUSERANK_SERVER_SERVER_H_
 #define FUSERANK_SERVER_SERVER_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -122,15 +122,17 @@ void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bo
       topk.push_back(result.stages.topk);
     }
     const auto& stats = (*backend)->stats(0);
-    std::printf("batch of %4u: graphs %-3s reorder %d  device %7.1f us (p99 %7.1f)  wall %7.1f us"
-                "  launches %d",
-                n, graphs ? "on" : "off", reorder ? 1 : 0, Median(device) * 1e6,
-                Percentile(device, 0.99) * 1e6, Median(wall) * 1e6, stats.last_launches);
+    std::printf(
+        "batch of %4u: graphs %-3s reorder %d  device %7.1f us (p99 %7.1f)  wall %7.1f us"
+        "  launches %d",
+        n, graphs ? "on" : "off", reorder ? 1 : 0, Median(device) * 1e6,
+        Percentile(device, 0.99) * 1e6, Median(wall) * 1e6, stats.last_launches);
     if (!graphs) {
       std::printf("  [lookup %.1f cross %.1f dnn %.1f topk %.1f us]", Median(lookup) * 1e6,
                   Median(cross) * 1e6, Median(dnn) * 1e6, Median(topk) * 1e6);
     }
-    std::printf("%s\n", stats.graph_error.empty() ? "" : (" graph error: " + stats.graph_error).c_str());
+    std::printf("%s\n",
+                stats.graph_error.empty() ? "" : (" graph error: " + stats.graph_error).c_str());
     JsonLine("batch")
         .Add("candidates", n)
         .Add("graphs", graphs ? 1 : 0)
@@ -167,8 +169,8 @@ int main(int argc, char** argv) {
   const double copy_gbps = CopyBandwidth(timer);
   RunLookupBenches(timer, copy_gbps);
 
-  auto model = fuserank::testing::BuildTestModel(
-      fuserank::testing::MakeRandomModel(BenchSpec(), 3));
+  auto model =
+      fuserank::testing::BuildTestModel(fuserank::testing::MakeRandomModel(BenchSpec(), 3));
   if (!model.ok()) {
     std::fprintf(stderr, "bench model: %s\n", model.status().ToString().c_str());
     return 1;

@@ -121,9 +121,10 @@ void RunOne(DeviceTimer& timer, const DeviceBuffer& desc, const Config& cfg, dou
   // Rows read and their indices, bag offsets read, pooled vectors written.
   const double bytes = lookups * (kRowBytes + 4) + bags * (4.0 + kRowBytes);
   const double gbps = bytes / t / 1e9;
-  std::printf("lookup %8.0f lookups bag %d %-7s reorder %d: %8.1f us %7.0f GB/s (%3.0f%% of copy)\n",
-              lookups, cfg.bag, cfg.zipf ? "zipf" : "uniform", cfg.reorder ? 1 : 0, t * 1e6, gbps,
-              100 * gbps / copy_gbps);
+  std::printf(
+      "lookup %8.0f lookups bag %d %-7s reorder %d: %8.1f us %7.0f GB/s (%3.0f%% of copy)\n",
+      lookups, cfg.bag, cfg.zipf ? "zipf" : "uniform", cfg.reorder ? 1 : 0, t * 1e6, gbps,
+      100 * gbps / copy_gbps);
   JsonLine("lookup")
       .Add("lookups", lookups)
       .Add("bag", cfg.bag)
@@ -151,14 +152,14 @@ void RunLookupBenches(DeviceTimer& timer, double copy_gbps) {
     desc[t].out_col = t * kDim;
   }
   DeviceBuffer d_desc = MustAllocate(desc.size() * sizeof(desc[0]), "descriptors");
-  Check(cudaMemcpy(d_desc.get(), desc.data(), desc.size() * sizeof(desc[0]),
-                   cudaMemcpyHostToDevice),
-        "copy descriptors");
+  Check(
+      cudaMemcpy(d_desc.get(), desc.data(), desc.size() * sizeof(desc[0]), cudaMemcpyHostToDevice),
+      "copy descriptors");
   Check(cudaDeviceSynchronize(), "copy descriptors");
   const Config configs[] = {
-      {4096, 1, false, false},  {16384, 1, false, false}, {65536, 1, false, false},
-      {8192, 8, false, false},  {16384, 1, true, false},  {16384, 1, true, true},
-      {8192, 8, true, false},   {8192, 8, true, true},
+      {4096, 1, false, false}, {16384, 1, false, false}, {65536, 1, false, false},
+      {8192, 8, false, false}, {16384, 1, true, false},  {16384, 1, true, true},
+      {8192, 8, true, false},  {8192, 8, true, true},
   };
   for (const Config& c : configs) RunOne(timer, d_desc, c, copy_gbps);
 }

@@ -123,7 +123,8 @@ class BatchPacker {
  private:
   template <typename T>
   static void Put(void* dst, uint32_t offset, const std::vector<T>& v) {
-    if (!v.empty()) std::memcpy(static_cast<unsigned char*>(dst) + offset, v.data(), v.size() * sizeof(T));
+    if (!v.empty())
+      std::memcpy(static_cast<unsigned char*>(dst) + offset, v.data(), v.size() * sizeof(T));
   }
 
   static bool AllOnes(const std::vector<float>& w) {
@@ -134,8 +135,8 @@ class BatchPacker {
                                 const std::vector<int64_t>& rows, const char* side) {
     const size_t tables = rows.size();
     if (bags.bag_begin.empty() || bags.num_bags() != size_t{owners} * tables ||
-        bags.bag_begin.front() != 0 ||
-        bags.bag_begin.back() != bags.rows.size() || bags.weights.size() != bags.rows.size()) {
+        bags.bag_begin.front() != 0 || bags.bag_begin.back() != bags.rows.size() ||
+        bags.weights.size() != bags.rows.size()) {
       return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bags do not match"));
     }
     for (size_t b = 0; b < bags.num_bags(); ++b) {

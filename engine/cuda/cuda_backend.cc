@@ -1,9 +1,9 @@
 #include "engine/cuda/cuda_backend.h"
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <utility>
-
-#include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_probe.h"
@@ -22,7 +22,8 @@ absl::Status CheckServable(const GpuLayout& g) {
   const int n = g.user_tables + g.item_tables + (g.z_width > 0 ? 1 : 0);
   if (kernels::DotSharedBytesPerWarp(n, g.dim) > kMaxDotSharedBytes) {
     return absl::UnimplementedError(absl::StrCat("dot interaction of ", n, " vectors of width ",
-                                                 g.dim, " needs more than 48 KiB of shared "
+                                                 g.dim,
+                                                 " needs more than 48 KiB of shared "
                                                  "memory per warp"));
   }
   return absl::OkStatus();
@@ -30,9 +31,9 @@ absl::Status CheckServable(const GpuLayout& g) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
-    std::shared_ptr<const Model> model, const BackendOptions& options,
-    const CudaOptions& cuda_options) {
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr<const Model> model,
+                                                                 const BackendOptions& options,
+                                                                 const CudaOptions& cuda_options) {
   if (model == nullptr) return absl::InvalidArgumentError("CudaBackend: no model");
   if (options.workers < 1 || options.max_batch_candidates < 1) {
     return absl::InvalidArgumentError("CudaBackend: workers and max_batch_candidates must be >= 1");
@@ -50,7 +51,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   sh.cuda_graphs = options.cuda_graphs;
   sh.reorder_ids = cuda_options.reorder_ids;
   sh.max_bucket = kernels::CandidateBucket(static_cast<uint32_t>(options.max_batch_candidates));
-  for (uint32_t n = kernels::kMinCandidateBucket; n <= sh.max_bucket; n *= 2) sh.buckets.push_back(n);
+  for (uint32_t n = kernels::kMinCandidateBucket; n <= sh.max_bucket; n *= 2)
+    sh.buckets.push_back(n);
   sh.workspace_bytes = cuda_options.workspace_bytes;
   sh.pack_info = MakePackInfo(m);
 

@@ -3,10 +3,10 @@
 #ifndef FUSERANK_ENGINE_CUDA_CUDA_HANDLES_H_
 #define FUSERANK_ENGINE_CUDA_CUDA_HANDLES_H_
 
-#include <utility>
-
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_status.h"

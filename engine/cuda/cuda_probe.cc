@@ -1,8 +1,8 @@
 #include "engine/cuda/cuda_probe.h"
 
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,8 +39,8 @@ absl::StatusOr<std::string> ProbeCudaDevice(int gpu) {
     return Unusable(absl::StrCat("cudaGetDeviceProperties: ", ErrorText(e)));
   }
   if (prop.major < 8) {
-    return Unusable(absl::StrCat(prop.name, " has compute capability ", prop.major, ".",
-                                 prop.minor, "; the module needs 8.0 or newer"));
+    return Unusable(absl::StrCat(prop.name, " has compute capability ", prop.major, ".", prop.minor,
+                                 "; the module needs 8.0 or newer"));
   }
   // Device code must actually run here (a missing architecture fails now, not later).
   absl::StatusOr<DeviceBuffer> probe = DeviceBuffer::Allocate(sizeof(uint32_t), "probe");

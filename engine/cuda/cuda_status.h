@@ -3,14 +3,14 @@
 #ifndef FUSERANK_ENGINE_CUDA_CUDA_STATUS_H_
 #define FUSERANK_ENGINE_CUDA_CUDA_STATUS_H_
 
-#include <string>
-#include "absl/strings/string_view.h"
-
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace fuserank::engine::cuda {
 
@@ -18,8 +18,8 @@ namespace fuserank::engine::cuda {
 // call (`what`) and the runtime's error name and text.
 inline absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
   if (err == cudaSuccess) return absl::OkStatus();
-  const std::string message = absl::StrCat(what, ": ", cudaGetErrorName(err), " (",
-                                           cudaGetErrorString(err), ")");
+  const std::string message =
+      absl::StrCat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
   if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }
@@ -36,20 +36,20 @@ inline absl::Status CublasStatus(cublasStatus_t st, absl::string_view what) {
 }  // namespace fuserank::engine::cuda
 
 // Returns from the enclosing function when a CUDA runtime call fails; `what` names it.
-#define RETURN_IF_CUDA_ERROR(expr, what)                                            \
-  do {                                                                              \
-    const cudaError_t fuserank_cuda_err_ = (expr);                                  \
-    if (fuserank_cuda_err_ != cudaSuccess) {                                        \
-      return ::fuserank::engine::cuda::CudaStatus(fuserank_cuda_err_, (what));      \
-    }                                                                               \
+#define RETURN_IF_CUDA_ERROR(expr, what)                                       \
+  do {                                                                         \
+    const cudaError_t fuserank_cuda_err_ = (expr);                             \
+    if (fuserank_cuda_err_ != cudaSuccess) {                                   \
+      return ::fuserank::engine::cuda::CudaStatus(fuserank_cuda_err_, (what)); \
+    }                                                                          \
   } while (0)
 
-#define RETURN_IF_CUBLAS_ERROR(expr, what)                                          \
-  do {                                                                              \
-    const cublasStatus_t fuserank_cublas_st_ = (expr);                              \
-    if (fuserank_cublas_st_ != CUBLAS_STATUS_SUCCESS) {                             \
-      return ::fuserank::engine::cuda::CublasStatus(fuserank_cublas_st_, (what));   \
-    }                                                                               \
+#define RETURN_IF_CUBLAS_ERROR(expr, what)                                        \
+  do {                                                                            \
+    const cublasStatus_t fuserank_cublas_st_ = (expr);                            \
+    if (fuserank_cublas_st_ != CUBLAS_STATUS_SUCCESS) {                           \
+      return ::fuserank::engine::cuda::CublasStatus(fuserank_cublas_st_, (what)); \
+    }                                                                             \
   } while (0)
 
 #endif  // FUSERANK_ENGINE_CUDA_CUDA_STATUS_H_

@@ -1,10 +1,10 @@
 #include "engine/cuda/cuda_worker.h"
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
-
-#include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
@@ -51,7 +51,8 @@ absl::Status CudaWorker::Allocate() {
   for (Event& e : events_) {
     ASSIGN_OR_RETURN(e, CreateEvent());
   }
-  ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(shared_->workspace_bytes, "cuBLASLt workspace"));
+  ASSIGN_OR_RETURN(workspace_,
+                   DeviceBuffer::Allocate(shared_->workspace_bytes, "cuBLASLt workspace"));
   ASSIGN_OR_RETURN(h_out_, PinnedBuffer::Allocate(n * sizeof(kernels::ScoredPair), "results"));
   ASSIGN_OR_RETURN(d_out_, DeviceBuffer::Allocate(n * sizeof(kernels::ScoredPair), "results"));
   ASSIGN_OR_RETURN(h_logits_, PinnedBuffer::Allocate(n * sizeof(float), "logits"));
@@ -152,8 +153,8 @@ absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool timed)
   void* ws = workspace_.get();
   const size_t ws_bytes = workspace_.bytes();
   if (shared_->bottom != nullptr) {
-    RETURN_IF_ERROR(shared_->bottom->Enqueue(lt_.get(), bucket_index, bottom_io_, ws, ws_bytes,
-                                             s, &launches_));
+    RETURN_IF_ERROR(
+        shared_->bottom->Enqueue(lt_.get(), bucket_index, bottom_io_, ws, ws_bytes, s, &launches_));
   }
   if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[2].get(), s), "cudaEventRecord");
   if (dot) {
@@ -227,8 +228,10 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   const uint32_t rows = std::max(candidates, requests);
   if (rows > shared_->max_bucket) {
     return absl::InvalidArgumentError(absl::StrCat("batch of ", candidates, " candidates and ",
-                                                   requests, " requests exceeds the CUDA "
-                                                   "backend's ", shared_->max_bucket));
+                                                   requests,
+                                                   " requests exceeds the CUDA "
+                                                   "backend's ",
+                                                   shared_->max_bucket));
   }
   ASSIGN_OR_RETURN(const kernels::PackedHeader h, packer_.Plan(batch));
   result->result_begin.assign(packer_.result_begin().begin(), packer_.result_begin().end());
@@ -245,9 +248,9 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   cudaStream_t s = stream_.get();
   launches_ = 0;
   RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[0].get(), s), "cudaEventRecord");
-  RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(d_stage_.get(), h_stage_.get(), h.total_bytes,
-                                       cudaMemcpyHostToDevice, s),
-                       "copy batch to device");
+  RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(d_stage_.get(), h_stage_.get(), h.total_bytes, cudaMemcpyHostToDevice, s),
+      "copy batch to device");
   if (replay) {
     RETURN_IF_CUDA_ERROR(cudaGraphLaunch(graph.get(), s), "cudaGraphLaunch");
     ++launches_;
@@ -321,7 +324,8 @@ void CudaWorker::RankLongRequestsOnHost(const Batch& batch, BatchResult* result)
                         return sa > sb || (sa == sb && a < b);
                       });
     ScoredIndex* out = result->items.data() + result->result_begin[r];
-    for (uint32_t i = 0; i < k; ++i) out[i] = {scratch_index_[i], scratch_score_[scratch_index_[i]]};
+    for (uint32_t i = 0; i < k; ++i)
+      out[i] = {scratch_index_[i], scratch_score_[scratch_index_[i]]};
   }
 }
 

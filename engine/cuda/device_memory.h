@@ -4,15 +4,15 @@
 #ifndef FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_
 #define FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
-
-#include <cuda_runtime_api.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "engine/cuda/cuda_status.h"
 
 namespace fuserank::engine::cuda {

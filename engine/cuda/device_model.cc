@@ -1,8 +1,8 @@
 #include "engine/cuda/device_model.h"
 
-#include <string>
-
 #include <cuda_runtime_api.h>
+
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& mo
       }
       ASSIGN_OR_RETURN(DeviceBuffer w,
                        UploadVector(layer.weight, absl::StrCat(name, ".", l, ".weight")));
-      ASSIGN_OR_RETURN(DeviceBuffer b, UploadVector(layer.bias, absl::StrCat(name, ".", l, ".bias")));
+      ASSIGN_OR_RETURN(DeviceBuffer b,
+                       UploadVector(layer.bias, absl::StrCat(name, ".", l, ".bias")));
       MlpLayerShape s;
       s.in = layer.in;
       s.out = layer.out;

@@ -24,19 +24,19 @@ struct GpuLayout {
   int dense_user = 0;
   int dense_item = 0;
   bool bottom_mlp = false;
-  int z_width = 0;   // 0 without dense features
-  int dim = 0;       // dot: the common vector width
-  int x_ld = 0;      // dense input [candidates, x_ld] (bottom MLP input); 0 without one
-  int h_width = 0;   // first top-layer input width
+  int z_width = 0;  // 0 without dense features
+  int dim = 0;      // dot: the common vector width
+  int x_ld = 0;     // dense input [candidates, x_ld] (bottom MLP input); 0 without one
+  int h_width = 0;  // first top-layer input width
   int h_ld = 0;
-  int user_ld = 0;   // pooled user block [requests, user_ld]
-  int item_ld = 0;   // pooled item block [candidates, item_ld] (dot; concat writes into h)
-  int hidden_ld = 0; // widest hidden activation between MLP layers
-  int lanes = 4;     // lookup lane group
+  int user_ld = 0;    // pooled user block [requests, user_ld]
+  int item_ld = 0;    // pooled item block [candidates, item_ld] (dot; concat writes into h)
+  int hidden_ld = 0;  // widest hidden activation between MLP layers
+  int lanes = 4;      // lookup lane group
   uint32_t gather_stride = 0;  // id-reorder pass: bytes per gathered row
   // Lookup descriptors without device pointers, user tables then item tables.
   std::vector<kernels::LookupTable> lookup;
-  std::vector<int> lookup_spec_index;  // spec index of lookup[k]
+  std::vector<int> lookup_spec_index;             // spec index of lookup[k]
   std::vector<kernels::DotSlot> dot_slots;        // dot: one per table, spec order
   std::vector<kernels::ConcatSlot> concat_slots;  // concat/linear: one per user table
 };
@@ -126,14 +126,15 @@ inline absl::StatusOr<GpuLayout> ComputeGpuLayout(const Model& model) {
     }
   } else {
     g.h_width = concat_width;
-    for (int s : model.user_tables()) g.concat_slots.push_back({out_col[s], h_col[s], tables[s].dim});
+    for (int s : model.user_tables())
+      g.concat_slots.push_back({out_col[s], h_col[s], tables[s].dim});
   }
   g.h_ld = PaddedLd(g.h_width);
   if (!dot) g.item_ld = g.h_ld;
   if (model.top_mlp().empty() || model.top_mlp().front().in != g.h_width ||
       model.top_mlp().back().out != 1) {
-    return absl::InternalError(absl::StrCat("top MLP does not take the interaction width ",
-                                            g.h_width, " to one logit"));
+    return absl::InternalError(
+        absl::StrCat("top MLP does not take the interaction width ", g.h_width, " to one logit"));
   }
   g.hidden_ld = 4;
   for (const auto* mlp : {&model.bottom_mlp(), &model.top_mlp()}) {

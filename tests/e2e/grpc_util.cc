@@ -1,14 +1,13 @@
 #include "tests/e2e/grpc_util.h"
 
 #include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
-
-#include <grpcpp/generic/generic_stub.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -92,8 +91,8 @@ absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
     request.push_back(static_cast<char>(service.size()));
     request += service;
   }
-  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
-                                    FromString(request), &cq);
+  auto call =
+      stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", FromString(request), &cq);
   call->StartCall();
   grpc::ByteBuffer response;
   grpc::Status status;

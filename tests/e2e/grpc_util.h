@@ -4,11 +4,11 @@
 #ifndef FUSERANK_TESTS_E2E_GRPC_UTIL_H_
 #define FUSERANK_TESTS_E2E_GRPC_UTIL_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 

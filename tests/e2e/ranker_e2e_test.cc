@@ -1,6 +1,7 @@
 // The real server in-process on 127.0.0.1:0, called over gRPC: scores against the
 // double-precision reference, top-K order, every bad request of SPEC section 3 (but
 // queue-full, deadline and admin token), health, reflection, admin, metrics.
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +11,6 @@
 #include <functional>
 #include <limits>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "fuserank/v1/admin.grpc.pb.h"
@@ -27,11 +26,11 @@
 namespace fuserank {
 namespace {
 
-using ::testing::HasSubstr;
-using testing::TestModel;
 using engine::Interaction;
 using engine::ModelSpec;
 using engine::Side;
+using ::testing::HasSubstr;
+using testing::TestModel;
 
 constexpr double kTolerance = 5e-5;
 
@@ -483,9 +482,8 @@ TEST_F(RankerE2eTest, MetricsAreServedWithEveryFamily) {
   for (const char* family :
        {"fuserank_requests_total", "fuserank_request_duration_seconds",
         "fuserank_stage_duration_seconds", "fuserank_batch_candidates",
-        "fuserank_embedding_cache_lookups_total", "fuserank_hot_rows",
-        "fuserank_hot_rows_version", "fuserank_inflight_requests", "fuserank_queue_depth",
-        "fuserank_model_info"}) {
+        "fuserank_embedding_cache_lookups_total", "fuserank_hot_rows", "fuserank_hot_rows_version",
+        "fuserank_inflight_requests", "fuserank_queue_depth", "fuserank_model_info"}) {
     EXPECT_THAT(*after, HasSubstr(absl::StrCat("# TYPE ", family, " "))) << family;
   }
   for (const char* stage : {"decode", "queue", "lookup", "cross", "dnn", "topk", "encode"}) {

@@ -42,7 +42,8 @@ int64_t Row(int64_t id, int64_t rows) {
 Vec Pool(const TestModel& model, const TableSpec& table,
          const google::protobuf::RepeatedPtrField<v1::Feature>& features) {
   Vec e(table.dim, 0.0);
-  const std::vector<float>& rows = model.weights.at(absl::StrCat("embeddings.", table.name, ".weight"));
+  const std::vector<float>& rows =
+      model.weights.at(absl::StrCat("embeddings.", table.name, ".weight"));
   for (const v1::Feature& feature : features) {
     if (feature.name() != table.name) continue;
     double weight_sum = 0;
@@ -129,7 +130,8 @@ v1::RankRequest RandomRequest(const TestModel& model, uint64_t seed, int max_can
   request.set_request_id(absl::StrCat("random-", seed));
   request.set_model(spec.name);
   for (const TableSpec& table : spec.tables) {
-    if (table.side == engine::Side::kUser) AddRandomBag(table, &rng, request.mutable_user_features());
+    if (table.side == engine::Side::kUser)
+      AddRandomBag(table, &rng, request.mutable_user_features());
   }
   for (int i = 0; i < spec.dense_user; ++i) request.add_user_dense(normal(rng));
   const int n = std::uniform_int_distribution<int>(1, max_candidates)(rng);
@@ -137,12 +139,15 @@ v1::RankRequest RandomRequest(const TestModel& model, uint64_t seed, int max_can
     v1::Candidate* candidate = request.add_candidates();
     candidate->set_item_id(static_cast<int64_t>(seed) * 1000 + c);
     for (const TableSpec& table : spec.tables) {
-      if (table.side == engine::Side::kItem) AddRandomBag(table, &rng, candidate->mutable_features());
+      if (table.side == engine::Side::kItem)
+        AddRandomBag(table, &rng, candidate->mutable_features());
     }
     for (int i = 0; i < spec.dense_item; ++i) candidate->add_dense(normal(rng));
   }
   const int choice = std::uniform_int_distribution<int>(0, 3)(rng);
-  request.set_top_k(choice == 0 ? 0 : choice == 1 ? n + 3 : std::uniform_int_distribution<int>(1, n)(rng));
+  request.set_top_k(choice == 0   ? 0
+                    : choice == 1 ? n + 3
+                                  : std::uniform_int_distribution<int>(1, n)(rng));
   return request;
 }
 

@@ -1,6 +1,7 @@
 // The real fuserank-server binary as a subprocess: --check-config on good and bad configs,
 // and a clean exit 0 on SIGTERM while serving.
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,12 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <thread>
 #include <string>
+#include <thread>
 
-#include <grpcpp/grpcpp.h>
-
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -40,7 +41,8 @@ Outcome RunServer(const std::string& args) {
   FILE* pipe = popen(absl::StrCat(kServer, " ", args, " 2>&1").c_str(), "r");
   if (pipe == nullptr) return outcome;
   char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) outcome.output.append(buffer, n);
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
+    outcome.output.append(buffer, n);
   const int status = pclose(pipe);
   if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
   return outcome;
@@ -131,12 +133,18 @@ int WaitForPort(int fd, std::string* log, std::chrono::steady_clock::time_point 
   return 0;
 }
 
-TEST_F(ServerProcessTest, SigtermWhileServingExitsZero) {
-  const std::string config = WriteConfig("serve.yaml", ServingConfig());
+struct Served {
+  int exit_code = -1;  // -1: killed by a signal, or never exited
+  std::string log;
+};
+
+// Starts the binary on `config`, checks one Rank call scores right, sends SIGTERM and
+// collects its exit code and whole output.
+Served ServeOneCallThenTerminate(const std::string& config, const testing::TestModel& model) {
+  Served served;
   int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
+  if (pipe(pipe_fds) != 0) return served;
   const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
     dup2(pipe_fds[1], STDOUT_FILENO);
     dup2(pipe_fds[1], STDERR_FILENO);
@@ -145,30 +153,27 @@ TEST_F(ServerProcessTest, SigtermWhileServingExitsZero) {
     _exit(127);
   }
   close(pipe_fds[1]);
-  std::string log;
-  const int port =
-      WaitForPort(pipe_fds[0], &log, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  const int port = WaitForPort(pipe_fds[0], &served.log,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(30));
   if (port == 0) {
+    ADD_FAILURE() << "the server did not start:\n" << served.log;
     kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    FAIL() << "the server did not start:\n" << log;
+  } else {
+    auto stub = v1::Ranker::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    const v1::RankRequest request = testing::RandomRequest(model, 8, 20);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::RankResponse response;
+    const grpc::Status status = stub->Rank(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    const std::vector<double> reference = testing::ReferenceScores(model, request);
+    EXPECT_GT(response.items_size(), 0);
+    for (const v1::ScoredItem& item : response.items()) {
+      EXPECT_NEAR(item.score(), reference[item.index()], 5e-5);
+    }
+    EXPECT_EQ(kill(pid, SIGTERM), 0);
   }
-  // It serves, and scores right.
-  auto stub = v1::Ranker::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-  const v1::RankRequest request = testing::RandomRequest(model_, 8, 20);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::RankResponse response;
-  const grpc::Status status = stub->Rank(&context, request, &response);
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  const std::vector<double> reference = testing::ReferenceScores(model_, request);
-  ASSERT_GT(response.items_size(), 0);
-  for (const v1::ScoredItem& item : response.items()) {
-    EXPECT_NEAR(item.score(), reference[item.index()], 5e-5);
-  }
-
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
   int wait_status = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   pid_t done = 0;
@@ -177,17 +182,46 @@ TEST_F(ServerProcessTest, SigtermWhileServingExitsZero) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (done == 0) {
+    ADD_FAILURE() << "the server did not exit within 30 s of SIGTERM";
     kill(pid, SIGKILL);
     waitpid(pid, &wait_status, 0);
-    FAIL() << "the server did not exit within 30 s of SIGTERM";
   }
   char buffer[4096];
-  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) log.append(buffer, n);
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) {
+    served.log.append(buffer, n);
+  }
   close(pipe_fds[0]);
-  ASSERT_TRUE(WIFEXITED(wait_status)) << "killed by a signal:\n" << log;
-  EXPECT_EQ(WEXITSTATUS(wait_status), 0) << log;
-  EXPECT_THAT(log, HasSubstr("shutting down"));
-  EXPECT_THAT(log, HasSubstr("effective config"));
+  if (done != 0 && WIFEXITED(wait_status)) served.exit_code = WEXITSTATUS(wait_status);
+  return served;
+}
+
+TEST_F(ServerProcessTest, SigtermWhileServingExitsZero) {
+  const Served served =
+      ServeOneCallThenTerminate(WriteConfig("serve.yaml", ServingConfig()), model_);
+  EXPECT_EQ(served.exit_code, 0) << served.log;
+  EXPECT_THAT(served.log, HasSubstr("effective config"));
+  EXPECT_THAT(served.log, HasSubstr("Terminated: shutting down"));
+}
+
+TEST_F(ServerProcessTest, JsonLogsAreOneObjectPerLine) {
+  const std::string config =
+      WriteConfig("json.yaml", ServingConfig() + "logging: {format: json, access_log_sample: 1}\n");
+  const Served served = ServeOneCallThenTerminate(config, model_);
+  EXPECT_EQ(served.exit_code, 0) << served.log;
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(served.log, '\n', absl::SkipEmpty())) {
+    ++lines;
+    EXPECT_TRUE(absl::StartsWith(line, "{\"time\":\"") && absl::EndsWith(line, "\"}"))
+        << "not a JSON object line: " << line;
+    EXPECT_THAT(std::string(line), HasSubstr("\"level\":\""));
+  }
+  EXPECT_GE(lines, 4);
+  // The effective config spans lines: escaped inside one object.
+  EXPECT_THAT(served.log, HasSubstr("effective config"));
+  EXPECT_THAT(served.log, HasSubstr(R"(\n  listen: 127.0.0.1:0\n  admin_listen:)"));
+  EXPECT_THAT(served.log, HasSubstr(R"(admin_token_file: \"\")"));
+  // access_log_sample: 1 logs the one call.
+  EXPECT_THAT(served.log, HasSubstr("rank request_id='random-8'"));
 }
 
 }  // namespace

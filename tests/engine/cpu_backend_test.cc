@@ -33,15 +33,15 @@ using test::RequestShape;
 constexpr double kTolerance = 1e-5;
 
 enum class Variant {
-  kFull,            // user + item tables interleaved, both dense, bottom MLP, 3 top layers
-  kNoDense,         // no dense features: no z
-  kNoBottom,        // dense features without a bottom MLP: z = x
-  kUserDenseOnly,   // dense_item = 0
-  kItemDenseOnly,   // dense_user = 0
-  kNoUserTables,    // item tables only
-  kNoItemTables,    // user tables only (candidates differ by dense only)
-  kSingleLayers,    // bottom [dim], top [1]
-  kOddDims,         // dot: dim 17; concat / linear: a different dim per table
+  kFull,           // user + item tables interleaved, both dense, bottom MLP, 3 top layers
+  kNoDense,        // no dense features: no z
+  kNoBottom,       // dense features without a bottom MLP: z = x
+  kUserDenseOnly,  // dense_item = 0
+  kItemDenseOnly,  // dense_user = 0
+  kNoUserTables,   // item tables only
+  kNoItemTables,   // user tables only (candidates differ by dense only)
+  kSingleLayers,   // bottom [dim], top [1]
+  kOddDims,        // dot: dim 17; concat / linear: a different dim per table
 };
 
 std::string VariantName(Variant v) {
@@ -51,8 +51,7 @@ std::string VariantName(Variant v) {
   return names[static_cast<int>(v)];
 }
 
-ModelSpec VariantSpec(Interaction interaction, DType dtype, Variant variant,
-                      std::mt19937_64& rng) {
+ModelSpec VariantSpec(Interaction interaction, DType dtype, Variant variant, std::mt19937_64& rng) {
   ModelSpec spec;
   spec.name = "cpu_test";
   spec.version = "1";
@@ -71,8 +70,8 @@ ModelSpec VariantSpec(Interaction interaction, DType dtype, Variant variant,
     table.name = absl::StrCat(sides[t] == Side::kUser ? "user_" : "item_", t);
     table.side = sides[t];
     table.rows = t == 0 ? 1 : rows(rng);  // a one-row table: every id maps to row 0
-    table.dim = variant == Variant::kOddDims && interaction != Interaction::kDot ? odd_dim(rng)
-                                                                                  : dim;
+    table.dim =
+        variant == Variant::kOddDims && interaction != Interaction::kDot ? odd_dim(rng) : dim;
     table.pooling = coin(rng) ? Pooling::kMean : Pooling::kSum;
     spec.tables.push_back(table);
   }
@@ -131,7 +130,8 @@ std::vector<std::vector<float>> ScoresByIndex(Backend& backend, int worker, cons
       if (item.index < static_cast<uint32_t>(count)) scores[r][item.index] = item.score;
       if (i > result.result_begin[r]) {  // best first, ties by lower index
         const ScoredIndex& prev = result.items[i - 1];
-        EXPECT_TRUE(prev.score > item.score || (prev.score == item.score && prev.index < item.index))
+        EXPECT_TRUE(prev.score > item.score ||
+                    (prev.score == item.score && prev.index < item.index))
             << "request " << r << " rank " << i - result.result_begin[r];
       }
     }
@@ -139,8 +139,7 @@ std::vector<std::vector<float>> ScoresByIndex(Backend& backend, int worker, cons
   return scores;
 }
 
-class CpuBackendTest
-    : public ::testing::TestWithParam<std::tuple<Interaction, DType, Variant>> {};
+class CpuBackendTest : public ::testing::TestWithParam<std::tuple<Interaction, DType, Variant>> {};
 
 TEST_P(CpuBackendTest, MatchesReference) {
   const auto [interaction, dtype, variant] = GetParam();
@@ -192,26 +191,26 @@ INSTANTIATE_TEST_SUITE_P(
         ::testing::Values(Interaction::kConcat, Interaction::kDot, Interaction::kLinear),
         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
         ::testing::Values(Variant::kFull, Variant::kNoDense, Variant::kNoBottom,
-                          Variant::kUserDenseOnly, Variant::kItemDenseOnly,
-                          Variant::kNoUserTables, Variant::kNoItemTables, Variant::kSingleLayers,
-                          Variant::kOddDims)),
+                          Variant::kUserDenseOnly, Variant::kItemDenseOnly, Variant::kNoUserTables,
+                          Variant::kNoItemTables, Variant::kSingleLayers, Variant::kOddDims)),
     [](const auto& info) {
       const Interaction interaction = std::get<0>(info.param);
-      return absl::StrCat(
-          interaction == Interaction::kConcat ? "Concat"
-          : interaction == Interaction::kDot  ? "Dot"
-                                              : "Linear",
-          "_", DTypeName(std::get<1>(info.param)) == "fp32" ? "F32"
-               : DTypeName(std::get<1>(info.param)) == "fp16" ? "F16" : "BF16",
-          "_", VariantName(std::get<2>(info.param)));
+      return absl::StrCat(interaction == Interaction::kConcat ? "Concat"
+                          : interaction == Interaction::kDot  ? "Dot"
+                                                              : "Linear",
+                          "_",
+                          DTypeName(std::get<1>(info.param)) == "fp32"   ? "F32"
+                          : DTypeName(std::get<1>(info.param)) == "fp16" ? "F16"
+                                                                         : "BF16",
+                          "_", VariantName(std::get<2>(info.param)));
     });
 
 class CpuBackendFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     std::mt19937_64 rng(seed_);
-    test_model_ = MakeRandomModel(VariantSpec(Interaction::kDot, DType::kF32, Variant::kFull, rng),
-                                  seed_);
+    test_model_ =
+        MakeRandomModel(VariantSpec(Interaction::kDot, DType::kF32, Variant::kFull, rng), seed_);
     absl::StatusOr<std::shared_ptr<const Model>> model = BuildTestModel(test_model_);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *model;
@@ -249,8 +248,10 @@ TEST_F(CpuBackendFixture, TopKIsThePrefixOfTheFullRanking) {
   ASSERT_EQ(top.result_begin, (std::vector<uint32_t>{0, 1, 6, 26, 27, 157}));
   for (int r = 0; r < 5; ++r) {
     for (uint32_t i = 0; i < top.result_begin[r + 1] - top.result_begin[r]; ++i) {
-      EXPECT_EQ(top.items[top.result_begin[r] + i].index, full.items[full.result_begin[r] + i].index);
-      EXPECT_EQ(top.items[top.result_begin[r] + i].score, full.items[full.result_begin[r] + i].score);
+      EXPECT_EQ(top.items[top.result_begin[r] + i].index,
+                full.items[full.result_begin[r] + i].index);
+      EXPECT_EQ(top.items[top.result_begin[r] + i].score,
+                full.items[full.result_begin[r] + i].score);
     }
   }
 }

@@ -85,7 +85,8 @@ TEST(CpuDtypeTest, EncodersRoundToNearestEven) {
     if ((bits & 0x7f800000u) == 0x7f800000u) continue;  // finite floats only
     if (i % 4 == 0) bits &= ~0x7fffu;
     const float f = BitsToFloat(bits);
-    ASSERT_EQ(FloatToBFloat16(f), NearestPattern(f, 0x7f80, std::ldexp(1.0, 128), DecodeBFloat16Reference))
+    ASSERT_EQ(FloatToBFloat16(f),
+              NearestPattern(f, 0x7f80, std::ldexp(1.0, 128), DecodeBFloat16Reference))
         << f;
   }
   EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);

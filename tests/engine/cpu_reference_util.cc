@@ -17,7 +17,8 @@ int64_t SpecRow(int64_t id, int64_t rows) {
 }
 
 std::vector<double> Pool(const TestModel& model, const TableSpec& table, const RefBag& bag) {
-  const std::vector<float>& e = model.weights.at(absl::StrCat("embeddings.", table.name, ".weight"));
+  const std::vector<float>& e =
+      model.weights.at(absl::StrCat("embeddings.", table.name, ".weight"));
   std::vector<double> v(table.dim, 0.0);
   double weight_sum = 0;
   for (size_t k = 0; k < bag.ids.size(); ++k) {
@@ -146,7 +147,10 @@ RefBag RandomBag(const TableSpec& table, const RequestShape& shape, std::mt19937
     const int pick = coin(rng);
     if (k > 0 && pick == 0) id = bag.ids[0];  // repeated id
     if (shape.out_of_range && table.oov == Oov::kModulo && pick >= 8) {
-      const int64_t far[] = {-1, table.rows, -table.rows * 7 - 3, table.rows * 1000 + 5,
+      const int64_t far[] = {-1,
+                             table.rows,
+                             -table.rows * 7 - 3,
+                             table.rows * 1000 + 5,
                              std::numeric_limits<int64_t>::min(),
                              std::numeric_limits<int64_t>::max()};
       id = far[row(rng) % 6];

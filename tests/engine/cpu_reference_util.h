@@ -35,8 +35,7 @@ struct RefRequest {
 
 // sigmoid(top_mlp(h)) of candidate c, straight from SPEC section 2 in double precision;
 // a linear cross is applied unfolded (cross.weight, cross.bias). NaN on a shape mismatch.
-double ReferenceScore(const fuserank::testing::TestModel& model, const RefRequest& request,
-                      int c);
+double ReferenceScore(const fuserank::testing::TestModel& model, const RefRequest& request, int c);
 
 // The engine batch of `requests`: rows by the spec rule (modulo), weight 1 where none
 // were sent, top_k 0 or past the count -> count.
@@ -44,9 +43,9 @@ Batch MakeBatch(std::shared_ptr<const Model> model, const std::vector<RefRequest
 
 struct RequestShape {
   int candidates = 8;
-  int max_bag = 3;             // ids per bag: 0 .. max_bag
-  bool weights = true;         // send weights on some bags
-  bool out_of_range = true;    // some ids outside [0, rows) (modulo tables only)
+  int max_bag = 3;           // ids per bag: 0 .. max_bag
+  bool weights = true;       // send weights on some bags
+  bool out_of_range = true;  // some ids outside [0, rows) (modulo tables only)
 };
 
 // A random request for `spec`: empty bags, repeated ids, out-of-range ids (incl. the

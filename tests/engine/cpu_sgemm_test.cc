@@ -1,7 +1,5 @@
 // SgemmPacked (and the PackLayer / LayerForward wrappers) against a double-precision
 // product written here, on both the AVX2 and the baseline paths, over edge sizes.
-#include "engine/sgemm.h"
-
 #include <cmath>
 #include <random>
 #include <tuple>
@@ -9,6 +7,7 @@
 
 #include "engine/cpu_mlp.h"
 #include "engine/cpu_simd.h"
+#include "engine/sgemm.h"
 #include "gtest/gtest.h"
 
 namespace fuserank::engine {
@@ -46,8 +45,7 @@ TEST_P(SgemmTest, MatchesDoubleReference) {
   for (bool relu : {false, true}) {
     for (bool with_bias : {false, true}) {
       std::vector<float> c(static_cast<size_t>(std::max(m, 1)) * ldc, kPoison);
-      SgemmPacked(m, a.data(), lda, packed, with_bias ? bias.data() : nullptr, relu, c.data(),
-                  ldc);
+      SgemmPacked(m, a.data(), lda, packed, with_bias ? bias.data() : nullptr, relu, c.data(), ldc);
       for (int i = 0; i < m; ++i) {
         for (int j = 0; j < n; ++j) {
           double sum = with_bias ? bias[j] : 0.0, scale = 1.0;
@@ -70,8 +68,7 @@ TEST_P(SgemmTest, MatchesDoubleReference) {
 INSTANTIATE_TEST_SUITE_P(EdgeSizes, SgemmTest,
                          testing::Combine(testing::Values(0, 1, 5, 6, 7, 13, 64),
                                           testing::Values(1, 15, 16, 17, 600),
-                                          testing::Values(0, 1, 31, 383),
-                                          testing::Bool()));
+                                          testing::Values(0, 1, 31, 383), testing::Bool()));
 
 TEST(CpuMlpTest, LayerForwardUsesOwnOrGivenBias) {
   DenseLayer layer;

@@ -2,6 +2,8 @@
 // the top-K sort keys, the packed batch layout and packer (plain and id-reorder), and
 // the GpuLayout columns, checked by emulating the GPU data path on the host from the
 // packed buffer alone and comparing with the independent double reference.
+#include "engine/cuda/gpu_layout.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,7 +14,6 @@
 
 #include "engine/cpu_dtype.h"
 #include "engine/cuda/batch_packer.h"
-#include "engine/cuda/gpu_layout.h"
 #include "engine/topk.h"
 #include "gtest/gtest.h"
 #include "kernels/batch_layout.h"
@@ -46,17 +47,17 @@ TEST(GpuLayoutMathTest, BucketsArePowersOfTwoFromTheMinimum) {
 }
 
 TEST(GpuLayoutMathTest, LanesCoverTheWidestRow) {
-  EXPECT_TRUE(kernels::UseVectorLoads(4, 4));     // 16 B: one vector
-  EXPECT_TRUE(kernels::UseVectorLoads(12, 4));    // 48 B
-  EXPECT_TRUE(kernels::UseVectorLoads(100, 4));   // 400 B
-  EXPECT_FALSE(kernels::UseVectorLoads(12, 2));   // 24 B
-  EXPECT_FALSE(kernels::UseVectorLoads(4, 2));    // 8 B
-  EXPECT_TRUE(kernels::UseVectorLoads(128, 2));   // 256 B
+  EXPECT_TRUE(kernels::UseVectorLoads(4, 4));    // 16 B: one vector
+  EXPECT_TRUE(kernels::UseVectorLoads(12, 4));   // 48 B
+  EXPECT_TRUE(kernels::UseVectorLoads(100, 4));  // 400 B
+  EXPECT_FALSE(kernels::UseVectorLoads(12, 2));  // 24 B
+  EXPECT_FALSE(kernels::UseVectorLoads(4, 2));   // 8 B
+  EXPECT_TRUE(kernels::UseVectorLoads(128, 2));  // 256 B
   EXPECT_EQ(kernels::RowUnits(32, 4), 8);
   EXPECT_EQ(kernels::RowUnits(100, 4), 25);
   EXPECT_EQ(kernels::RowUnits(12, 2), 12);  // element by element
   EXPECT_EQ(kernels::LookupLanes(1), 4);
-  EXPECT_EQ(kernels::LookupLanes(8), 8);    // dim 32 fp32: 4 bags per warp
+  EXPECT_EQ(kernels::LookupLanes(8), 8);  // dim 32 fp32: 4 bags per warp
   EXPECT_EQ(kernels::LookupLanes(25), 32);
   EXPECT_EQ(kernels::LookupLanes(100), 32);  // wider rows loop inside the group
 }
@@ -107,7 +108,14 @@ TEST(GpuLayoutMathTest, PairsFollowTheSpecOrder) {
 }
 
 TEST(TopKKeysTest, KeysOrderScoresDescendingAndInvertExactly) {
-  const float specials[] = {0.0f, 1.0f, 0.5f, 1e-30f, 1e-45f, 0.9999999f, 3.0f, -2.0f,
+  const float specials[] = {0.0f,
+                            1.0f,
+                            0.5f,
+                            1e-30f,
+                            1e-45f,
+                            0.9999999f,
+                            3.0f,
+                            -2.0f,
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()};
   std::vector<float> values(std::begin(specials), std::end(specials));
@@ -177,12 +185,18 @@ TEST(PackedLayoutTest, SectionsAreAlignedOrderedAndDisjoint) {
     PackedHeader h;
     ASSERT_TRUE(kernels::ComputePackedLayout(c, &h));
     const std::vector<std::pair<uint32_t, uint64_t>> sections = {
-        {h.candidate_begin, 4 * 4},      {h.top_k, 3 * 4},
-        {h.result_begin, 4 * 4},         {h.user_bag_begin, 7 * 4},
-        {h.user_rows, 7 * 4},            {h.user_weights, weights ? 7 * 4 : 0},
-        {h.item_bag_begin, 86 * 4},      {h.item_rows, 101 * 4},
-        {h.item_weights, weights ? 404 : 0}, {h.user_dense, 9 * 4},
-        {h.item_dense, 17 * 13 * 4},     {h.unique_rows, 0}};
+        {h.candidate_begin, 4 * 4},
+        {h.top_k, 3 * 4},
+        {h.result_begin, 4 * 4},
+        {h.user_bag_begin, 7 * 4},
+        {h.user_rows, 7 * 4},
+        {h.user_weights, weights ? 7 * 4 : 0},
+        {h.item_bag_begin, 86 * 4},
+        {h.item_rows, 101 * 4},
+        {h.item_weights, weights ? 404 : 0},
+        {h.user_dense, 9 * 4},
+        {h.item_dense, 17 * 13 * 4},
+        {h.unique_rows, 0}};
     uint64_t end = sizeof(PackedHeader);
     for (const auto& [offset, bytes] : sections) {
       EXPECT_EQ(offset % kernels::kSectionAlign, 0u);
@@ -404,7 +418,8 @@ std::vector<float> EmulateGpuScores(const Model& m, const GpuLayout& g,
     const int k = g.user_tables + static_cast<int>(b % g.item_tables);
     float* out = (dot ? item.data() + size_t{b / g.item_tables} * g.item_ld
                       : hbuf.data() + size_t{b / g.item_tables} * g.h_ld);
-    pool(b, h.item_bag_begin, h.item_rows, h.item_weights, g.lookup[k], g.lookup_spec_index[k], out);
+    pool(b, h.item_bag_begin, h.item_rows, h.item_weights, g.lookup[k], g.lookup_spec_index[k],
+         out);
   }
   for (uint32_t b = 0; b < h.num_user_bags; ++b) {
     const int k = static_cast<int>(b % g.user_tables);
@@ -454,7 +469,8 @@ std::vector<float> EmulateGpuScores(const Model& m, const GpuLayout& g,
         }
       }
     }
-    for (int e = 0; e < g.h_width; ++e) EXPECT_FALSE(std::isnan(hrow[e])) << "unwritten h col " << e;
+    for (int e = 0; e < g.h_width; ++e)
+      EXPECT_FALSE(std::isnan(hrow[e])) << "unwritten h col " << e;
     const float* in = hrow;
     float logit = NAN;
     for (size_t l = 0; l < m.top_mlp().size(); ++l) {
@@ -536,9 +552,9 @@ INSTANTIATE_TEST_SUITE_P(
                       EmulationCase{Interaction::kLinear, DType::kBF16, 128, false, false}),
     [](const ::testing::TestParamInfo<EmulationCase>& info) {
       const EmulationCase& p = info.param;
-      return std::string(InteractionName(p.interaction)) + "_" +
-             std::string(DTypeName(p.dtype)) + "_dim" + std::to_string(p.dim) +
-             (p.bottom ? "_bottom" : "_nobottom") + (p.reorder ? "_reorder" : "");
+      return std::string(InteractionName(p.interaction)) + "_" + std::string(DTypeName(p.dtype)) +
+             "_dim" + std::to_string(p.dim) + (p.bottom ? "_bottom" : "_nobottom") +
+             (p.reorder ? "_reorder" : "");
     });
 
 TEST(GpuLayoutTest, DotColumnsFollowTheSpec) {
@@ -549,10 +565,10 @@ TEST(GpuLayoutTest, DotColumnsFollowTheSpec) {
   EXPECT_EQ(g->z_width, 8);
   EXPECT_EQ(g->h_width, 8 + 15);  // z + 6 * 5 / 2 dots
   EXPECT_EQ(g->h_ld, 24);
-  EXPECT_EQ(g->x_ld, 8);         // 5 dense floats, padded to 16 bytes
+  EXPECT_EQ(g->x_ld, 8);  // 5 dense floats, padded to 16 bytes
   EXPECT_EQ(g->user_ld, 16);
   EXPECT_EQ(g->item_ld, 24);
-  EXPECT_EQ(g->lanes, 4);        // 32-byte rows: 2 vectors
+  EXPECT_EQ(g->lanes, 4);  // 32-byte rows: 2 vectors
   ASSERT_EQ(g->dot_slots.size(), 5u);
   EXPECT_EQ(g->dot_slots[0].user, 1);
   EXPECT_EQ(g->dot_slots[1].col, 8);

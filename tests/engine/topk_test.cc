@@ -17,8 +17,7 @@ std::vector<ScoredIndex> ReferenceTopK(const std::vector<float>& scores, int k) 
   std::vector<int> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
   // Stable sort by score descending keeps lower indices first among equal scores.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return scores[a] > scores[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] > scores[b]; });
   std::vector<ScoredIndex> out;
   for (int i = 0; i < std::min<int>(k, order.size()); ++i) {
     out.push_back({static_cast<uint32_t>(order[i]), scores[order[i]]});

@@ -45,8 +45,7 @@ bool IsPoison(float f) {
 }
 
 void ExpectSameTopK(const ScoredIndex* got, const ScoredIndex* want, size_t k,
-                    const std::vector<float>& score_of, double tolerance,
-                    const std::string& what) {
+                    const std::vector<float>& score_of, double tolerance, const std::string& what) {
   std::set<uint32_t> seen;
   for (size_t p = 0; p < k; ++p) {
     SCOPED_TRACE(absl::StrCat(what, ", rank ", p));

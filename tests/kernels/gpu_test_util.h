@@ -4,11 +4,11 @@
 #ifndef FUSERANK_TESTS_KERNELS_GPU_TEST_UTIL_H_
 #define FUSERANK_TESTS_KERNELS_GPU_TEST_UTIL_H_
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime_api.h>
 
 #include "engine/batch.h"
 #include "engine/cuda/device_memory.h"
@@ -21,10 +21,10 @@ namespace fuserank::engine::cuda::gpu_test {
 std::string NoGpuReason();
 
 // Skips the current test without a usable GPU, saying why.
-#define FUSERANK_SKIP_WITHOUT_GPU()                                          \
-  do {                                                                       \
+#define FUSERANK_SKIP_WITHOUT_GPU()                                                         \
+  do {                                                                                      \
     const std::string fuserank_no_gpu_ = ::fuserank::engine::cuda::gpu_test::NoGpuReason(); \
-    if (!fuserank_no_gpu_.empty()) GTEST_SKIP() << "no CUDA device: " << fuserank_no_gpu_; \
+    if (!fuserank_no_gpu_.empty()) GTEST_SKIP() << "no CUDA device: " << fuserank_no_gpu_;  \
   } while (0)
 
 // Points FUSERANK_CUDA_MODULE at this build's module when it is not set and the build
@@ -49,8 +49,7 @@ DeviceBuffer Poisoned(size_t bytes);
 template <typename T>
 std::vector<T> Download(const DeviceBuffer& buffer, size_t n) {
   std::vector<T> v(n);
-  EXPECT_EQ(cudaMemcpy(v.data(), buffer.get(), n * sizeof(T), cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(v.data(), buffer.get(), n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
   return v;
 }
 
@@ -63,8 +62,7 @@ bool IsPoison(float f);
 // (a near tie that rounding may swap); the list is ordered by (score desc, index asc)
 // and has no repeated index. `score_of[i]` is the expected score of candidate i.
 void ExpectSameTopK(const ScoredIndex* got, const ScoredIndex* want, size_t k,
-                    const std::vector<float>& score_of, double tolerance,
-                    const std::string& what);
+                    const std::vector<float>& score_of, double tolerance, const std::string& what);
 
 }  // namespace fuserank::engine::cuda::gpu_test
 

@@ -3,6 +3,8 @@
 // mixed table order), and the concat copy of user vectors; dims 4, 12, 100 and 128, with
 // and without z, 1 / 31 / 33 / 4096 candidates over several requests. h is poisoned
 // first: z must be left as it was and nothing past the dots may be written.
+#include "kernels/interaction.h"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -11,7 +13,6 @@
 #include "engine/cpu_interaction.h"
 #include "gtest/gtest.h"
 #include "kernels/batch_layout.h"
-#include "kernels/interaction.h"
 #include "kernels/layout_math.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -56,7 +57,8 @@ TEST_P(DotKernelTest, MatchesTheCpuDotInteraction) {
   std::mt19937_64 rng(seed);
   const int d = p.dim;
   // Six tables, user and item mixed: user 0 at col 0, item 0, user 1 at col d, ...
-  const std::vector<kernels::DotSlot> slots = {{1, 0}, {0, 0}, {0, d}, {1, d}, {0, 2 * d}, {0, 3 * d}};
+  const std::vector<kernels::DotSlot> slots = {{1, 0}, {0, 0},     {0, d},
+                                               {1, d}, {0, 2 * d}, {0, 3 * d}};
   const int tables = static_cast<int>(slots.size());
   const int user_ld = 2 * d + 3;
   const int item_ld = 4 * d + 1;
@@ -131,9 +133,8 @@ TEST_P(DotKernelTest, MatchesTheCpuDotInteraction) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, DotKernelTest,
-                         ::testing::Values(DotCase{4, true}, DotCase{12, false},
-                                           DotCase{100, true}, DotCase{128, true},
-                                           DotCase{128, false}),
+                         ::testing::Values(DotCase{4, true}, DotCase{12, false}, DotCase{100, true},
+                                           DotCase{128, true}, DotCase{128, false}),
                          [](const ::testing::TestParamInfo<DotCase>& info) {
                            return "dim" + std::to_string(info.param.dim) +
                                   (info.param.z ? "_z" : "_noz");

@@ -3,6 +3,8 @@
 // 100 and 128 (vector and element paths), sum/mean, with and without weights, empty bags
 // and repeated ids, 1 and 4096+ candidates over several requests, every lane-group size.
 // Outputs are poisoned first; columns no table owns must stay poisoned.
+#include "kernels/lookup.h"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -14,7 +16,6 @@
 #include "engine/cuda/gpu_layout.h"
 #include "gtest/gtest.h"
 #include "kernels/layout_math.h"
-#include "kernels/lookup.h"
 #include "tests/engine/cpu_reference_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/testing/test_model.h"
@@ -32,8 +33,8 @@ struct LookupCase {
 
 std::string CaseName(const ::testing::TestParamInfo<LookupCase>& info) {
   const char* modes[] = {"unweighted", "weighted", "reorder"};
-  return std::string(DTypeName(info.param.dtype)) + "_dim" + std::to_string(info.param.dim) +
-         "_" + modes[static_cast<int>(info.param.mode)];
+  return std::string(DTypeName(info.param.dtype)) + "_dim" + std::to_string(info.param.dim) + "_" +
+         modes[static_cast<int>(info.param.mode)];
 }
 
 class LookupKernelTest : public ::testing::TestWithParam<LookupCase> {};
@@ -54,7 +55,8 @@ void ExpectBlock(const std::vector<float>& got, const std::vector<float>& want, 
         ASSERT_TRUE(gpu_test::IsPoison(g)) << what << ": row " << r << " col " << e << " written";
         continue;
       }
-      ASSERT_NEAR(g, w, 1e-5 * std::max(1.0f, std::fabs(w))) << what << ": row " << r << " col " << e;
+      ASSERT_NEAR(g, w, 1e-5 * std::max(1.0f, std::fabs(w)))
+          << what << ": row " << r << " col " << e;
     }
   }
 }

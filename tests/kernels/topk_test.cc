@@ -3,13 +3,14 @@
 // segment sizes around every block shape's capacity, K of 1, about half, and all, one
 // and several requests per batch; every block shape that holds the batch must agree.
 // Requests longer than kMaxTopKSegment are left to the host: their outputs stay poisoned.
+#include "engine/topk.h"
+
 #include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/cpu_mlp.h"
-#include "engine/topk.h"
 #include "gtest/gtest.h"
 #include "kernels/batch_layout.h"
 #include "kernels/layout_math.h"
@@ -90,8 +91,7 @@ TEST_P(TopKKernelTest, MatchesTheCpuTopK) {
       std::vector<ScoredIndex> want(k);
       TopK(scores.data() + begin[r], static_cast<int>(n), static_cast<int>(k), want.data());
       const std::vector<float> score_of(scores.begin() + begin[r], scores.begin() + begin[r + 1]);
-      gpu_test::ExpectSameTopK(g, want.data(), k, score_of, 1e-6,
-                               "request " + std::to_string(r));
+      gpu_test::ExpectSameTopK(g, want.data(), k, score_of, 1e-6, "request " + std::to_string(r));
       if (p.ties) {  // equal logits give equal scores on both sides: exact order
         for (uint32_t i = 0; i < k; ++i) ASSERT_EQ(g[i].index, want[i].index) << i;
       }

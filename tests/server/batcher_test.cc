@@ -131,9 +131,9 @@ TEST(BatcherTest, SplitsResultsBackPerRequest) {
         std::vector<float> scores;
         for (int c = 0; c <= id % 5; ++c) scores.push_back(id + 0.5f * c);
         const uint32_t top_k = std::min<uint32_t>(2, scores.size());
-        ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, scores, top_k), kNoDeadline,
-                                   Record(&outcomes[id]))
-                        .ok());
+        ASSERT_TRUE(
+            batcher.Submit(MakeRequest(&batcher, scores, top_k), kNoDeadline, Record(&outcomes[id]))
+                .ok());
       }
     });
   }
@@ -156,7 +156,8 @@ TEST(BatcherTest, RunsOneBatchPerWorkerAtATime) {
   Batcher batcher(&backend, {});
   std::vector<Outcome> outcomes(6);
   for (Outcome& outcome : outcomes) {
-    ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcome)).ok());
+    ASSERT_TRUE(
+        batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcome)).ok());
   }
   backend.WaitRunning(3);
   EXPECT_EQ(batcher.queue_depth(), 3);
@@ -172,14 +173,17 @@ TEST(BatcherTest, AFullQueueIsRefusedAtOnceNamingTheLimit) {
   options.queue_capacity = 2;
   Batcher batcher(&backend, options);
   std::vector<Outcome> outcomes(3);
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcomes[0])).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcomes[0])).ok());
   backend.WaitRunning(1);  // the worker holds request 0; the queue is empty again
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcomes[1])).ok());
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcomes[2])).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcomes[1])).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcomes[2])).ok());
   bool called = false;
-  const absl::Status full = batcher.Submit(
-      MakeRequest(&batcher, {1.0f}, 1), kNoDeadline,
-      [&called](const absl::Status&, const RequestResult&) { called = true; });
+  const absl::Status full =
+      batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline,
+                     [&called](const absl::Status&, const RequestResult&) { called = true; });
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(full.message()), HasSubstr("engine.queue_capacity = 2"));
   backend.Open();
@@ -196,7 +200,8 @@ TEST(BatcherTest, ShutdownCompletesQueuedRequestsThenRefusesNewOnes) {
   Batcher batcher(&backend, {});
   std::vector<Outcome> outcomes(5);
   for (Outcome& outcome : outcomes) {
-    ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {2.0f, 3.0f}, 1), kNoDeadline, Record(&outcome)).ok());
+    ASSERT_TRUE(
+        batcher.Submit(MakeRequest(&batcher, {2.0f, 3.0f}, 1), kNoDeadline, Record(&outcome)).ok());
   }
   std::thread opener([&] {
     backend.WaitRunning(1);
@@ -221,8 +226,9 @@ TEST(BatcherTest, AnExpiredRequestIsNotComputed) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
   Outcome outcome;
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f}, 1),
-                             BatcherClock::now() - std::chrono::milliseconds(1), Record(&outcome))
+  ASSERT_TRUE(batcher
+                  .Submit(MakeRequest(&batcher, {1.0f}, 1),
+                          BatcherClock::now() - std::chrono::milliseconds(1), Record(&outcome))
                   .ok());
   outcome.done.WaitForNotification();
   EXPECT_EQ(outcome.status.code(), absl::StatusCode::kDeadlineExceeded);

@@ -231,7 +231,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "not an IPv4 address"},
         BadConfigCase{"listen_bare_ipv6", "server: {listen: \"::1:80\"}", "in brackets"},
         BadConfigCase{"listen_empty", "server: {listen: \"\"}", "server.listen: must not be empty"},
-        BadConfigCase{"same_port", "server: {listen: \"0.0.0.0:9000\", metrics_listen: \"0.0.0.0:9000\"}",
+        BadConfigCase{"same_port",
+                      "server: {listen: \"0.0.0.0:9000\", metrics_listen: \"0.0.0.0:9000\"}",
                       "server.metrics_listen: '0.0.0.0:9000' is also server.listen"},
         BadConfigCase{"admin_public_without_token", "server: {admin_listen: \"0.0.0.0:8701\"}",
                       "server.admin_listen: '0.0.0.0:8701' is not a loopback address, so "

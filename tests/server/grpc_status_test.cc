@@ -21,8 +21,7 @@ TEST(GrpcStatusTest, EveryCodeMapsToTheSameGrpcCode) {
   EXPECT_EQ(ToGrpcStatus(absl::NotFoundError("x")).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(ToGrpcStatus(absl::ResourceExhaustedError("x")).error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(),
-            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST(GrpcStatusTest, LongMessagesAreTruncated) {

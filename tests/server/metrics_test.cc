@@ -18,7 +18,8 @@ TEST(MetricsTest, DefinesEveryFamilyOfTheSpec) {
   (*metrics)->SetModelInfo("demo", "1", "cpu");
   const std::string text = (*metrics)->Scrape();
   for (const char* family :
-       {"# TYPE fuserank_requests_total counter", "# TYPE fuserank_request_duration_seconds histogram",
+       {"# TYPE fuserank_requests_total counter",
+        "# TYPE fuserank_request_duration_seconds histogram",
         "# TYPE fuserank_stage_duration_seconds histogram",
         "# TYPE fuserank_batch_candidates histogram",
         "# TYPE fuserank_embedding_cache_lookups_total counter", "# TYPE fuserank_hot_rows gauge",
@@ -27,8 +28,8 @@ TEST(MetricsTest, DefinesEveryFamilyOfTheSpec) {
     EXPECT_THAT(text, HasSubstr(family));
   }
   EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cpu",model="demo",version="1"} 1)"));
-  EXPECT_THAT(text, HasSubstr(
-                        R"(fuserank_embedding_cache_lookups_total{result="hit",table="user_id"} 0)"));
+  EXPECT_THAT(
+      text, HasSubstr(R"(fuserank_embedding_cache_lookups_total{result="hit",table="user_id"} 0)"));
   EXPECT_THAT(text, HasSubstr(R"(fuserank_hot_rows{table="user_id"} 0)"));
   // Stage buckets run from 10 us to 10 s.
   EXPECT_THAT(text, HasSubstr(R"(fuserank_stage_duration_seconds_bucket{stage="dnn",le="1e-05"})"));

@@ -171,16 +171,13 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 INSTANTIATE_TEST_SUITE_P(
     SpecRows, BadRequestTest,
     ::testing::Values(
-        BadRequestCase{"no_such_table",
-                       [](v1::RankRequest* r) {
-                         AddFeature(r->mutable_user_features(), "country", {1});
-                       },
-                       "user_features[2]: model 'small' has no table named 'country' "
-                       "(user-side tables: user_0, user_1)"},
+        BadRequestCase{
+            "no_such_table",
+            [](v1::RankRequest* r) { AddFeature(r->mutable_user_features(), "country", {1}); },
+            "user_features[2]: model 'small' has no table named 'country' "
+            "(user-side tables: user_0, user_1)"},
         BadRequestCase{"item_table_in_user_features",
-                       [](v1::RankRequest* r) {
-                         r->mutable_user_features(0)->set_name("item_0");
-                       },
+                       [](v1::RankRequest* r) { r->mutable_user_features(0)->set_name("item_0"); },
                        "user_features[0]: table 'item_0' is an item-side table; send it in each "
                        "candidate's features"},
         BadRequestCase{"user_table_in_candidate",
@@ -189,21 +186,18 @@ INSTANTIATE_TEST_SUITE_P(
                        },
                        "candidates[1].features[1]: table 'user_0' is a user-side table; send it "
                        "in user_features"},
-        BadRequestCase{"same_table_twice_user",
-                       [](v1::RankRequest* r) {
-                         AddFeature(r->mutable_user_features(), "user_1", {1});
-                       },
-                       "user_features[2]: table 'user_1' is given twice (also at "
-                       "user_features[0])"},
+        BadRequestCase{
+            "same_table_twice_user",
+            [](v1::RankRequest* r) { AddFeature(r->mutable_user_features(), "user_1", {1}); },
+            "user_features[2]: table 'user_1' is given twice (also at "
+            "user_features[0])"},
         BadRequestCase{"same_table_twice_item",
                        [](v1::RankRequest* r) {
                          AddFeature(r->mutable_candidates(0)->mutable_features(), "item_0", {1});
                        },
                        "candidates[0].features[2]: table 'item_0' is given twice"},
         BadRequestCase{"weights_not_one_per_id",
-                       [](v1::RankRequest* r) {
-                         r->mutable_user_features(1)->add_weights(1.0f);
-                       },
+                       [](v1::RankRequest* r) { r->mutable_user_features(1)->add_weights(1.0f); },
                        "user_features[1]: 4 weights for 3 ids of table 'user_0'; send one weight "
                        "per id, or none"},
         BadRequestCase{"user_dense_short",
@@ -212,8 +206,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequestCase{"item_dense_long",
                        [](v1::RankRequest* r) { r->mutable_candidates(1)->add_dense(1.0f); },
                        "candidates[1].dense: model 'small' takes 3 item dense values, got 4"},
-        BadRequestCase{"nan_user_dense",
-                       [](v1::RankRequest* r) { r->set_user_dense(1, kNaN); },
+        BadRequestCase{"nan_user_dense", [](v1::RankRequest* r) { r->set_user_dense(1, kNaN); },
                        "user_dense[1]: must be a finite number, got nan"},
         BadRequestCase{"inf_item_dense",
                        [](v1::RankRequest* r) { r->mutable_candidates(0)->set_dense(2, -kInf); },
@@ -223,11 +216,10 @@ INSTANTIATE_TEST_SUITE_P(
                          r->mutable_candidates(0)->mutable_features(1)->set_weights(1, kNaN);
                        },
                        "candidates[0].features[1].weights[1]: must be a finite number, got nan"},
-        BadRequestCase{"inf_user_weight",
-                       [](v1::RankRequest* r) {
-                         r->mutable_user_features(1)->set_weights(0, kInf);
-                       },
-                       "user_features[1].weights[0]: must be a finite number, got inf"},
+        BadRequestCase{
+            "inf_user_weight",
+            [](v1::RankRequest* r) { r->mutable_user_features(1)->set_weights(0, kInf); },
+            "user_features[1].weights[0]: must be a finite number, got inf"},
         BadRequestCase{"too_many_candidates",
                        [](v1::RankRequest* r) {
                          while (r->candidates_size() < 9) *r->add_candidates() = r->candidates(0);

@@ -58,7 +58,8 @@ std::vector<std::byte> StoredBytes(const std::vector<float>& values, engine::DTy
 
 int TopInputWidth(const ModelSpec& spec) {
   int z = 0;
-  if (spec.dense_total() > 0) z = spec.bottom_mlp.empty() ? spec.dense_total() : spec.bottom_mlp.back();
+  if (spec.dense_total() > 0)
+    z = spec.bottom_mlp.empty() ? spec.dense_total() : spec.bottom_mlp.back();
   int concat = z;
   for (const auto& t : spec.tables) concat += t.dim;
   switch (spec.interaction) {
@@ -85,7 +86,8 @@ TestModel MakeRandomModel(ModelSpec spec, uint64_t seed) {
     for (float& v : values) v = static_cast<float>(table_value(rng)) / 256.0f;
     model.shapes[name] = {t.rows, t.dim};
   }
-  if (spec.dense_total() > 0) AddLayers("bottom_mlp", spec.dense_total(), spec.bottom_mlp, &rng, &model);
+  if (spec.dense_total() > 0)
+    AddLayers("bottom_mlp", spec.dense_total(), spec.bottom_mlp, &rng, &model);
   if (spec.interaction == Interaction::kLinear) {
     int concat = spec.dense_total() > 0
                      ? (spec.bottom_mlp.empty() ? spec.dense_total() : spec.bottom_mlp.back())
@@ -110,8 +112,7 @@ TestModel MakeRandomModel(ModelSpec spec, uint64_t seed) {
 namespace {
 
 // Tensor views over bytes owned by `storage`.
-engine::TensorMap ToTensors(const TestModel& model,
-                            std::vector<std::vector<std::byte>>* storage) {
+engine::TensorMap ToTensors(const TestModel& model, std::vector<std::vector<std::byte>>* storage) {
   engine::TensorMap tensors;
   storage->reserve(model.weights.size());
   for (const auto& [name, values] : model.weights) {
