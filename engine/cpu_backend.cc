@@ -35,15 +35,19 @@ absl::Status CheckBags(const Model& model, const BagSet& set, const std::vector<
     return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bags malformed (",
                                                    set.num_bags(), " bags, expected ", bags, ")"));
   }
-  for (size_t b = 0; b < bags; ++b) {
-    if (set.bag_begin[b] > set.bag_begin[b + 1]) {
-      return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bag ", b, " reversed"));
-    }
-    const EmbeddingTable& table = model.tables()[tables[b % tables.size()]];
-    for (uint32_t i = set.bag_begin[b]; i < set.bag_begin[b + 1]; ++i) {
-      if (set.rows[i] < 0 || set.rows[i] >= table.rows) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("batch: row ", set.rows[i], " out of range for table '", table.name, "'"));
+  const size_t num_tables = tables.size();
+  for (size_t first = 0; first < bags; first += num_tables) {
+    for (size_t t = 0; t < num_tables; ++t) {
+      const size_t b = first + t;
+      if (set.bag_begin[b] > set.bag_begin[b + 1]) {
+        return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bag ", b, " reversed"));
+      }
+      const EmbeddingTable& table = model.tables()[tables[t]];
+      for (uint32_t i = set.bag_begin[b]; i < set.bag_begin[b + 1]; ++i) {
+        if (set.rows[i] < 0 || set.rows[i] >= table.rows) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "batch: row ", set.rows[i], " out of range for table '", table.name, "'"));
+        }
       }
     }
   }

@@ -15,17 +15,39 @@ constexpr int kPrefetchBags = 16;
 constexpr int kPrefetchCandidates = 2;
 constexpr int kMaxPrefetchLines = 4;
 
-struct F32 {
-  using Storage = float;
-  static FUSERANK_INLINE float Load(const float* p, int j) { return p[j]; }
+// Row access per table dtype: MakeRow(table, row) once per id, then Load(row, j).
+template <typename T>
+struct Plain {
+  using Row = const T*;
+  static FUSERANK_INLINE Row MakeRow(const EmbeddingTable& table, int32_t row) {
+    return reinterpret_cast<const T*>(table.data + static_cast<size_t>(row) * table.row_bytes);
+  }
 };
-struct F16 {
-  using Storage = uint16_t;
-  static FUSERANK_INLINE float Load(const uint16_t* p, int j) { return HalfToFloat(p[j]); }
+struct F32 : Plain<float> {
+  static FUSERANK_INLINE float Load(Row row, int j) { return row[j]; }
 };
-struct BF16 {
-  using Storage = uint16_t;
-  static FUSERANK_INLINE float Load(const uint16_t* p, int j) { return BFloat16ToFloat(p[j]); }
+struct F16 : Plain<uint16_t> {
+  static FUSERANK_INLINE float Load(Row row, int j) { return HalfToFloat(row[j]); }
+};
+struct BF16 : Plain<uint16_t> {
+  static FUSERANK_INLINE float Load(Row row, int j) { return BFloat16ToFloat(row[j]); }
+};
+// Row-wise quantized: value = scale * q + bias with (scale, bias) = qparams[2 * row ..].
+struct I8 {
+  struct Row {
+    const int8_t* q;
+    float scale;
+    float bias;
+  };
+  static FUSERANK_INLINE Row MakeRow(const EmbeddingTable& table, int32_t row) {
+    return {
+        reinterpret_cast<const int8_t*>(table.data + static_cast<size_t>(row) * table.row_bytes),
+        table.qparams[2 * static_cast<size_t>(row)],
+        table.qparams[2 * static_cast<size_t>(row) + 1]};
+  }
+  static FUSERANK_INLINE float Load(const Row& row, int j) {
+    return row.scale * static_cast<float>(row.q[j]) + row.bias;
+  }
 };
 
 struct Csr {
@@ -41,6 +63,7 @@ FUSERANK_INLINE void PrefetchBag(const EmbeddingTable& table, const Csr& csr, si
     for (int line = 0; line < lines && line < kMaxPrefetchLines; ++line) {
       __builtin_prefetch(row + line * 64);
     }
+    if (table.qparams != nullptr) __builtin_prefetch(table.qparams + 2 * csr.rows[i]);
   }
 }
 
@@ -53,8 +76,7 @@ FUSERANK_INLINE void PoolBag(const EmbeddingTable& table, const Csr& csr, size_t
   float weight_sum = 0.0f;
   for (uint32_t i = csr.bag_begin[b]; i < csr.bag_begin[b + 1]; ++i) {
     const float w = csr.weights[i];
-    const auto* __restrict__ row = reinterpret_cast<const typename D::Storage*>(
-        table.data + static_cast<size_t>(csr.rows[i]) * table.row_bytes);
+    const typename D::Row row = D::MakeRow(table, csr.rows[i]);
     for (int j = 0; j < dim; ++j) out[j] += w * D::Load(row, j);
     weight_sum += w;
   }

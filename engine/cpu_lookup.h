@@ -16,9 +16,10 @@ namespace fuserank::engine {
 // each in `weights`. Writes table.dim floats to out + k * out_stride:
 //   sum:  sum_i w_i * E[row_i]
 //   mean: that sum / sum_i w_i, or zeros when sum_i w_i == 0
-// and zeros for an empty bag. fp16 / bf16 rows are converted exactly (cpu_dtype.h);
+// and zeros for an empty bag. fp16 / bf16 rows are converted exactly (cpu_dtype.h); int8
+// rows are scale * q + bias with the row's (scale, bias) from table.qparams;
 // accumulation is float32 in id order.
-// REQUIRES: every row in [0, table.rows); table.dtype is kF32, kF16 or kBF16.
+// REQUIRES: every row in [0, table.rows); int8 tables have qparams.
 void PooledLookup(const EmbeddingTable& table, const uint32_t* bag_begin, const int32_t* rows,
                   const float* weights, int first_bag, int bag_stride, int num_bags, float* out,
                   int out_stride);

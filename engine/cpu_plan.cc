@@ -9,7 +9,9 @@
 namespace fuserank::engine {
 namespace {
 
-size_t ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+size_t ElementBytes(DType dtype) {
+  return dtype == DType::kF32 ? 4 : dtype == DType::kInt8 ? 1 : 2;
+}
 
 // Checks that `layers` chain from `in` inputs and that every tensor has its shape.
 absl::Status CheckLayers(const std::vector<DenseLayer>& layers, int in, const char* what) {
@@ -29,12 +31,9 @@ absl::Status CheckLayers(const std::vector<DenseLayer>& layers, int in, const ch
 
 absl::Status CheckTables(const Model& model) {
   for (const EmbeddingTable& table : model.tables()) {
-    if (table.dtype == DType::kInt8) {
-      return absl::UnimplementedError(
-          absl::StrCat("table '", table.name, "': int8 tables are not supported on the CPU"));
-    }
     if (table.dim <= 0 || table.rows <= 0 || table.data == nullptr ||
-        table.row_bytes < table.dim * ElementBytes(table.dtype)) {
+        table.row_bytes < table.dim * ElementBytes(table.dtype) ||
+        (table.dtype == DType::kInt8 && table.qparams == nullptr)) {
       return absl::InvalidArgumentError(
           absl::StrCat("table '", table.name, "': bad shape or storage for the CPU"));
     }

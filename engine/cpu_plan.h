@@ -72,8 +72,8 @@ struct CpuPlan {
   int max_layer_width = 0;  // widest bottom or top layer output
 };
 
-// Checks the model's shapes against its spec and builds the plan. UNIMPLEMENTED for
-// int8 tables; INVALID_ARGUMENT (naming the layer or table) for inconsistent shapes.
+// Checks the model's shapes against its spec and builds the plan; INVALID_ARGUMENT
+// (naming the layer or table) for inconsistent shapes.
 absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model);
 
 }  // namespace fuserank::engine

@@ -101,11 +101,13 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
     OnScored(call, absl::OkStatus(), engine::RequestResult{});
     return absl::OkStatus();
   }
-  return served->batcher->Submit(
+  const absl::Status queued = served->batcher->Submit(
       std::move(batch), SteadyDeadline(*context),
       [this, call](const absl::Status& status, const engine::RequestResult& result) {
         OnScored(call, status, result);
       });
+  metrics_->SetQueueDepth(models_->QueueDepth());
+  return queued;
 }
 
 void RankerService::OnScored(Call* call, const absl::Status& status,
@@ -115,6 +117,7 @@ void RankerService::OnScored(Call* call, const absl::Status& status,
     return;
   }
   if (result.batch_candidates > 0) {
+    metrics_->SetQueueDepth(models_->QueueDepth());
     metrics_->RecordStage(Stage::kQueue, result.queue_seconds);
     if (result.position == 0) {  // once per batch
       metrics_->RecordBatchCandidates(result.batch_candidates);
@@ -162,9 +165,10 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
   metrics_->AddInflight(-1);
   if (Sampled(options_.access_log_sample)) {
     spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}{}{}",
-                 call->request.request_id(), call->request.model(), call->request.candidates_size(),
-                 call->request.top_k(), std::string(GrpcCodeName(status.error_code())),
-                 seconds * 1e3, status.ok() ? "" : " error=", status.error_message());
+                 call->request.request_id().substr(0, 128), call->request.model().substr(0, 128),
+                 call->request.candidates_size(), call->request.top_k(),
+                 std::string(GrpcCodeName(status.error_code())), seconds * 1e3,
+                 status.ok() ? "" : " error=", status.error_message());
   }
   grpc::ServerUnaryReactor* reactor = call->reactor;
   ReleaseCall(std::unique_ptr<Call>(call));

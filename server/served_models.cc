@@ -36,6 +36,12 @@ absl::StatusOr<ServedModel*> ServedModels::Find(absl::string_view name) const {
       " (leave `model` empty for the default, '", names.empty() ? "" : names.front(), "')"));
 }
 
+int ServedModels::QueueDepth() const {
+  int depth = 0;
+  for (const auto& model : models_) depth += model->batcher->queue_depth();
+  return depth;
+}
+
 void ServedModels::ShutdownBatchers() {
   for (auto& model : models_) {
     if (model->batcher != nullptr) model->batcher->Shutdown();

@@ -37,6 +37,8 @@ class ServedModels {
   // "" -> the default model; an unknown name: NOT_FOUND naming the loaded models.
   absl::StatusOr<ServedModel*> Find(absl::string_view name) const;
   const std::vector<std::unique_ptr<ServedModel>>& all() const { return models_; }
+  // Requests waiting in every model's batcher queue.
+  int QueueDepth() const;
   // Stops every batcher: queued requests complete, new ones get UNAVAILABLE.
   void ShutdownBatchers();
 

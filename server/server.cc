@@ -152,6 +152,9 @@ absl::Status Server::StartGrpc() {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.server.listen, credentials, &port_);
   builder.SetMaxReceiveMessageSize(GrpcReceiveLimit(config_.server.max_request_bytes));
+  // Without this, gRPC sets SO_REUSEPORT and a second server on the same port would start
+  // and silently share it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(ranker_.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
@@ -167,6 +170,7 @@ absl::Status Server::StartGrpc() {
   if (!config_.server.admin_listen.empty()) {
     grpc::ServerBuilder admin_builder;
     admin_builder.AddListeningPort(config_.server.admin_listen, credentials, &admin_port_);
+    admin_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     admin_builder.RegisterService(admin_.get());
     admin_server_ = admin_builder.BuildAndStart();
     if (admin_server_ == nullptr || admin_port_ == 0) {

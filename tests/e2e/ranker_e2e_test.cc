@@ -20,6 +20,7 @@
 #include "server/config.h"
 #include "server/server.h"
 #include "tests/e2e/grpc_util.h"
+#include "tests/e2e/rank_check_util.h"
 #include "tests/e2e/reference_util.h"
 #include "tests/testing/test_model.h"
 
@@ -29,10 +30,12 @@ namespace {
 using engine::Interaction;
 using engine::ModelSpec;
 using engine::Side;
+using testing::ExpectMatchesReference;
 using ::testing::HasSubstr;
+using testing::Rank;
+using testing::Reply;
+using testing::TempDir;
 using testing::TestModel;
-
-constexpr double kTolerance = 5e-5;
 
 ModelSpec Spec(const std::string& name, Interaction interaction, engine::DType dtype) {
   ModelSpec spec;
@@ -93,62 +96,6 @@ std::vector<TestModel> E2eModels() {
   nodense.top_mlp = {6, 1};
   models.push_back(testing::MakeRandomModel(nodense, 14));
   return models;
-}
-
-std::string TempDir(const std::string& name) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid());
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-struct Reply {
-  grpc::Status status;
-  v1::RankResponse response;
-};
-
-Reply Rank(v1::Ranker::Stub* stub, const v1::RankRequest& request) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  Reply reply;
-  reply.status = stub->Rank(&context, request, &reply.response);
-  return reply;
-}
-
-// Checks a response against the reference: order, ties, ids, scores, the top-K set.
-void ExpectMatchesReference(const TestModel& model, const v1::RankRequest& request,
-                            const Reply& reply) {
-  ASSERT_TRUE(reply.status.ok()) << reply.status.error_message();
-  const std::vector<double> reference = testing::ReferenceScores(model, request);
-  const int n = request.candidates_size();
-  const int k = request.top_k() == 0 ? n : std::min<int>(request.top_k(), n);
-  const auto& items = reply.response.items();
-  EXPECT_EQ(reply.response.model_version(), model.spec.version);
-  ASSERT_EQ(items.size(), k);
-  std::vector<bool> returned(n, false);
-  double lowest_returned = 2.0;
-  for (int i = 0; i < k; ++i) {
-    const v1::ScoredItem& item = items[i];
-    ASSERT_LT(item.index(), static_cast<uint32_t>(n));
-    EXPECT_FALSE(returned[item.index()]) << "index " << item.index() << " returned twice";
-    returned[item.index()] = true;
-    EXPECT_EQ(item.item_id(), request.candidates(item.index()).item_id());
-    EXPECT_NEAR(item.score(), reference[item.index()], kTolerance) << "candidate " << item.index();
-    EXPECT_GE(item.score(), 0.0f);
-    EXPECT_LE(item.score(), 1.0f);
-    if (i > 0) {
-      const v1::ScoredItem& prev = items[i - 1];
-      EXPECT_TRUE(prev.score() > item.score() ||
-                  (prev.score() == item.score() && prev.index() < item.index()))
-          << "position " << i << ": not score-descending with ties by lower index";
-    }
-    lowest_returned = std::min(lowest_returned, reference[item.index()]);
-  }
-  for (int c = 0; c < n; ++c) {
-    if (!returned[c]) {
-      EXPECT_LE(reference[c], lowest_returned + 2 * kTolerance)
-          << "candidate " << c << " belongs in the top " << k;
-    }
-  }
 }
 
 class RankerE2eTest : public ::testing::Test {
@@ -495,89 +442,6 @@ TEST_F(RankerE2eTest, MetricsAreServedWithEveryFamily) {
   EXPECT_EQ(SeriesValue(*after, invalid), SeriesValue(*before, invalid) + 1);
   EXPECT_EQ(SeriesValue(*after, ok), SeriesValue(*before, ok) + 1);
   EXPECT_GE(SeriesValue(*after, "fuserank_inflight_requests"), 0);
-}
-
-TEST(ServerLifecycleTest, AfterShutdownCallsAreUnavailable) {
-  const std::string dir = TempDir("lifecycle");
-  const TestModel model = testing::MakeRandomModel(testing::SmallSpec(1, 1, 100, 4), 5);
-  absl::StatusOr<std::string> path = testing::WriteTestModel(model, dir);
-  ASSERT_TRUE(path.ok()) << path.status();
-  absl::StatusOr<server::Config> config = server::ParseConfig(
-      absl::StrCat("server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: \"\"}\n",
-                   "model: {path: \"", *path, "\"}\n"),
-      "lifecycle.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = v1::Ranker::NewStub(channel);
-  const v1::RankRequest request = testing::RandomRequest(model, 3, 10);
-  ExpectMatchesReference(model, request, Rank(stub.get(), request));
-  (*server)->Shutdown();
-  const Reply after = Rank(stub.get(), request);
-  EXPECT_EQ(after.status.error_code(), grpc::StatusCode::UNAVAILABLE)
-      << after.status.error_message();
-}
-
-TEST(ServerLifecycleTest, ShutdownLetsCallsInFlightFinish) {
-  const std::string dir = TempDir("drain");
-  const TestModel model = testing::MakeRandomModel(testing::SmallSpec(2, 3, 5000, 32), 6);
-  absl::StatusOr<std::string> path = testing::WriteTestModel(model, dir);
-  ASSERT_TRUE(path.ok()) << path.status();
-  absl::StatusOr<server::Config> config = server::ParseConfig(
-      absl::StrCat("server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: \"\",",
-                   " shutdown_grace_seconds: 30}\nengine: {device: cpu, streams: 1}\n",
-                   "model: {path: \"", *path, "\"}\n"),
-      "drain.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
-                                     grpc::InsecureChannelCredentials());
-  std::atomic<int> ok{0};
-  std::atomic<int> drained{0};  // calls outstanding when Shutdown() began that finished OK
-  std::atomic<bool> shutdown_started{false};
-  std::vector<std::thread> clients;
-  for (int t = 0; t < 8; ++t) {
-    clients.emplace_back([&, t] {
-      auto stub = v1::Ranker::NewStub(channel);
-      for (int i = 0;; ++i) {
-        const v1::RankRequest request = testing::RandomRequest(model, 100 * t + i, 4000);
-        const bool before = !shutdown_started;
-        const Reply reply = Rank(stub.get(), request);
-        if (!reply.status.ok()) {
-          // Refused (our UNAVAILABLE), or caught by gRPC's own teardown in its last
-          // instant (CANCELLED); never another error.
-          EXPECT_THAT(reply.status.error_code(),
-                      ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED))
-              << reply.status.error_message();
-          EXPECT_TRUE(shutdown_started) << "failed before the shutdown";
-          return;
-        }
-        ExpectMatchesReference(model, request, reply);
-        ++ok;
-        if (before && shutdown_started) ++drained;
-      }
-    });
-  }
-  while (ok < 12) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  shutdown_started = true;
-  (*server)->Shutdown();
-  for (auto& client : clients) client.join();
-  EXPECT_GE(drained.load(), 1) << "calls in flight at the shutdown must finish, not be cut off";
-}
-
-TEST(ServerLifecycleTest, AModelThatDoesNotLoadStopsTheStartNamingThePath) {
-  absl::StatusOr<server::Config> config = server::ParseConfig(
-      "server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: \"\"}\n"
-      "model: {path: /nonexistent/m.yaml}\n",
-      "broken.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config);
-  ASSERT_FALSE(server.ok());
-  EXPECT_THAT(std::string(server.status().message()),
-              HasSubstr("broken.yaml: model.path '/nonexistent/m.yaml'"));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The CPU engine end to end (CreateCpuBackend): scores against the independent double
-// reference of cpu_reference_util over random seeded models of every interaction, dtype
-// and shape variant, top-K order and ties, batch checks, stage timings, and no heap
-// allocation in Run() after warm-up.
+// reference of cpu_reference_util over random seeded models of every interaction, table
+// dtype (fp32, fp16, bf16, row-wise int8) and shape variant, top-K order and ties, batch checks,
+// stage timings, and no heap allocation in Run() after warm-up.
 #include "engine/cpu_backend.h"
 
 #include <algorithm>
@@ -49,6 +49,20 @@ std::string VariantName(Variant v) {
                          "UserDenseOnly", "ItemDenseOnly", "NoUserTables",
                          "NoItemTables",  "SingleLayers",  "OddDims"};
   return names[static_cast<int>(v)];
+}
+
+const char* DTypeLabel(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kInt8:
+      return "I8";
+  }
+  return "?";
 }
 
 ModelSpec VariantSpec(Interaction interaction, DType dtype, Variant variant, std::mt19937_64& rng) {
@@ -115,6 +129,46 @@ void UseExactTableValues(TestModel& model, std::mt19937_64& rng) {
   }
 }
 
+// int8 tables: draws q and a (scale, bias) per row, keeps the dequantized values (exact
+// in float: multiples of 1/512 below 2^12 / 512) as the reference's table values, and
+// builds the model from I8 tables with F32 qparams (everything else F32).
+absl::StatusOr<std::shared_ptr<const Model>> BuildInt8Model(TestModel& model,
+                                                            std::mt19937_64& rng) {
+  std::vector<std::vector<std::byte>> storage;
+  storage.reserve(model.weights.size() + model.spec.tables.size());
+  TensorMap tensors;
+  auto add = [&](const std::string& name, const char* dtype, std::vector<int64_t> shape,
+                 const void* data, size_t bytes) {
+    const std::byte* p = static_cast<const std::byte*>(data);
+    storage.emplace_back(p, p + bytes);
+    tensors[name] = TensorView{dtype, std::move(shape), storage.back().data(), bytes};
+  };
+  std::uniform_int_distribution<int> q_dist(-128, 127), step(1, 16), offset(-64, 64);
+  for (const TableSpec& table : model.spec.tables) {
+    const std::string name = absl::StrCat("embeddings.", table.name, ".weight");
+    std::vector<float>& values = model.weights[name];
+    std::vector<int8_t> q(values.size());
+    std::vector<float> qparams;
+    for (int64_t r = 0; r < table.rows; ++r) {
+      const float scale = step(rng) / 512.0f, bias = offset(rng) / 128.0f;
+      qparams.push_back(scale);
+      qparams.push_back(bias);
+      for (int j = 0; j < table.dim; ++j) {
+        q[r * table.dim + j] = static_cast<int8_t>(q_dist(rng));
+        values[r * table.dim + j] = scale * q[r * table.dim + j] + bias;
+      }
+    }
+    add(name, "I8", {table.rows, table.dim}, q.data(), q.size());
+    add(absl::StrCat("embeddings.", table.name, ".qparams"), "F32", {table.rows, 2}, qparams.data(),
+        qparams.size() * sizeof(float));
+  }
+  for (const auto& [name, values] : model.weights) {
+    if (name.rfind("embeddings.", 0) == 0) continue;
+    add(name, "F32", model.shapes.at(name), values.data(), values.size() * sizeof(float));
+  }
+  return Model::FromTensors(model.spec, tensors);
+}
+
 // Runs `batch` and returns all scores per request by candidate index (top_k must be all).
 std::vector<std::vector<float>> ScoresByIndex(Backend& backend, int worker, const Batch& batch,
                                               BatchResult& result) {
@@ -148,8 +202,13 @@ TEST_P(CpuBackendTest, MatchesReference) {
   SCOPED_TRACE(::testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
   TestModel test_model = MakeRandomModel(VariantSpec(interaction, dtype, variant, rng), seed);
-  UseExactTableValues(test_model, rng);
-  absl::StatusOr<std::shared_ptr<const Model>> model = BuildTestModel(test_model);
+  absl::StatusOr<std::shared_ptr<const Model>> model;
+  if (dtype == DType::kInt8) {
+    model = BuildInt8Model(test_model, rng);
+  } else {
+    UseExactTableValues(test_model, rng);
+    model = BuildTestModel(test_model);
+  }
   ASSERT_TRUE(model.ok()) << model.status();
 
   // Several requests in one batch: sizes around the tile edge, one empty request.
@@ -189,7 +248,7 @@ INSTANTIATE_TEST_SUITE_P(
     AllInteractionsDtypesShapes, CpuBackendTest,
     ::testing::Combine(
         ::testing::Values(Interaction::kConcat, Interaction::kDot, Interaction::kLinear),
-        ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+        ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kInt8),
         ::testing::Values(Variant::kFull, Variant::kNoDense, Variant::kNoBottom,
                           Variant::kUserDenseOnly, Variant::kItemDenseOnly, Variant::kNoUserTables,
                           Variant::kNoItemTables, Variant::kSingleLayers, Variant::kOddDims)),
@@ -198,11 +257,8 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat(interaction == Interaction::kConcat ? "Concat"
                           : interaction == Interaction::kDot  ? "Dot"
                                                               : "Linear",
-                          "_",
-                          DTypeName(std::get<1>(info.param)) == "fp32"   ? "F32"
-                          : DTypeName(std::get<1>(info.param)) == "fp16" ? "F16"
-                                                                         : "BF16",
-                          "_", VariantName(std::get<2>(info.param)));
+                          "_", DTypeLabel(std::get<1>(info.param)), "_",
+                          VariantName(std::get<2>(info.param)));
     });
 
 class CpuBackendFixture : public ::testing::Test {

@@ -1,6 +1,6 @@
 // PooledLookup against a double-precision pooling written here from SPEC section 2,
-// step 2, over dtypes, pooling modes, weights, empty bags, zero weight sums, repeated
-// ids, bag strides and both code paths.
+// step 2, over dtypes (int8: scale * q + bias per row), pooling modes, weights, empty bags, zero
+// weight sums, repeated ids, bag strides and both code paths.
 #include "engine/cpu_lookup.h"
 
 #include <cmath>
@@ -22,12 +22,13 @@ constexpr float kPoison = -9999.0f;
 struct TestTable {
   EmbeddingTable table;
   std::vector<std::byte> storage;
+  std::vector<float> qparams;  // int8: (scale, bias) per row
   std::vector<double> values;  // as stored, decoded
 };
 
 TestTable MakeTable(DType dtype, Pooling pooling, int64_t rows, int dim, std::mt19937_64& rng) {
   TestTable t;
-  const size_t element = dtype == DType::kF32 ? 4 : 2;
+  const size_t element = dtype == DType::kF32 ? 4 : dtype == DType::kInt8 ? 1 : 2;
   t.table.name = "t";
   t.table.dtype = dtype;
   t.table.pooling = pooling;
@@ -35,6 +36,22 @@ TestTable MakeTable(DType dtype, Pooling pooling, int64_t rows, int dim, std::mt
   t.table.dim = dim;
   t.table.row_bytes = element * dim;
   t.storage.resize(rows * t.table.row_bytes);
+  if (dtype == DType::kInt8) {  // value = scale * q + bias, per row
+    std::uniform_int_distribution<int> q(-128, 127), step(1, 16), offset(-64, 64);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float scale = step(rng) / 256.0f, bias = offset(rng) / 128.0f;
+      t.qparams.push_back(scale);
+      t.qparams.push_back(bias);
+      for (int j = 0; j < dim; ++j) {
+        const int8_t v = static_cast<int8_t>(q(rng));
+        std::memcpy(t.storage.data() + r * dim + j, &v, 1);
+        t.values.push_back(static_cast<double>(scale) * v + bias);
+      }
+    }
+    t.table.data = t.storage.data();
+    t.table.qparams = t.qparams.data();
+    return t;
+  }
   for (int64_t i = 0; i < rows * dim; ++i) {
     const float v = test::RandomExactValue(dtype, rng);
     std::byte* dst = t.storage.data() + i * element;
@@ -116,13 +133,13 @@ TEST_P(PooledLookupTest, MatchesDoubleReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, PooledLookupTest,
-                         testing::Combine(testing::Values(DType::kF32, DType::kF16, DType::kBF16),
-                                          testing::Values(Pooling::kSum, Pooling::kMean),
-                                          testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(
+    AllDtypes, PooledLookupTest,
+    testing::Combine(testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kInt8),
+                     testing::Values(Pooling::kSum, Pooling::kMean), testing::Bool()));
 
 TEST(PooledLookupCandidatesTest, EqualsPooledLookupTableByTable) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8}) {
     const uint64_t seed = 300 + static_cast<int>(dtype);
     SCOPED_TRACE(testing::Message() << "seed=" << seed);
     std::mt19937_64 rng(seed);

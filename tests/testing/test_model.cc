@@ -24,14 +24,14 @@ void AddLayers(const std::string& prefix, int in, const std::vector<int>& widths
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
     std::uniform_real_distribution<float> dist(-bound, bound);
     const std::string name = absl::StrCat(prefix, ".", i);
-    auto& weight = model->weights[name + ".weight"];
+    auto& weight = model->weights[absl::StrCat(name, ".weight")];
     weight.resize(static_cast<size_t>(out) * in);
     for (float& w : weight) w = dist(*rng);
-    auto& bias = model->weights[name + ".bias"];
+    auto& bias = model->weights[absl::StrCat(name, ".bias")];
     bias.resize(out);
     for (float& b : bias) b = 0.1f * dist(*rng);
-    model->shapes[name + ".weight"] = {out, in};
-    model->shapes[name + ".bias"] = {out};
+    model->shapes[absl::StrCat(name, ".weight")] = {out, in};
+    model->shapes[absl::StrCat(name, ".bias")] = {out};
     in = out;
   }
 }
@@ -137,12 +137,12 @@ absl::StatusOr<std::string> WriteTestModel(const TestModel& model, const std::st
   std::vector<std::vector<std::byte>> storage;
   const engine::TensorMap tensors = ToTensors(model, &storage);
   std::vector<std::pair<std::string, engine::TensorView>> list(tensors.begin(), tensors.end());
-  absl::Status status = engine::WriteSafetensors(base + ".safetensors", list);
+  absl::Status status = engine::WriteSafetensors(absl::StrCat(base, ".safetensors"), list);
   if (!status.ok()) return status;
   ModelSpec spec = model.spec;
-  spec.weights_path = base + ".safetensors";
-  std::ofstream(base + ".yaml") << engine::ModelSpecToYaml(spec);
-  return base + ".yaml";
+  spec.weights_path = absl::StrCat(base, ".safetensors");
+  std::ofstream(absl::StrCat(base, ".yaml")) << engine::ModelSpecToYaml(spec);
+  return absl::StrCat(base, ".yaml");
 }
 
 absl::StatusOr<std::shared_ptr<const engine::Model>> BuildTestModel(const TestModel& model) {
@@ -155,9 +155,10 @@ absl::StatusOr<std::shared_ptr<const engine::Model>> BuildTestModel(const TestMo
 
 ModelSpec SmallSpec(int user, int item, int64_t rows, int dim) {
   ModelSpec spec;
-  spec.name = "small";
-  spec.version = "7";
-  spec.weights_path = "small.safetensors";
+  // Move-assigned: GCC 12 warns falsely (-Wrestrict) on assigning these literals.
+  spec.name = std::string("small");
+  spec.version = std::string("7");
+  spec.weights_path = std::string("small.safetensors");
   for (int i = 0; i < user; ++i) {
     spec.tables.push_back({absl::StrCat("user_", i), engine::Side::kUser, rows, dim});
   }
