@@ -189,7 +189,8 @@ void PooledLookup(const EmbeddingTable& table, const uint32_t* bag_begin, const 
       PoolTableDispatch<BF16>(args);
       break;
     case DType::kInt8:
-      break;  // REQUIRES excludes it; the backend refuses such models
+      PoolTableDispatch<I8>(args);
+      break;
   }
 }
 
@@ -213,6 +214,7 @@ void PooledLookupCandidates(const EmbeddingTable* const* tables, const int* out_
       PoolCandidatesDispatch<BF16>(args);
       break;
     case DType::kInt8:
+      PoolCandidatesDispatch<I8>(args);
       break;
   }
 }
