@@ -33,32 +33,54 @@ PackedMatrix PackedMatrix::FromTransposed(const float* w, int n, int k, int ldw,
 
 namespace {
 
-// The micro-kernel's contract, both ISAs: rows [0, MR) of A times one 16-column panel,
-// plus bias16, ReLU when asked, `ncols` (<= 16) columns stored.
+// Four floats as a GCC/Clang vector: SSE on baseline x86, NEON on ARM.
+using V4 = float __attribute__((vector_size(16)));
+
+FUSERANK_INLINE V4 LoadV4(const float* p) {
+  V4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+FUSERANK_INLINE void StoreRowGeneric(float* out, const V4 (&acc)[4], bool relu, int ncols) {
+  alignas(16) float tmp[kSgemmPanel];
+  std::memcpy(tmp, acc, sizeof(tmp));
+  for (int l = 0; l < ncols; ++l) out[l] = relu ? std::max(tmp[l], 0.0f) : tmp[l];
+}
+
+// The micro-kernel's contract, both ISAs: rows [0, MR) of A (MR <= 2 here) times one
+// 16-column panel, plus bias16, ReLU when asked, `ncols` (<= 16) columns stored.
 template <int MR>
 void KernelGeneric(int k, const float* a, int lda, const float* panel, const float* bias16,
                    bool relu, float* c, int ldc, int ncols) {
-  float acc[MR][kSgemmPanel];
-  for (int r = 0; r < MR; ++r) {
-    for (int l = 0; l < kSgemmPanel; ++l) acc[r][l] = bias16[l];
-  }
+  const V4 bias[4] = {LoadV4(bias16), LoadV4(bias16 + 4), LoadV4(bias16 + 8), LoadV4(bias16 + 12)};
+  V4 r0[4] = {bias[0], bias[1], bias[2], bias[3]};
+  V4 r1[4] = {bias[0], bias[1], bias[2], bias[3]};
+  const float* a1 = a + (MR > 1 ? lda : 0);
   for (int p = 0; p < k; ++p) {
     const float* b = panel + static_cast<size_t>(p) * kSgemmPanel;
-    for (int r = 0; r < MR; ++r) {
-      const float av = a[static_cast<size_t>(r) * lda + p];
-      for (int l = 0; l < kSgemmPanel; ++l) acc[r][l] += av * b[l];
+    const V4 b0 = LoadV4(b), b1 = LoadV4(b + 4), b2 = LoadV4(b + 8), b3 = LoadV4(b + 12);
+    const float x0 = a[p];
+    r0[0] += x0 * b0;
+    r0[1] += x0 * b1;
+    r0[2] += x0 * b2;
+    r0[3] += x0 * b3;
+    if constexpr (MR > 1) {
+      const float x1 = a1[p];
+      r1[0] += x1 * b0;
+      r1[1] += x1 * b1;
+      r1[2] += x1 * b2;
+      r1[3] += x1 * b3;
     }
   }
-  for (int r = 0; r < MR; ++r) {
-    float* out = c + static_cast<size_t>(r) * ldc;
-    for (int l = 0; l < ncols; ++l) out[l] = relu ? std::max(acc[r][l], 0.0f) : acc[r][l];
-  }
+  StoreRowGeneric(c, r0, relu, ncols);
+  if constexpr (MR > 1) StoreRowGeneric(c + ldc, r1, relu, ncols);
 }
 
 // Panels [first, last) of C = A * B; bias16s holds 16 padded floats per panel from `first`.
 void SgemmGeneric(int m, const float* a, int lda, const PackedMatrix& b, int first, int last,
                   const float* bias16s, bool relu, float* c, int ldc) {
-  constexpr int kRows = 4;
+  constexpr int kRows = 2;
   for (int j = first; j < last; ++j) {
     const int ncols = std::min(kSgemmPanel, b.n() - j * kSgemmPanel);
     const float* bias16 = bias16s + (j - first) * kSgemmPanel;
