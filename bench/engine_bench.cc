@@ -236,34 +236,6 @@ BENCHMARK(BM_EngineLookup)
     ->Arg(1024)
     ->Unit(benchmark::kMicrosecond);
 
-// The same lookups candidate by candidate across the 18 tables, in tiles of
-// kTileCandidates (what ScoreTile runs).
-void BM_EngineLookupCandidates(benchmark::State& state) {
-  BenchEnv& env = Env();
-  const int candidates = static_cast<int>(state.range(0));
-  const std::vector<Batch>& batches = env.batches[SizeIndex(candidates)];
-  std::vector<float> out(static_cast<size_t>(candidates) * env.plan.item_stride);
-  size_t i = 0;
-  for (auto _ : state) {
-    const Batch& batch = batches[i++ % batches.size()];
-    for (int first = 0; first < candidates; first += kTileCandidates) {
-      PooledLookupCandidates(env.plan.item_tables.data(), env.plan.item_column.data(),
-                             static_cast<int>(env.plan.item_tables.size()), batch.item, first,
-                             std::min(kTileCandidates, candidates - first),
-                             out.data() + static_cast<size_t>(first) * env.plan.item_stride,
-                             env.plan.item_stride);
-    }
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetItemsProcessed(state.iterations() * candidates);
-}
-BENCHMARK(BM_EngineLookupCandidates)
-    ->ArgName("candidates")
-    ->Arg(16)
-    ->Arg(256)
-    ->Arg(1024)
-    ->Unit(benchmark::kMicrosecond);
-
 // The per-candidate dots of the bench model (z and 18 items with each other and with
 // the 8 user vectors: 323 dots of width 32 per candidate), as ScoreTile runs them.
 void BM_EngineInteraction(benchmark::State& state) {

@@ -4,28 +4,58 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace fuserank::engine {
 namespace {
 
 double Seconds(BatcherClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+int64_t Micros(BatcherClock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+absl::Status QueueFull(size_t capacity) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the request queue is full (engine.queue_capacity = ", capacity,
+                   " requests waiting); retry with backoff"));
+}
+
+absl::Status ShuttingDown() { return absl::UnavailableError("the server is shutting down"); }
+
+// True when `result` holds `requests` well-formed slices of its items.
+bool WellFormed(const BatchResult& result, size_t requests) {
+  if (result.result_begin.size() != requests + 1 || result.result_begin[0] != 0) return false;
+  for (size_t r = 0; r < requests; ++r) {
+    if (result.result_begin[r] > result.result_begin[r + 1]) return false;
+  }
+  return result.result_begin.back() <= result.items.size();
+}
+
+// Requests a slot's parts list is sized for up front; it grows past this only once.
+constexpr size_t kReservedParts = 256;
+
 }  // namespace
 
-Batcher::Batcher(Backend* backend, BatcherOptions options) : backend_(backend), options_(options) {
-  const int workers = std::max(1, backend_->num_workers());
-  const size_t capacity = static_cast<size_t>(std::max(1, options_.queue_capacity));
-  pool_limit_ = capacity + 2 * static_cast<size_t>(workers);
-  slots_.resize(workers);
+Batcher::Batcher(Backend* backend, BatcherOptions options)
+    : backend_(backend),
+      options_(options),
+      workers_(std::max(1, backend->num_workers())),
+      capacity_(static_cast<size_t>(std::max(1, options.queue_capacity))),
+      max_wait_(std::chrono::microseconds(std::max(0, options.max_batch_wait_us))) {
+  pool_limit_ = capacity_ + 2 * static_cast<size_t>(workers_);
+  slots_ = std::vector<Slot>(workers_);
+  for (Slot& slot : slots_) slot.parts.reserve(std::min(capacity_, kReservedParts));
+  dropped_.reserve(std::min(capacity_, kReservedParts));
   {
     absl::MutexLock lock(&mu_);
-    queue_.resize(capacity);
-    idle_.reserve(workers);
-    for (int w = workers - 1; w >= 0; --w) idle_.push_back(w);
+    queue_.resize(capacity_);
+    idle_.reserve(workers_);
+    for (int w = workers_ - 1; w >= 0; --w) idle_.push_back(w);
   }
-  threads_.reserve(workers + 1);
+  threads_.reserve(workers_ + 1);
   threads_.emplace_back([this] { BatcherLoop(); });
-  for (int w = 0; w < workers; ++w) threads_.emplace_back([this, w] { WorkerLoop(w); });
+  for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { WorkerLoop(w); });
 }
 
 Batcher::~Batcher() { Shutdown(); }
@@ -49,26 +79,33 @@ void Batcher::ReleaseBatch(std::unique_ptr<Batch> batch) {
   if (pool_.size() < pool_limit_) pool_.push_back(std::move(batch));
 }
 
+absl::Status Batcher::Admission() const {
+  if (refusing_.load(std::memory_order_relaxed)) return ShuttingDown();
+  if (static_cast<size_t>(queue_depth()) >= capacity_) return QueueFull(capacity_);
+  return absl::OkStatus();
+}
+
 absl::Status Batcher::Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
-                             RequestDone done) {
+                             RequestDone done, const std::atomic<bool>* cancelled) {
   absl::Status status;
   if (request == nullptr || request->num_requests() != 1 || request->num_candidates() == 0) {
     status = absl::InternalError("Batcher::Submit takes one request with candidates");
   } else {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
-      status = absl::UnavailableError("the server is shutting down");
-    } else if (queue_size_ == queue_.size()) {
-      status = absl::ResourceExhaustedError(
-          absl::StrCat("the request queue is full (engine.queue_capacity = ", queue_.size(),
-                       " requests waiting); retry with backoff"));
+      status = ShuttingDown();
+    } else if (queue_size_ == capacity_) {
+      status = QueueFull(capacity_);
     } else {
-      Work& work = queue_[(queue_head_ + queue_size_) % queue_.size()];
+      Work& work = queue_[(queue_head_ + queue_size_) % capacity_];
+      work.candidates = request->num_candidates();
       work.batch = std::move(request);
       work.done = std::move(done);
+      work.cancelled = cancelled;
       work.enqueued = BatcherClock::now();
       work.deadline = deadline;
       ++queue_size_;
+      queued_candidates_ += work.candidates;
       queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
       return absl::OkStatus();
     }
@@ -83,56 +120,101 @@ void Batcher::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    refusing_.store(true, std::memory_order_relaxed);
   }
   for (std::thread& thread : threads_) thread.join();
   joined_ = true;
 }
 
+bool Batcher::ReadyToForm() const {
+  if (queue_size_ == 0) return stopping_;
+  if (idle_.empty()) return false;
+  if (stopping_ || max_wait_ == BatcherClock::duration::zero()) return true;
+  if (queued_candidates_ >= options_.max_batch_candidates) return true;  // full
+  const int idle = static_cast<int>(idle_.size());
+  if (idle > 1 || idle == workers_) return true;  // spare workers: waiting buys nothing
+  return BatcherClock::now() - queue_[queue_head_].enqueued >= max_wait_;
+}
+
+Batcher::Work Batcher::PopHead() {
+  Work work = std::move(queue_[queue_head_]);
+  queue_head_ = (queue_head_ + 1) % capacity_;
+  --queue_size_;
+  queued_candidates_ -= work.candidates;
+  return work;
+}
+
+void Batcher::FormBatch(Slot* slot) {
+  const BatcherClock::time_point now = BatcherClock::now();
+  const Model* model = nullptr;
+  int64_t candidates = 0;
+  while (queue_size_ > 0) {
+    const Work& head = queue_[queue_head_];
+    if (head.deadline < now ||
+        (head.cancelled != nullptr && head.cancelled->load(std::memory_order_acquire))) {
+      dropped_.push_back(PopHead());
+      continue;
+    }
+    if (!slot->parts.empty() &&
+        (head.batch->model.get() != model ||
+         candidates + head.candidates > options_.max_batch_candidates)) {
+      break;
+    }
+    model = head.batch->model.get();
+    candidates += head.candidates;
+    slot->parts.push_back(PopHead());
+  }
+  queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
+}
+
 void Batcher::BatcherLoop() {
-  std::vector<Work> expired;  // completed outside the lock
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      auto can_form = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return (queue_size_ > 0 && !idle_.empty()) || (stopping_ && queue_size_ == 0);
-      };
-      mu_.Await(absl::Condition(&can_form));
+      while (!ReadyToForm()) {
+        if (queue_size_ > 0 && !idle_.empty()) {
+          // The last free worker while others compute: give the oldest request until
+          // max_batch_wait_us for company. Arrivals and freed workers wake us earlier.
+          const BatcherClock::duration left =
+              queue_[queue_head_].enqueued + max_wait_ - BatcherClock::now();
+          mu_.AwaitWithTimeout(absl::Condition(this, &Batcher::ReadyToForm),
+                               absl::FromChrono(left));
+        } else {
+          mu_.Await(absl::Condition(this, &Batcher::ReadyToForm));
+        }
+      }
       if (queue_size_ == 0) {  // stopping, and every queued request has been formed
         batcher_done_ = true;
         return;
       }
       const int worker = idle_.back();
-      Formed& formed = slots_[worker].formed;
-      const BatcherClock::time_point now = BatcherClock::now();
-      // One request per batch for now. Dynamic batching goes here: keep taking requests
-      // while the merged candidates stay <= max_batch_candidates, waiting up to
-      // max_batch_wait_us for more, and Append() them into formed.merged.
-      while (queue_size_ > 0 && formed.parts.empty()) {
-        Work& head = queue_[queue_head_];
-        queue_head_ = (queue_head_ + 1) % queue_.size();
-        --queue_size_;
-        if (head.deadline < now) {
-          expired.push_back(std::move(head));
-        } else {
-          formed.parts.push_back(std::move(head));
-        }
-      }
-      queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
-      if (!formed.parts.empty()) {
+      Slot& slot = slots_[worker];
+      FormBatch(&slot);
+      if (!slot.parts.empty()) {
         idle_.pop_back();
-        slots_[worker].assigned = true;
+        slot.assigned = true;
       }
     }
-    for (Work& work : expired) {
-      const double waited = Seconds(BatcherClock::now() - work.enqueued);
-      Complete(&work,
-               absl::DeadlineExceededError(
-                   absl::StrCat("the deadline passed after ", static_cast<int64_t>(waited * 1e6),
-                                " us in the queue; the request was not computed")),
-               RequestResult{});
-    }
-    expired.clear();
+    CompleteDropped();
   }
+}
+
+void Batcher::CompleteDropped() {
+  const BatcherClock::time_point now = BatcherClock::now();
+  for (Work& work : dropped_) {
+    const int64_t waited_us = Micros(now - work.enqueued);
+    // The deadline wins over the cancellation it usually causes.
+    const absl::Status status =
+        work.deadline < now
+            ? absl::DeadlineExceededError(absl::StrCat("the deadline passed after ", waited_us,
+                                                       " us in the queue; the request was "
+                                                       "not computed"))
+            : absl::CancelledError(absl::StrCat("the client cancelled the request after ",
+                                                waited_us, " us in the queue; it was not "
+                                                           "computed"));
+    Complete(&work, status, RequestResult{});
+  }
+  dropped_.clear();
 }
 
 void Batcher::WorkerLoop(int worker) {
@@ -146,28 +228,34 @@ void Batcher::WorkerLoop(int worker) {
       mu_.Await(absl::Condition(&has_work));
       if (!slot.assigned) return;  // the batcher is done and left nothing for us
     }
-    RunBatch(worker, &slot.formed, &result);
+    RunBatch(worker, &slot, &result);
     absl::MutexLock lock(&mu_);
     slot.assigned = false;
     idle_.push_back(worker);
   }
 }
 
-void Batcher::RunBatch(int worker, Formed* formed, BatchResult* result) {
-  const Batch& batch = formed->merged != nullptr ? *formed->merged : *formed->parts[0].batch;
+void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
+  std::vector<Work>& parts = slot->parts;
+  const Batch* batch = parts[0].batch.get();
+  if (parts.size() > 1) {  // merge outside mu_: Submit() is not held up by the copy
+    for (const Work& part : parts) slot->merged.Append(*part.batch);
+    batch = &slot->merged;
+  }
   const BatcherClock::time_point start = BatcherClock::now();
   result->Clear();
-  absl::Status status = backend_->Run(worker, batch, result);
-  if (status.ok() && result->result_begin.size() != formed->parts.size() + 1) {
-    status = absl::InternalError(absl::StrCat("the backend returned results for ",
+  absl::Status status = backend_->Run(worker, *batch, result);
+  if (status.ok() && !WellFormed(*result, parts.size())) {
+    status = absl::InternalError(absl::StrCat("the backend returned malformed results for ",
                                               result->result_begin.size() - 1,
-                                              " requests, expected ", formed->parts.size()));
+                                              " requests, expected ", parts.size()));
   }
   RequestResult request_result;
   request_result.stages = result->stages;
-  request_result.batch_candidates = batch.num_candidates();
-  for (size_t r = 0; r < formed->parts.size(); ++r) {
-    Work& work = formed->parts[r];
+  request_result.batch_candidates = batch->num_candidates();
+  request_result.batch_requests = static_cast<int>(parts.size());
+  for (size_t r = 0; r < parts.size(); ++r) {
+    Work& work = parts[r];
     request_result.queue_seconds = Seconds(start - work.enqueued);
     request_result.position = static_cast<int>(r);
     request_result.items = {};
@@ -178,13 +266,14 @@ void Batcher::RunBatch(int worker, Formed* formed, BatchResult* result) {
     }
     Complete(&work, status, request_result);
   }
-  formed->parts.clear();
-  ReleaseBatch(std::move(formed->merged));
+  parts.clear();
+  slot->merged.Clear();  // keeps capacity; drops its hold on the model
 }
 
 void Batcher::Complete(Work* work, const absl::Status& status, const RequestResult& result) {
   RequestDone done = std::move(work->done);
   work->done = nullptr;
+  work->cancelled = nullptr;
   done(status, result);
   ReleaseBatch(std::move(work->batch));
 }

@@ -67,8 +67,8 @@ void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& b
   }
   const Clock::time_point t1 = Clock::now();
   if (plan.dot) {
-    const float* sources[kNumSources] = {nullptr, nullptr, share};
-    const int strides[kNumSources] = {0, 0, 0};
+    const float* sources[1] = {share};
+    const int strides[1] = {0};
     DotTerms(plan.user_terms.data(), static_cast<int>(plan.user_terms.size()), plan.dot_dim, 1,
              sources, strides, share + layout.user_dots, 0);
   }
@@ -103,9 +103,11 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
   const int row_stride = plan.row_stride;
   float* items = plan.items_in_row ? row : scratch->items.data();
   const int items_stride = plan.items_in_row ? row_stride : plan.item_stride;
-  PooledLookupCandidates(plan.item_tables.data(), plan.item_column.data(),
-                         static_cast<int>(plan.item_tables.size()), batch.item, first, count, items,
-                         items_stride);
+  const int num_item = static_cast<int>(model.item_tables().size());
+  for (int i = 0; i < num_item; ++i) {
+    PooledLookup(model.tables()[model.item_tables()[i]], batch.item, first * num_item + i, num_item,
+                 count, items + plan.item_base + plan.item_offset[i], items_stride);
+  }
   const Clock::time_point t1 = Clock::now();
   if (plan.has_bottom) {
     RunChain(plan.bottom_item, share + layout.bottom_bias, plan.bottom_rest.data(),

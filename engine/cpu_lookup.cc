@@ -9,10 +9,9 @@
 namespace fuserank::engine {
 namespace {
 
-// Prefetch distances: bags ahead within one table, candidates ahead across all tables;
-// enough to overlap the DRAM misses of cold rows.
+// Bags ahead whose rows are prefetched: enough to overlap the DRAM misses of cold rows
+// (4 and 16 measured alike on the bench model; 16 leaves room for slower memory).
 constexpr int kPrefetchBags = 16;
-constexpr int kPrefetchCandidates = 2;
 constexpr int kMaxPrefetchLines = 4;
 
 // Row access per table dtype: MakeRow(table, row) once per id, then Load(row, j).
@@ -112,63 +111,29 @@ FUSERANK_INLINE void PoolTable(const TableArgs& args) {
   }
 }
 
-struct CandidateArgs {
-  const EmbeddingTable* const* tables;
-  const int* out_offset;
-  int num_tables;
-  Csr csr;
-  int first;
-  int count;
-  float* out;
-  int out_stride;
-};
-
+// The loop compiled for the baseline ISA and for AVX2+FMA, chosen at run time.
 template <typename D>
-FUSERANK_INLINE void PoolCandidates(const CandidateArgs& args) {
-  const size_t tables = args.num_tables;
-  for (int k = 0; k < args.count; ++k) {
-    if (k + kPrefetchCandidates < args.count) {
-      const size_t ahead = (static_cast<size_t>(args.first) + k + kPrefetchCandidates) * tables;
-      for (size_t t = 0; t < tables; ++t) PrefetchBag(*args.tables[t], args.csr, ahead + t);
-    }
-    const size_t base = (static_cast<size_t>(args.first) + k) * tables;
-    float* out = args.out + static_cast<size_t>(k) * args.out_stride;
-    for (size_t t = 0; t < tables; ++t) {
-      PoolBag<D>(*args.tables[t], args.csr, base + t, out + args.out_offset[t]);
-    }
-  }
+void PoolTableGeneric(const TableArgs& args) {
+  PoolTable<D>(args);
 }
 
-// Each entry point compiled for the baseline ISA and for AVX2+FMA, chosen at run time.
 #if FUSERANK_HAVE_AVX2_PATH
-#define FUSERANK_DISPATCH(Body, Args)                      \
-  template <typename D>                                    \
-  void Body##Generic(const Args& args) {                   \
-    Body<D>(args);                                         \
-  }                                                        \
-  template <typename D>                                    \
-  FUSERANK_TARGET_AVX2 void Body##Avx2(const Args& args) { \
-    Body<D>(args);                                         \
-  }                                                        \
-  template <typename D>                                    \
-  void Body##Dispatch(const Args& args) {                  \
-    if (CpuHasAvx2Fma()) {                                 \
-      Body##Avx2<D>(args);                                 \
-    } else {                                               \
-      Body##Generic<D>(args);                              \
-    }                                                      \
-  }
-#else
-#define FUSERANK_DISPATCH(Body, Args)     \
-  template <typename D>                   \
-  void Body##Dispatch(const Args& args) { \
-    Body<D>(args);                        \
-  }
+template <typename D>
+FUSERANK_TARGET_AVX2 void PoolTableAvx2(const TableArgs& args) {
+  PoolTable<D>(args);
+}
 #endif
 
-FUSERANK_DISPATCH(PoolTable, TableArgs)
-FUSERANK_DISPATCH(PoolCandidates, CandidateArgs)
-#undef FUSERANK_DISPATCH
+template <typename D>
+void PoolTableDispatch(const TableArgs& args) {
+#if FUSERANK_HAVE_AVX2_PATH
+  if (CpuHasAvx2Fma()) {
+    PoolTableAvx2<D>(args);
+    return;
+  }
+#endif
+  PoolTableGeneric<D>(args);
+}
 
 }  // namespace
 
@@ -190,31 +155,6 @@ void PooledLookup(const EmbeddingTable& table, const uint32_t* bag_begin, const 
       break;
     case DType::kInt8:
       PoolTableDispatch<I8>(args);
-      break;
-  }
-}
-
-void PooledLookupCandidates(const EmbeddingTable* const* tables, const int* out_offset,
-                            int num_tables, const BagSet& bags, int first, int count, float* out,
-                            int out_stride) {
-  if (count <= 0 || num_tables <= 0) return;
-  const CandidateArgs args{
-      tables,     out_offset,
-      num_tables, {bags.bag_begin.data(), bags.rows.data(), bags.weights.data()},
-      first,      count,
-      out,        out_stride};
-  switch (tables[0]->dtype) {
-    case DType::kF32:
-      PoolCandidatesDispatch<F32>(args);
-      break;
-    case DType::kF16:
-      PoolCandidatesDispatch<F16>(args);
-      break;
-    case DType::kBF16:
-      PoolCandidatesDispatch<BF16>(args);
-      break;
-    case DType::kInt8:
-      PoolCandidatesDispatch<I8>(args);
       break;
   }
 }

@@ -31,15 +31,6 @@ inline void PooledLookup(const EmbeddingTable& table, const BagSet& bags, int fi
                bag_stride, num_bags, out, out_stride);
 }
 
-// The lookups of a block of candidates over several tables, candidate by candidate (the
-// CPU engine's order: it prefetches the rows of the candidates ahead across all tables).
-// Candidate k in [0, count) and table t in [0, num_tables) pool CSR bag
-// (first + k) * num_tables + t into out + k * out_stride + out_offset[t], exactly as
-// PooledLookup does. REQUIRES: the tables share one dtype (a model's tables do).
-void PooledLookupCandidates(const EmbeddingTable* const* tables, const int* out_offset,
-                            int num_tables, const BagSet& bags, int first, int count, float* out,
-                            int out_stride);
-
 }  // namespace fuserank::engine
 
 #endif  // FUSERANK_ENGINE_CPU_LOOKUP_H_

@@ -71,8 +71,7 @@ absl::Status PlanDot(const Model& model, CpuPlan& plan, std::vector<int>& row_co
   }
   for (size_t a = 1; a < shared.size(); ++a) {
     for (size_t b = 0; b < a; ++b) {
-      plan.user_terms.push_back(
-          {kSourceUser, plan.user_offset[a], kSourceUser, plan.user_offset[b]});
+      plan.user_terms.push_back({0, plan.user_offset[a], 0, plan.user_offset[b]});
       user_columns.push_back(column(shared[a], shared[b]));
     }
   }
@@ -157,10 +156,6 @@ absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model) {
     PlanConcat(model, plan, row_columns, user_columns);
   }
   plan.row_stride = std::max(8, (plan.row_width + 7) / 8 * 8);
-  for (size_t i = 0; i < model.item_tables().size(); ++i) {
-    plan.item_tables.push_back(&model.tables()[model.item_tables()[i]]);
-    plan.item_column.push_back(plan.item_base + plan.item_offset[i]);
-  }
 
   const std::vector<DenseLayer>& top = model.top_mlp();
   const int top_in = static_cast<int>(row_columns.size() + user_columns.size());

@@ -15,12 +15,6 @@
 
 namespace fuserank::engine {
 
-// Sources of the dot terms (DotTerm::a_source / b_source).
-inline constexpr int kSourceRow = 0;   // the candidate's activation row (z at offset 0)
-inline constexpr int kSourceItem = 1;  // the candidate's pooled item vectors
-inline constexpr int kSourceUser = 2;  // the request's pooled user vectors (shared)
-inline constexpr int kNumSources = 3;
-
 struct CpuPlan {
   // Pooled user vectors of a request, side by side in Model::user_tables() order.
   std::vector<int> user_offset;
@@ -32,8 +26,6 @@ struct CpuPlan {
   // item_base = dot_dim with dense features, else 0.
   std::vector<int> item_offset;
   int item_width = 0;
-  std::vector<const EmbeddingTable*> item_tables;  // the model's, in item_tables() order
-  std::vector<int> item_column;                    // item_base + item_offset[i]
   bool items_in_row = false;
   int item_base = 0;
   int item_stride = 0;
@@ -56,7 +48,7 @@ struct CpuPlan {
   // Dot interaction. Per candidate, DotGramRows over the user vectors (shared) and the
   // candidate's own vectors writes the dots with a per-candidate vector to the
   // activation row at z_width (top[0]'s columns are permuted to match); the user-only
-  // dots (user_terms) are the request's user share.
+  // dots (user_terms, source 0 = the pooled user vectors) are the request's user share.
   bool dot = false;
   int dot_dim = 0;
   int own_vectors = 0;  // (z ? 1 : 0) + item tables

@@ -216,20 +216,22 @@ void ReadLogging(const YAML::Node& node, ConfigErrors* errors, LoggingConfig* lo
 
 void ReadModelList(const YAML::Node& node, ConfigErrors* errors, std::vector<ModelConfig>* out) {
   if (!node.IsSequence()) {
-    errors->Add("models", absl::StrCat("must be a list of {name, path}, got ", Describe(node)));
+    errors->Add("models",
+                absl::StrCat("must be a list of {name, path, default}, got ", Describe(node)));
     return;
   }
   out->clear();
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string key = absl::StrCat("models[", i, "]");
     if (!node[i].IsMap()) {
-      errors->Add(key, absl::StrCat("must be a map {name, path}, got ", Describe(node[i])));
+      errors->Add(key, absl::StrCat("must be a map {name, path, default}, got ", Describe(node[i])));
       continue;
     }
     ModelConfig model;
     MapReader r(node[i], key, errors);
     r.String("name", &model.name);
     r.String("path", &model.path);
+    r.Bool("default", &model.is_default);
     r.ReportUnknown();
     out->push_back(std::move(model));
   }
@@ -244,14 +246,17 @@ void ReadTopLevel(const YAML::Node& root, ConfigErrors* errors, Config* config) 
   if (auto node = r.Section("server")) ReadServer(*node, errors, &config->server);
   if (auto node = r.Section("engine")) ReadEngine(*node, errors, &config->engine);
   if (auto node = r.Section("cache")) ReadCache(*node, errors, &config->cache);
-  std::optional<YAML::Node> model = r.Section("model");
-  if (model) {
-    MapReader m(*model, "model", errors);
+  bool model_path = false;
+  if (std::optional<YAML::Node> model = r.Section("model")) {
+    const YAML::Node& section = *model;
+    model_path = section.IsMap() && section["path"].IsDefined();
+    MapReader m(section, "model", errors);
     m.String("path", &config->models[0].path);
+    m.Int("watch_interval_seconds", &config->model_watch_interval_seconds);
     m.ReportUnknown();
   }
   if (std::optional<YAML::Node> models = r.Find("models")) {
-    if (model) errors->Add("models", "give either model.path or models, not both");
+    if (model_path) errors->Add("models", "give either model.path or models, not both");
     ReadModelList(*models, errors, &config->models);
   }
   if (auto node = r.Section("logging")) ReadLogging(*node, errors, &config->logging);
@@ -358,15 +363,18 @@ std::string EffectiveConfigYaml(const Config& c) {
   out << YAML::Key << "shared_memory_rows" << YAML::Value << c.cache.shared_memory_rows;
   out << YAML::EndMap;
 
-  if (c.models.size() == 1 && c.models[0].name.empty()) {
-    out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "path" << YAML::Value << c.models[0].path << YAML::EndMap;
-  } else {
+  const bool single = c.models.size() == 1 && c.models[0].name.empty() && !c.models[0].is_default;
+  out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+  if (single) out << YAML::Key << "path" << YAML::Value << c.models[0].path;
+  out << YAML::Key << "watch_interval_seconds" << YAML::Value << c.model_watch_interval_seconds;
+  out << YAML::EndMap;
+  if (!single) {
     out << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
     for (const ModelConfig& model : c.models) {
       out << YAML::Flow << YAML::BeginMap;
       out << YAML::Key << "name" << YAML::Value << model.name;
-      out << YAML::Key << "path" << YAML::Value << model.path << YAML::EndMap;
+      out << YAML::Key << "path" << YAML::Value << model.path;
+      out << YAML::Key << "default" << YAML::Value << model.is_default << YAML::EndMap;
     }
     out << YAML::EndSeq;
   }

@@ -61,6 +61,7 @@ struct CacheConfig {
 struct ModelConfig {
   std::string name;
   std::string path;  // model spec YAML; relative paths are relative to the working directory
+  bool is_default = false;  // models[i].default; none marked: the first model is the default
 };
 
 enum class LogFormat { kText, kJson };
@@ -77,8 +78,12 @@ struct Config {
   EngineConfig engine;
   CacheConfig cache;
   // The models to serve, never empty after parsing: `models:` when the file has that list,
-  // else the one model of `model.path`. The first is the default model.
+  // else the one model of `model.path`. The default model is the one marked `default`,
+  // else the first.
   std::vector<ModelConfig> models{ModelConfig{"", "config/models/demo.yaml"}};
+  // model.watch_interval_seconds: how often the model files are checked for a new version
+  // (reloaded once unchanged for one more interval); 0 turns the watch off.
+  int model_watch_interval_seconds = 5;
   LoggingConfig logging;
 };
 

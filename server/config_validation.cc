@@ -173,9 +173,22 @@ void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
   }
 }
 
-void CheckModels(const std::vector<ModelConfig>& models, ConfigErrors* errors) {
+void CheckModels(const Config& config, ConfigErrors* errors) {
+  const std::vector<ModelConfig>& models = config.models;
   if (models.empty()) errors->Add("models", "must list at least one model");
+  CheckRange("model.watch_interval_seconds", config.model_watch_interval_seconds, 0, 86400,
+             errors);
+  int first_default = -1;
   for (size_t i = 0; i < models.size(); ++i) {
+    if (models[i].is_default) {
+      if (first_default >= 0) {
+        errors->Add(absl::StrCat("models[", i, "].default"),
+                    absl::StrCat("only one model can be the default; models[", first_default,
+                                 "] already is"));
+      } else {
+        first_default = static_cast<int>(i);
+      }
+    }
     const std::string key = models.size() == 1 && models[i].name.empty()
                                 ? "model.path"
                                 : absl::StrCat("models[", i, "].path");
@@ -207,7 +220,7 @@ void ValidateConfig(const Config& config, ConfigErrors* errors) {
   CheckServer(config.server, errors);
   CheckEngine(config, errors);
   CheckCache(config.cache, errors);
-  CheckModels(config.models, errors);
+  CheckModels(config, errors);
   CheckLogging(config.logging, errors);
 }
 

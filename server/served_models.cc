@@ -1,9 +1,12 @@
 #include "server/served_models.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/version_reaper.h"
+#include "spdlog/spdlog.h"
 
 namespace fuserank::server {
 
@@ -12,39 +15,183 @@ ServedModel::~ServedModel() {
   backend.reset();
 }
 
-absl::Status ServedModels::Add(std::unique_ptr<ServedModel> model) {
+struct ServedModels::Slot {
+  std::string name;
+  std::atomic<std::shared_ptr<ServedModel>> current;
+  absl::Mutex reload_mu;  // one reload of this model at a time; held while loading
+  bool shut_down ABSL_GUARDED_BY(reload_mu) = false;
+};
+
+ServedModels::ServedModels(VersionLoader loader, Metrics* metrics)
+    : loader_(std::move(loader)),
+      metrics_(metrics),
+      reaper_(std::make_shared<VersionReaper>()) {}
+
+ServedModels::~ServedModels() {
+  slots_.clear();  // drops the current versions: the reaper destroys them
+  {
+    absl::MutexLock lock(&pinned_mu_);
+    pinned_.clear();
+  }
+  reaper_->Stop();
+}
+
+std::shared_ptr<ServedModel> ServedModels::Share(std::unique_ptr<ServedModel> version) const {
+  return std::shared_ptr<ServedModel>(
+      version.release(), [reaper = reaper_](ServedModel* retired) { reaper->Retire(retired); });
+}
+
+void ServedModels::RecordInfo(const ServedModel& version) const {
+  if (metrics_ == nullptr) return;
+  metrics_->SetModelInfo(version.name, version.version(), version.backend->device());
+  for (const engine::EmbeddingTable& table : version.model->tables()) metrics_->Table(table.name);
+}
+
+absl::Status ServedModels::Load(const std::string& name, const std::string& path,
+                                bool is_default) {
+  if (loader_ == nullptr) return absl::InternalError("ServedModels has no loader");
+  absl::StatusOr<std::unique_ptr<ServedModel>> version = loader_(name, path);
+  if (!version.ok()) return version.status();
+  return Add(std::move(*version), is_default);
+}
+
+absl::Status ServedModels::Add(std::unique_ptr<ServedModel> model, bool is_default) {
   if (by_name_.contains(model->name)) {
     return absl::AlreadyExistsError(
         absl::StrCat("two models are named '", model->name, "'; give them distinct names"));
   }
-  by_name_[model->name] = model.get();
-  models_.push_back(std::move(model));
+  if (is_default && default_marked_) {
+    return absl::AlreadyExistsError(absl::StrCat("model '", model->name, "' and model '",
+                                                 slots_[default_]->name,
+                                                 "' are both marked as the default"));
+  }
+  if (is_default) {
+    default_ = slots_.size();
+    default_marked_ = true;
+  }
+  RecordInfo(*model);
+  auto slot = std::make_unique<Slot>();
+  slot->name = model->name;
+  slot->current.store(Share(std::move(model)));
+  by_name_[slot->name] = slot.get();
+  slots_.push_back(std::move(slot));
   return absl::OkStatus();
 }
 
-absl::StatusOr<ServedModel*> ServedModels::Find(absl::string_view name) const {
+absl::StatusOr<ServedModels::Slot*> ServedModels::FindSlot(absl::string_view name) const {
   if (name.empty()) {
-    if (models_.empty()) return absl::UnavailableError("no model is loaded");
-    return models_.front().get();
+    if (slots_.empty()) return absl::UnavailableError("no model is loaded");
+    return slots_[default_].get();
   }
   auto it = by_name_.find(name);
   if (it != by_name_.end()) return it->second;
   std::vector<absl::string_view> names;
-  for (const auto& model : models_) names.push_back(model->name);
-  return absl::NotFoundError(absl::StrCat(
-      "model '", name, "' is not loaded; loaded models: ", absl::StrJoin(names, ", "),
-      " (leave `model` empty for the default, '", names.empty() ? "" : names.front(), "')"));
+  for (const auto& slot : slots_) names.push_back(slot->name);
+  return absl::NotFoundError(absl::StrCat("model '", name,
+                                          "' is not loaded; loaded models: ",
+                                          absl::StrJoin(names, ", "),
+                                          " (leave `model` empty for the default, '",
+                                          default_name(), "')"));
 }
+
+absl::StatusOr<ModelHandle> ServedModels::Acquire(absl::string_view name) const {
+  absl::StatusOr<Slot*> slot = FindSlot(name);
+  if (!slot.ok()) return slot.status();
+  return ModelHandle((*slot)->current.load());
+}
+
+absl::StatusOr<ServedModel*> ServedModels::Find(absl::string_view name) const {
+  absl::StatusOr<Slot*> slot = FindSlot(name);
+  if (!slot.ok()) return slot.status();
+  if (!find_used_.load(std::memory_order_relaxed) && !find_used_.exchange(true)) {
+    spdlog::warn(
+        "ServedModels::Find() is in use: retired model versions are kept until shutdown "
+        "(use Acquire() so that they are freed when their last request finishes)");
+  }
+  return (*slot)->current.load().get();
+}
+
+absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const std::string& path,
+                                                  const ServedModel* expected) {
+  absl::StatusOr<Slot*> found = FindSlot(name);
+  if (!found.ok()) return found.status();
+  Slot* slot = *found;
+  absl::MutexLock lock(&slot->reload_mu);
+  if (slot->shut_down) return absl::UnavailableError("the server is shutting down");
+  std::shared_ptr<ServedModel> old = slot->current.load();
+  if (expected != nullptr && old.get() != expected) {
+    return absl::AbortedError(absl::StrCat("model '", slot->name, "' was reloaded meanwhile"));
+  }
+  const std::string from = path.empty() ? old->path : path;
+  if (from.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model '", slot->name, "' was not loaded from a file: give the path of a spec"));
+  }
+  if (loader_ == nullptr) return absl::InternalError("ServedModels has no loader");
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<ServedModel>> fresh = loader_(slot->name, from);
+  if (!fresh.ok()) {
+    const absl::StatusCode code = fresh.status().code() == absl::StatusCode::kInvalidArgument
+                                      ? absl::StatusCode::kInvalidArgument
+                                      : absl::StatusCode::kFailedPrecondition;
+    return absl::Status(code, absl::StrCat("model '", slot->name, "': the version in '", from,
+                                           "' is refused and version '", old->version(),
+                                           "' keeps serving: ", fresh.status().message()));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ReloadResult result;
+  result.model = slot->name;
+  result.version = (*fresh)->version();
+  result.previous_version = old->version();
+  RecordInfo(**fresh);
+  slot->current.store(Share(std::move(*fresh)));  // the swap: new requests get the new version
+  if (find_used_.load()) {
+    absl::MutexLock pinned_lock(&pinned_mu_);
+    pinned_.push_back(old);
+  }
+  old.reset();  // in-flight requests still hold it; the last one to finish frees it
+  result.message = absl::StrCat("model '", slot->name, "': version '", result.version,
+                                "' from '", from, "' loaded and warmed up in ",
+                                absl::SixDigits(seconds), " s and now serving; version '",
+                                result.previous_version,
+                                "' retired (freed when its last request finishes)");
+  if (result.version == result.previous_version) {
+    absl::StrAppend(&result.message, "; note: both carry version '", result.version,
+                    "': bump `version` in the spec so that responses tell them apart");
+  }
+  return result;
+}
+
+std::vector<ModelHandle> ServedModels::Current() const {
+  std::vector<ModelHandle> current;
+  current.reserve(slots_.size());
+  for (const auto& slot : slots_) current.push_back(slot->current.load());
+  return current;
+}
+
+const std::string& ServedModels::default_name() const {
+  static const std::string* const kNone = new std::string();
+  return slots_.empty() ? *kNone : slots_[default_]->name;
+}
+
+int64_t ServedModels::versions_freed() const { return reaper_->destroyed(); }
 
 int ServedModels::QueueDepth() const {
   int depth = 0;
-  for (const auto& model : models_) depth += model->batcher->queue_depth();
+  for (const auto& slot : slots_) {
+    const std::shared_ptr<ServedModel> current = slot->current.load();
+    if (current->batcher != nullptr) depth += current->batcher->queue_depth();
+  }
   return depth;
 }
 
 void ServedModels::ShutdownBatchers() {
-  for (auto& model : models_) {
-    if (model->batcher != nullptr) model->batcher->Shutdown();
+  for (const auto& slot : slots_) {
+    absl::MutexLock lock(&slot->reload_mu);
+    slot->shut_down = true;
+    std::shared_ptr<ServedModel> current = slot->current.load();
+    if (current->batcher != nullptr) current->batcher->Shutdown();
   }
 }
 

@@ -1,50 +1,131 @@
-// The models a server serves, each with its decoder, backend and batcher, looked up by the
-// request's `model` field. Built once at start, then read-only (Find() is thread-safe).
+// The models a server serves, looked up by the request's `model` field, each a slot that
+// holds its current version: the model with its decoder, backend and batcher. A reload
+// builds a new version beside the current one and swaps it in atomically (read-copy-
+// update); a request holds its version (ModelHandle) for its whole life, so it is decoded,
+// scored and answered by one version, and a retired version is freed when its last holder
+// lets go. Models are added before serving; after that every method is thread-safe.
 #ifndef FUSERANK_SERVER_SERVED_MODELS_H_
 #define FUSERANK_SERVER_SERVED_MODELS_H_
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
 #include "engine/batcher.h"
 #include "engine/model.h"
+#include "server/metrics.h"
+#include "server/model_files.h"
 #include "server/request_decoder.h"
 
 namespace fuserank::server {
 
-// One served model. Members are destroyed batcher first (it calls into the backend).
+class VersionReaper;
+
+// One version of one served model. Immutable once published. Members are destroyed
+// batcher first (it calls into the backend).
 struct ServedModel {
-  std::string name;  // what requests put in `model`
+  std::string name;   // what requests put in `model`
+  std::string path;   // the spec it was loaded from; "" for a model built in memory
+  ModelFiles files;   // the files and their stamps as they were when loading began
   std::shared_ptr<const engine::Model> model;
   std::unique_ptr<RequestDecoder> decoder;
   std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<engine::Batcher> batcher;
 
+  // RankResponse.model_version of the responses this version scores.
+  const std::string& version() const { return model->spec().version; }
   ~ServedModel();
+};
+
+// A request's hold on one version: keeps it (model, backend, batcher) alive.
+using ModelHandle = std::shared_ptr<const ServedModel>;
+
+// Builds a complete, warmed-up version of model `name` from the spec at `path`.
+using VersionLoader = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
+    const std::string& name, const std::string& path)>;
+
+struct ReloadResult {
+  std::string model;             // the slot reloaded
+  std::string version;           // serving now
+  std::string previous_version;  // retired
+  std::string message;           // for people and the log
 };
 
 class ServedModels {
  public:
-  // The first model added is the default (an empty `model` in a request).
-  // ALREADY_EXISTS when the name is taken.
-  absl::Status Add(std::unique_ptr<ServedModel> model);
-  // "" -> the default model; an unknown name: NOT_FOUND naming the loaded models.
+  // `loader` builds versions for Load() and Reload(); `metrics` (may be null) gets
+  // fuserank_model_info for every version published. Both must outlive this object.
+  explicit ServedModels(VersionLoader loader = nullptr, Metrics* metrics = nullptr);
+  ~ServedModels();  // destroys the current versions; holders of handles must be gone
+  ServedModels(const ServedModels&) = delete;
+  ServedModels& operator=(const ServedModels&) = delete;
+
+  // Before serving. Loads `path` with the loader and adds it as model `name` ("" = the
+  // spec's own name).
+  absl::Status Load(const std::string& name, const std::string& path, bool is_default);
+  // Before serving. The first model added is the default until one is added with
+  // `is_default`. ALREADY_EXISTS when the name is taken or a second default is given.
+  absl::Status Add(std::unique_ptr<ServedModel> model, bool is_default = false);
+
+  // The current version of `name`; "" -> the default model; an unknown name: NOT_FOUND
+  // naming the loaded models. Hold the handle until the response is sent.
+  absl::StatusOr<ModelHandle> Acquire(absl::string_view name) const;
+  // DEPRECATED: use Acquire(). The current version without a hold on it: so that the
+  // pointer stays valid, once a caller has used Find() retired versions are kept until
+  // this object is destroyed instead of being freed when their last request finishes.
   absl::StatusOr<ServedModel*> Find(absl::string_view name) const;
-  const std::vector<std::unique_ptr<ServedModel>>& all() const { return models_; }
-  // Requests waiting in every model's batcher queue.
+
+  // Loads a new version of `name` ("" = default) from `path` ("" = its current spec),
+  // warms it up, then swaps it in. On failure the current version keeps serving and the
+  // error says why: INVALID_ARGUMENT (a bad spec or weights) or FAILED_PRECONDITION (a
+  // file that cannot be read, a backend that cannot be built, a failed warm-up);
+  // NOT_FOUND for an unknown name, UNAVAILABLE after ShutdownBatchers(); with `expected`
+  // set, ABORTED (nothing loaded) when another version has replaced it meanwhile. Reloads
+  // of one model run one at a time; requests are served throughout.
+  absl::StatusOr<ReloadResult> Reload(absl::string_view name, const std::string& path,
+                                      const ServedModel* expected = nullptr);
+
+  // The current version of every model, in the order they were added.
+  std::vector<ModelHandle> Current() const;
+  const std::string& default_name() const;
+  // Retired versions destroyed so far (freed once their last request finished).
+  int64_t versions_freed() const;
+
+  // Requests waiting in every current version's batcher queue.
   int QueueDepth() const;
-  // Stops every batcher: queued requests complete, new ones get UNAVAILABLE.
+  // Stops every batcher (queued requests complete, new ones get UNAVAILABLE) and refuses
+  // further reloads.
   void ShutdownBatchers();
 
  private:
-  std::vector<std::unique_ptr<ServedModel>> models_;
-  absl::flat_hash_map<std::string, ServedModel*> by_name_;
+  struct Slot;
+
+  // The slot of `name` ("" = default) or NOT_FOUND naming the loaded models.
+  absl::StatusOr<Slot*> FindSlot(absl::string_view name) const;
+  // Shares `version` with a deleter that hands it to the reaper.
+  std::shared_ptr<ServedModel> Share(std::unique_ptr<ServedModel> version) const;
+  void RecordInfo(const ServedModel& version) const;
+
+  VersionLoader loader_;
+  Metrics* const metrics_;
+  std::shared_ptr<VersionReaper> reaper_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // fixed once serving
+  absl::flat_hash_map<std::string, Slot*> by_name_;
+  size_t default_ = 0;
+  bool default_marked_ = false;
+
+  mutable std::atomic<bool> find_used_{false};
+  absl::Mutex pinned_mu_;
+  std::vector<std::shared_ptr<ServedModel>> pinned_ ABSL_GUARDED_BY(pinned_mu_);
 };
 
 }  // namespace fuserank::server

@@ -12,8 +12,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/backend_factory.h"
 #include "engine/status_macros.h"
+#include "server/admin_auth.h"
+#include "server/model_loader.h"
 #include "spdlog/spdlog.h"
 
 namespace fuserank::server {
@@ -35,17 +36,6 @@ absl::StatusOr<std::shared_ptr<const engine::Model>> LoadModel(const Config& con
                                                     config.models[i].path, "'"));
   }
   return model;
-}
-
-engine::BackendOptions BackendOptionsFrom(const EngineConfig& engine) {
-  engine::BackendOptions options;
-  options.workers = engine.streams;
-  options.cpu_threads = engine.cpu_threads;
-  options.gpu = engine.gpu;
-  options.cuda_graphs = engine.cuda_graphs;
-  options.allow_tf32 = engine.allow_tf32;
-  options.max_batch_candidates = engine.max_batch_candidates;
-  return options;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view key) {
@@ -88,33 +78,19 @@ absl::Status CheckModels(const Config& config) {
 
 absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& config,
                                                                Metrics* metrics) {
-  auto models = std::make_unique<ServedModels>();
-  const DecodeLimits limits{config.server.max_candidates, config.server.max_ids_per_feature};
-  engine::BatcherOptions batcher_options;
-  batcher_options.queue_capacity = config.engine.queue_capacity;
-  batcher_options.max_batch_candidates = config.engine.max_batch_candidates;
-  batcher_options.max_batch_wait_us = config.engine.max_batch_wait_us;
+  const ModelLoaderOptions options = LoaderOptionsFrom(config);
+  auto models = std::make_unique<ServedModels>(
+      [options](const std::string& name, const std::string& path) {
+        return LoadModelVersion(name, path, options);
+      },
+      metrics);
   for (size_t i = 0; i < config.models.size(); ++i) {
-    auto served = std::make_unique<ServedModel>();
-    ASSIGN_OR_RETURN(served->model, LoadModel(config, i));
-    const engine::ModelSpec& spec = served->model->spec();
-    served->name = config.models[i].name.empty() ? spec.name : config.models[i].name;
-    absl::StatusOr<std::unique_ptr<engine::Backend>> backend = engine::CreateBackend(
-        served->model, config.engine.device, BackendOptionsFrom(config.engine));
-    if (!backend.ok()) {
-      return WithContext(backend.status(),
-                         absl::StrCat("model '", served->name, "': engine.device ",
-                                      DeviceChoiceName(config.engine.device)));
+    const ModelConfig& model = config.models[i];
+    const absl::Status loaded = models->Load(model.name, model.path, model.is_default);
+    if (!loaded.ok()) {
+      return WithContext(loaded, absl::StrCat(config.file, ": ", ModelKey(config, i), " '",
+                                              model.path, "'"));
     }
-    served->backend = std::move(*backend);
-    served->decoder = std::make_unique<RequestDecoder>(served->model, limits);
-    served->batcher = std::make_unique<engine::Batcher>(served->backend.get(), batcher_options);
-    metrics->SetModelInfo(served->name, spec.version, served->backend->device());
-    for (const engine::EmbeddingTable& table : served->model->tables()) metrics->Table(table.name);
-    spdlog::info("model '{}' version '{}' loaded from {}: {} tables, device {}, {} workers",
-                 served->name, spec.version, config.models[i].path, spec.tables.size(),
-                 served->backend->device(), served->backend->num_workers());
-    RETURN_IF_ERROR(models->Add(std::move(served)));
   }
   return models;
 }
@@ -122,13 +98,21 @@ absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& con
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   std::unique_ptr<Server> server(new Server(config));
   ASSIGN_OR_RETURN(server->metrics_, Metrics::Create(config.server.metrics_listen));
+  // The token first: a bad token file refuses to start before minutes of model loading.
+  absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(config.server.admin_token_file);
+  if (!auth.ok()) return WithContext(auth.status(), config.file);
   ASSIGN_OR_RETURN(server->models_, LoadServedModels(config, server->metrics_.get()));
   RankerOptions ranker_options;
   ranker_options.max_request_bytes = config.server.max_request_bytes;
   ranker_options.access_log_sample = config.logging.access_log_sample;
   server->ranker_ = std::make_unique<RankerService>(server->models_.get(), server->metrics_.get(),
                                                     ranker_options);
-  server->admin_ = std::make_unique<AdminService>(server->metrics_.get());
+  server->admin_ = std::make_unique<AdminService>(server->metrics_.get(), server->models_.get(),
+                                                  std::move(*auth));
+  if (config.model_watch_interval_seconds > 0) {
+    server->watcher_ = std::make_unique<ModelWatcher>(
+        server->models_.get(), absl::Seconds(config.model_watch_interval_seconds));
+  }
   RETURN_IF_ERROR(server->StartGrpc());
   auto where = [](const std::string& address, int port) {
     return address.empty() ? std::string("off") : absl::StrCat(address, " (port ", port, ")");
@@ -204,6 +188,7 @@ void Server::Shutdown() {
           config_.server.shutdown_grace_seconds);
     }
   }
+  if (watcher_ != nullptr) watcher_->Stop();
   const auto now = std::chrono::system_clock::now();
   if (grpc_server_ != nullptr) grpc_server_->Shutdown(now);
   if (admin_server_ != nullptr) admin_server_->Shutdown(now);
@@ -218,6 +203,7 @@ Server::~Server() {
   grpc_server_.reset();
   admin_.reset();
   ranker_.reset();
+  watcher_.reset();
   models_.reset();
   metrics_.reset();
 }

@@ -16,6 +16,7 @@
 #include "server/admin_service.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/model_watcher.h"
 #include "server/ranker_service.h"
 #include "server/served_models.h"
 
@@ -39,6 +40,7 @@ class Server {
   int metrics_port() const { return metrics_->port(); }
   Metrics& metrics() { return *metrics_; }
   const ServedModels& models() const { return *models_; }
+  ServedModels& mutable_models() { return *models_; }
 
  private:
   explicit Server(Config config) : config_(std::move(config)) {}
@@ -48,6 +50,7 @@ class Server {
   // Destroyed bottom-up: servers, then services, then models (batchers), then metrics.
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<ServedModels> models_;
+  std::unique_ptr<ModelWatcher> watcher_;  // null when model.watch_interval_seconds is 0
   std::unique_ptr<RankerService> ranker_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> grpc_server_;
@@ -62,8 +65,8 @@ class Server {
 // config itself. Errors name the model path.
 absl::Status CheckModels(const Config& config);
 
-// Loads the models and creates a backend, decoder and batcher for each; records
-// fuserank_model_info in `metrics`.
+// Loads the models and creates a backend, decoder and batcher for each (model_loader.h);
+// records fuserank_model_info in `metrics`, which must outlive the result.
 absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& config,
                                                                Metrics* metrics);
 

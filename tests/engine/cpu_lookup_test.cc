@@ -138,44 +138,6 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Combine(testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kInt8),
                      testing::Values(Pooling::kSum, Pooling::kMean), testing::Bool()));
 
-TEST(PooledLookupCandidatesTest, EqualsPooledLookupTableByTable) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8}) {
-    const uint64_t seed = 300 + static_cast<int>(dtype);
-    SCOPED_TRACE(testing::Message() << "seed=" << seed);
-    std::mt19937_64 rng(seed);
-    // Three tables of different dims and pooling; candidates' bags interleaved per table.
-    std::vector<TestTable> tables;
-    tables.push_back(MakeTable(dtype, Pooling::kSum, 50, 4, rng));
-    tables.push_back(MakeTable(dtype, Pooling::kMean, 3, 9, rng));
-    tables.push_back(MakeTable(dtype, Pooling::kSum, 200, 16, rng));
-    const int num_tables = 3, candidates = 23, first = 2, count = 19;
-    BagSet set;
-    std::uniform_int_distribution<int> size_dist(0, 4);
-    std::uniform_real_distribution<float> weight_dist(0.25f, 2.0f);
-    for (int c = 0; c < candidates; ++c) {
-      for (int t = 0; t < num_tables; ++t) {
-        std::uniform_int_distribution<int> row_dist(0, tables[t].table.rows - 1);
-        for (int k = size_dist(rng); k > 0; --k) {
-          set.rows.push_back(row_dist(rng));
-          set.weights.push_back(weight_dist(rng));
-        }
-        set.bag_begin.push_back(static_cast<uint32_t>(set.rows.size()));
-      }
-    }
-    const EmbeddingTable* table_ptrs[3] = {&tables[0].table, &tables[1].table, &tables[2].table};
-    const int offsets[3] = {1, 5, 14};  // leaves column 0 and a gap at 30 untouched
-    const int stride = 32;
-    std::vector<float> got(static_cast<size_t>(count) * stride, kPoison);
-    PooledLookupCandidates(table_ptrs, offsets, num_tables, set, first, count, got.data(), stride);
-    std::vector<float> want(got.size(), kPoison);
-    for (int t = 0; t < num_tables; ++t) {
-      PooledLookup(tables[t].table, set, first * num_tables + t, num_tables, count,
-                   want.data() + offsets[t], stride);
-    }
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "float " << i;
-  }
-}
-
 TEST(PooledLookupEdgeTest, NoBagsWritesNothing) {
   std::mt19937_64 rng(1);
   const TestTable t = MakeTable(DType::kF32, Pooling::kSum, 4, 2, rng);

@@ -1,0 +1,79 @@
+#include "server/model_loader.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
+#include "server/model_warmup.h"
+#include "spdlog/spdlog.h"
+
+namespace fuserank::server {
+
+ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
+  const EngineConfig& engine = config.engine;
+  ModelLoaderOptions options;
+  options.device = engine.device;
+  options.backend.workers = engine.streams;
+  options.backend.cpu_threads = engine.cpu_threads;
+  options.backend.gpu = engine.gpu;
+  options.backend.cuda_graphs = engine.cuda_graphs;
+  options.backend.allow_tf32 = engine.allow_tf32;
+  options.backend.max_batch_candidates = engine.max_batch_candidates;
+  options.limits = DecodeLimits{config.server.max_candidates, config.server.max_ids_per_feature};
+  options.batcher.queue_capacity = engine.queue_capacity;
+  options.batcher.max_batch_candidates = engine.max_batch_candidates;
+  options.batcher.max_batch_wait_us = engine.max_batch_wait_us;
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
+                                                        std::shared_ptr<const engine::Model> model,
+                                                        const ModelLoaderOptions& options) {
+  auto served = std::make_unique<ServedModel>();
+  served->name = name.empty() ? model->spec().name : name;
+  served->model = std::move(model);
+  absl::StatusOr<std::unique_ptr<engine::Backend>> backend =
+      engine::CreateBackend(served->model, options.device, options.backend);
+  if (!backend.ok()) {
+    return WithContext(backend.status(), absl::StrCat("model '", served->name, "': engine.device ",
+                                                      DeviceChoiceName(options.device)));
+  }
+  served->backend = std::move(*backend);
+  if (options.warm_up) {
+    TouchTablePages(*served->model);
+    const absl::Status warm = WarmUpBackend(served->model, served->backend.get(),
+                                            options.backend.max_batch_candidates);
+    if (!warm.ok()) {
+      return WithContext(warm, absl::StrCat("model '", served->name, "' version '",
+                                            served->version(), "'"));
+    }
+  }
+  served->decoder = std::make_unique<RequestDecoder>(served->model, options.limits);
+  served->batcher = std::make_unique<engine::Batcher>(served->backend.get(), options.batcher);
+  return served;
+}
+
+absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string& name,
+                                                              const std::string& spec_path,
+                                                              const ModelLoaderOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  // Stamped before loading: a file replaced during the load then shows up as a change.
+  absl::StatusOr<ModelFiles> files = StampModelFiles(spec_path);
+  if (!files.ok()) return files.status();
+  absl::StatusOr<std::shared_ptr<const engine::Model>> model = engine::Model::Load(spec_path);
+  if (!model.ok()) return model.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<ServedModel> served,
+                   ServeModel(name, std::move(*model), options));
+  served->path = spec_path;
+  served->files = std::move(*files);
+  spdlog::info(
+      "model '{}' version '{}' loaded from {} in {:.3f} s: {} tables, device {}, {} workers",
+      served->name, served->version(), spec_path,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      served->model->spec().tables.size(), served->backend->device(),
+      served->backend->num_workers());
+  return served;
+}
+
+}  // namespace fuserank::server

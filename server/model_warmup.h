@@ -1,0 +1,31 @@
+// Warms a freshly loaded model version up before it serves: touches every page of its
+// embedding tables (they are mmapped, so the first requests would otherwise fault them in
+// from disk) and runs synthetic batches through every backend worker (buffers grown, CUDA
+// graphs captured), checking that the scores come out finite. Call before the version's
+// Batcher starts: it calls Backend::Run directly. Not thread-safe (one caller).
+#ifndef FUSERANK_SERVER_MODEL_WARMUP_H_
+#define FUSERANK_SERVER_MODEL_WARMUP_H_
+
+#include "absl/status/status.h"
+#include "engine/backend.h"
+#include "engine/model.h"
+
+namespace fuserank::server {
+
+// A batch of one request with `candidates` candidates, every table's bag holding one row
+// and every dense value 0.5. Exposed for tests.
+engine::Batch SyntheticBatch(const std::shared_ptr<const engine::Model>& model, int candidates);
+
+// Reads one byte of every page of the tables (and their int8 qparams); returns a checksum
+// only so that the reads cannot be optimised away.
+uint64_t TouchTablePages(const engine::Model& model);
+
+// Runs SyntheticBatch of the warm-up sizes on every worker of `backend` (the CUDA
+// backend: every candidate bucket up to `max_batch_candidates`; the CPU backend: one small
+// and one large batch). FAILED_PRECONDITION when a run fails or a score is not in [0, 1].
+absl::Status WarmUpBackend(const std::shared_ptr<const engine::Model>& model,
+                           engine::Backend* backend, int max_batch_candidates);
+
+}  // namespace fuserank::server
+
+#endif  // FUSERANK_SERVER_MODEL_WARMUP_H_

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Regenerates the seed corpus under tests/fuzz/corpus/<target>/ (the files are committed;
+# run this only to change them). RankRequest seeds are text protos encoded with
+# `protoc --encode`; safetensors seeds are written byte by byte by python3; config and
+# model spec seeds are plain YAML. Each target gets a few valid and a few invalid inputs.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+OUT="${ROOT}/tests/fuzz/corpus"
+rm -rf "${OUT}"
+mkdir -p "${OUT}"/{request_decoder,config,safetensors,model_spec}
+
+# --- request_decoder: the fuzzer's model has user_0 (100 rows), user_1 (50, oov reject),
+# item_0 (100), item_1 (10, oov reject); dense {user: 2, item: 3}; limits 16 candidates,
+# 8 ids per feature.
+request() {  # name, text proto
+  printf '%s\n' "$2" | protoc --encode=fuserank.v1.RankRequest --proto_path="${ROOT}/proto" \
+    "${ROOT}/proto/fuserank/v1/ranker.proto" >"${OUT}/request_decoder/$1.pb"
+}
+USER='user_features {name: "user_1" ids: [3, 49]}
+user_features {name: "user_0" ids: [7, 107, -1] weights: [0.5, 2, 1]}
+user_dense: [1, -2]'
+C0='candidates {item_id: 1000 features {name: "item_0" ids: 5}
+  features {name: "item_1" ids: [9, 0] weights: [0.25, 0.75]} dense: [0.1, 0.2, 0.3]}'
+C1='candidates {item_id: 1001 features {name: "item_1" ids: 4} dense: [0.4, 0.5, 0.6]}'
+request valid_two_candidates "${USER} ${C0} ${C1} top_k: 1 request_id: \"r1\""
+request valid_no_candidates 'user_dense: [0, 0]'
+request valid_all_sorted "${USER} ${C1} ${C1} ${C0} top_k: 9"
+request valid_modulo_extremes 'user_dense: [0, 0]
+user_features {name: "user_0" ids: [-9223372036854775808, 9223372036854775807]}
+candidates {features {name: "item_0" ids: [-100, 100, 12345678901]} dense: [1, 2, 3]}'
+request bad_reject_oov "${USER} candidates {features {name: \"item_1\" ids: 10} dense: [1, 2, 3]}"
+request bad_duplicate_table "${USER} user_features {name: \"user_0\" ids: 1}"
+request bad_wrong_side 'user_dense: [0, 0] user_features {name: "item_0" ids: 1}'
+request bad_unknown_table 'user_dense: [0, 0] user_features {name: "user_9" ids: 1}'
+request bad_nan_weight 'user_dense: [0, 0] user_features {name: "user_0" ids: [1] weights: [nan]}'
+request bad_inf_dense "user_dense: [0, inf] ${C1}"
+request bad_weight_count 'user_dense: [0, 0] user_features {name: "user_0" ids: [1, 2] weights: [1]}'
+request bad_too_many_ids 'user_dense: [0, 0]
+user_features {name: "user_0" ids: [0, 1, 2, 3, 4, 5, 6, 7, 8]}'
+request bad_item_dense_count 'user_dense: [0, 0] candidates {dense: [1, 2]}'
+: >"${OUT}/request_decoder/empty.pb"
+
+# --- config
+cp "${ROOT}/config/fuserank.yaml" "${OUT}/config/default.yaml"
+: >"${OUT}/config/empty.yaml"
+cat >"${OUT}/config/models_list.yaml" <<'EOF'
+server: {listen: "127.0.0.1:0", admin_listen: "", metrics_listen: "", max_candidates: 64}
+engine: {device: cpu, streams: 2, max_batch_candidates: 64, queue_capacity: 8}
+models:
+  - {name: a, path: a.yaml}
+  - {name: b, path: "dir/b.yaml"}
+logging: {level: debug, format: json, access_log_sample: 0.25}
+EOF
+cat >"${OUT}/config/bad_types.yaml" <<'EOF'
+server:
+  listen: [1, 2]
+  max_candidates: "12"
+  tls: yes
+engine: {device: tpu, streams: 1e99, cuda_graphs: maybe}
+cache: {policy: lru, placement: 3}
+EOF
+cat >"${OUT}/config/bad_keys.yaml" <<'EOF'
+serverr: {}
+model: {path: x.yaml, name: m}
+models: [{name: a, path: a.yaml}, 7]
+logging: {access_log_sample: 2}
+EOF
+printf 'server: {listen: "0.0.0.0:8700"\nengine: [\n' >"${OUT}/config/bad_syntax.yaml"
+
+# --- model_spec
+cat >"${OUT}/model_spec/dot.yaml" <<'EOF'
+name: demo
+version: "7"
+weights: demo.safetensors
+embedding_dtype: fp16
+tables:
+  - {name: user_id,  side: user, rows: 100000, dim: 16, pooling: mean}
+  - {name: item_id,  side: item, rows: 500000, dim: 16, pooling: sum, oov: reject}
+dense: {user: 4, item: 3}
+bottom_mlp: [64, 16]
+interaction: dot
+cross_dim: 0
+top_mlp: [64, 32, 1]
+EOF
+cat >"${OUT}/model_spec/linear_int8.yaml" <<'EOF'
+name: lin
+weights: /abs/lin.safetensors
+embedding_dtype: int8
+tables: [{name: a, side: item, rows: 10, dim: 4}, {name: b, side: user, rows: 3, dim: 2}]
+dense: {user: 1, item: 0}
+interaction: linear
+cross_dim: 8
+top_mlp: [1]
+EOF
+cat >"${OUT}/model_spec/dense_only.yaml" <<'EOF'
+name: m
+weights: m.safetensors
+dense: {user: 2, item: 2}
+interaction: concat
+top_mlp: [1]
+EOF
+cat >"${OUT}/model_spec/bad.yaml" <<'EOF'
+name: ""
+tables: [{name: a, side: left, rows: -1, dim: 0}, {name: a, side: item, rows: 2147483648, dim: 4}]
+interaction: dot
+top_mlp: [4, 2]
+EOF
+
+# --- safetensors: header length (u64 LE), JSON header, data.
+python3 - "${OUT}/safetensors" <<'EOF'
+import struct, sys
+out = sys.argv[1]
+def st(name, header, data=b""):
+    h = header.encode()
+    with open(f"{out}/{name}.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+st("valid_two", '{"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},'
+   '"b":{"dtype":"BF16","shape":[3],"data_offsets":[16,22]},'
+   '"__metadata__":{"format":"pt","k":"v\\u00e9\\ud83d\\ude00"}}', bytes(range(22)))
+st("valid_empty", "{}")
+st("valid_scalar_and_zero", '{"s":{"dtype":"I8","shape":[],"data_offsets":[0,1]},'
+   '"z":{"dtype":"F16","shape":[0,5],"data_offsets":[1,1]}}  ', b"\x07")
+st("bad_overlap", '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+   '"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', bytes(8))
+st("bad_past_end", '{"a":{"dtype":"F64","shape":[4],"data_offsets":[0,32]}}', bytes(8))
+st("bad_count", '{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', bytes(8))
+st("bad_dtype", '{"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}}', bytes(1))
+st("bad_json", '{"a":{"dtype":"F32","shape":[1,],"data_offsets":[0,4]}', bytes(4))
+with open(f"{out}/bad_header_length.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", 1 << 40) + b"{}")
+with open(f"{out}/short.safetensors", "wb") as f:
+    f.write(b"\x02\x00\x00")
+EOF
+find "${OUT}" -type f | sort | sed "s|${ROOT}/||"

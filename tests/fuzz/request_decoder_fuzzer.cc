@@ -1,0 +1,120 @@
+// libFuzzer target: RequestDecoder::Append on any serialized RankRequest. The decoder must
+// never crash, must agree with a naive re-statement of SPEC section 3 (reference_decode.h)
+// on which requests are valid and what they decode to, must leave the batch untouched on
+// error, and must only produce batches whose CSR arrays are consistent.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/batch.h"
+#include "fuserank/v1/ranker.pb.h"
+#include "server/request_decoder.h"
+#include "tests/fuzz/batch_invariants.h"
+#include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/reference_decode.h"
+#include "tests/testing/test_model.h"
+
+namespace fuserank::fuzz {
+namespace {
+
+// Small limits so the fuzzer reaches them with short inputs.
+constexpr server::DecodeLimits kLimits{/*max_candidates=*/16, /*max_ids_per_feature=*/8};
+
+std::shared_ptr<const engine::Model> MakeModel(engine::ModelSpec spec) {
+  auto model = testing::BuildTestModel(testing::MakeRandomModel(std::move(spec), 1));
+  FUZZ_CHECK(model.ok(), model.status().ToString());
+  return *model;
+}
+
+// The model of tests/server/request_decoder_test.cc (the seed corpus uses its names):
+// user_0 (100 rows), user_1 (50 rows, oov: reject), item_0 (100 rows), item_1 (10 rows,
+// oov: reject); dense {user: 2, item: 3}.
+struct Fixture {
+  Fixture() {
+    engine::ModelSpec spec = testing::SmallSpec(2, 2, 100, 4);
+    spec.tables[1].rows = 50;
+    spec.tables[1].oov = engine::Oov::kReject;
+    spec.tables[3].rows = 10;
+    spec.tables[3].oov = engine::Oov::kReject;
+    spec.tables[3].pooling = engine::Pooling::kMean;
+    model = MakeModel(spec);
+    other_model = MakeModel(testing::SmallSpec(1, 1, 10, 4));
+    decoder = std::make_unique<server::RequestDecoder>(model, kLimits);
+    other_decoder = std::make_unique<server::RequestDecoder>(other_model, kLimits);
+    // A valid request decoded first, so errors must also leave an earlier request intact.
+    v1::Feature* f = first.add_user_features();
+    f->set_name("user_0");
+    f->add_ids(3);
+    first.add_user_dense(0.5f);
+    first.add_user_dense(-0.5f);
+    v1::Candidate* c = first.add_candidates();
+    c->mutable_features()->Add()->set_name("item_1");
+    c->mutable_features(0)->add_ids(9);
+    for (float d : {1.0f, 2.0f, 3.0f}) c->add_dense(d);
+  }
+
+  std::shared_ptr<const engine::Model> model;
+  std::shared_ptr<const engine::Model> other_model;
+  std::unique_ptr<server::RequestDecoder> decoder;
+  std::unique_ptr<server::RequestDecoder> other_decoder;
+  v1::RankRequest first;
+};
+
+const Fixture& GetFixture() {
+  static const Fixture* fixture = new Fixture();
+  return *fixture;
+}
+
+// Appends `request` to `batch` and checks the outcome against the reference.
+void CheckAppend(const Fixture& f, const v1::RankRequest& request, engine::Batch* batch) {
+  const engine::Batch before = *batch;
+  const absl::Status status = f.decoder->Append(request, batch);
+  ReferenceResult expected = ReferenceDecode(*f.model, kLimits, request);
+  if (!status.ok()) {
+    FUZZ_CHECK(status.code() == absl::StatusCode::kInvalidArgument, status.ToString());
+    const absl::string_view message = status.message();
+    FUZZ_CHECK(absl::StartsWith(message, "candidates") ||
+                   absl::StartsWith(message, "user_dense") ||
+                   absl::StartsWith(message, "user_features"),
+               absl::StrCat("the error names no request field: ", message));
+    FUZZ_CHECK(!expected.valid, absl::StrCat("the decoder rejected a valid request: ", message));
+    FUZZ_CHECK(SameBatch(before, *batch), "a failed Append changed the batch");
+    return;
+  }
+  FUZZ_CHECK(expected.valid,
+             absl::StrCat("the decoder accepted an invalid request (", expected.reason, ")"));
+  FUZZ_CHECK(batch->model == f.model, "the batch does not point at the decoder's model");
+  CheckBatchInvariants(*batch, kLimits);
+  CheckLastRequest(*batch, expected);
+  FUZZ_CHECK(batch->num_requests() == before.num_requests() + 1, "not exactly one request added");
+}
+
+}  // namespace
+}  // namespace fuserank::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace fuserank;
+  const fuzz::Fixture& f = fuzz::GetFixture();
+  v1::RankRequest request;
+  if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;  // not a message
+
+  engine::Batch empty;
+  fuzz::CheckAppend(f, request, &empty);
+
+  engine::Batch after_first;
+  const absl::Status first = f.decoder->Append(f.first, &after_first);
+  FUZZ_CHECK(first.ok(), first.ToString());
+  fuzz::CheckAppend(f, request, &after_first);
+
+  // A batch that holds another model's request is refused whatever the request.
+  engine::Batch other;
+  if (f.other_decoder->Append(request, &other).ok()) {
+    const engine::Batch before = other;
+    const absl::Status status = f.decoder->Append(request, &other);
+    FUZZ_CHECK(status.code() == absl::StatusCode::kInternal, status.ToString());
+    FUZZ_CHECK(fuzz::SameBatch(before, other), "a refused Append changed the batch");
+  }
+  return 0;
+}
