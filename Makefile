@@ -30,6 +30,12 @@ test: build
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
 
+test-fuzz: deps
+	JOBS=$(JOBS) bash scripts/test-fuzz.sh
+
+test-sanitize: deps
+	JOBS=$(JOBS) bash scripts/test-sanitize.sh
+
 format-check:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format --dry-run -Werror
 

@@ -58,9 +58,9 @@ class AccessSampler {
   HotRowManager* const manager_;
   const uint32_t period_;
   const size_t buffer_rows_;
-  uint32_t countdown_ = 1;      // accesses until the next sample, the sampled one included
-  uint64_t rng_;                // xorshift64 state
-  std::vector<int32_t> rows_;   // tables x buffer_rows_
+  uint32_t countdown_ = 1;       // accesses until the next sample, the sampled one included
+  uint64_t rng_;                 // xorshift64 state
+  std::vector<int32_t> rows_;    // tables x buffer_rows_
   std::vector<uint32_t> sizes_;  // per table
   uint64_t sampled_ = 0;
   uint64_t dropped_ = 0;

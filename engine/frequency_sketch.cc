@@ -70,7 +70,8 @@ uint32_t FrequencySketch::Estimate(int32_t row) const {
   const size_t width = static_cast<size_t>(mask_) + 1;
   uint32_t estimate = std::numeric_limits<uint32_t>::max();
   for (int d = 0; d < depth_; ++d) {
-    estimate = std::min(estimate, counters_[d * width + ((h1 + static_cast<uint32_t>(d) * h2) & mask_)]);
+    estimate =
+        std::min(estimate, counters_[d * width + ((h1 + static_cast<uint32_t>(d) * h2) & mask_)]);
   }
   return estimate;
 }

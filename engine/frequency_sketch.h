@@ -21,9 +21,9 @@ namespace fuserank::engine {
 class FrequencySketch {
  public:
   struct Options {
-    int width = 1 << 16;      // counters per sketch row; rounded up to a power of two
-    int depth = 4;            // sketch rows (independent hashes), 1..8
-    int candidates = 8192;    // rows tracked for TopN; TopN(n) is exact-ish for n << this
+    int width = 1 << 16;    // counters per sketch row; rounded up to a power of two
+    int depth = 4;          // sketch rows (independent hashes), 1..8
+    int candidates = 8192;  // rows tracked for TopN; TopN(n) is exact-ish for n << this
   };
   // Options sized for a hot set of `capacity` rows: candidates = max(64, 2 * capacity),
   // width = max(1024, 8 * candidates) rounded up, depth 4 (capacity 4096: ~1.4 MB).
@@ -59,8 +59,8 @@ class FrequencySketch {
   int depth_;
   uint32_t mask_;
   size_t max_candidates_;
-  std::vector<uint32_t> counters_;  // depth_ x (mask_ + 1)
-  std::vector<Candidate> heap_;     // min-heap on count
+  std::vector<uint32_t> counters_;                   // depth_ x (mask_ + 1)
+  std::vector<Candidate> heap_;                      // min-heap on count
   absl::flat_hash_map<int32_t, uint32_t> position_;  // row -> index in heap_
   uint64_t observed_ = 0;
 };

@@ -14,8 +14,8 @@ constexpr int kMaxCapacity = 1 << 29;
 
 absl::Status CheckOptions(const HotRowOptions& options) {
   if (options.capacity < 0 || options.capacity > kMaxCapacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cache.hot_rows_per_table must be in [0, ", kMaxCapacity, "], got ", options.capacity));
+    return absl::InvalidArgumentError(absl::StrCat("cache.hot_rows_per_table must be in [0, ",
+                                                   kMaxCapacity, "], got ", options.capacity));
   }
   if (options.sample_period < 1) {
     return absl::InvalidArgumentError(
@@ -24,9 +24,9 @@ absl::Status CheckOptions(const HotRowOptions& options) {
   if (options.sketch.has_value()) {
     const FrequencySketch::Options& s = *options.sketch;
     if (s.width < 1 || s.width > (1 << 30) || s.depth < 1 || s.depth > 8 || s.candidates < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("frequency sketch options out of range: width ", s.width, " (1..2^30), depth ",
-                       s.depth, " (1..8), candidates ", s.candidates, " (>= 1)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "frequency sketch options out of range: width ", s.width, " (1..2^30), depth ", s.depth,
+          " (1..8), candidates ", s.candidates, " (>= 1)"));
     }
   }
   return absl::OkStatus();
@@ -52,6 +52,8 @@ HotRowManager::HotRowManager(std::shared_ptr<const Model> model, const HotRowOpt
     sketches_.push_back(std::make_unique<TableSketch>(sketch_options));
   }
   counters_ = std::make_unique<Counters[]>(tables.size());
+  initial->version = options_.initial_version;
+  version_.store(options_.initial_version, std::memory_order_release);
   current_.store(std::move(initial), std::memory_order_release);
 }
 
@@ -76,11 +78,12 @@ absl::StatusOr<std::vector<int>> HotRowManager::Resolve(
       std::vector<std::string> available;
       for (const EmbeddingTable& t : model_->tables()) available.push_back(t.name);
       return absl::NotFoundError(absl::StrCat("no table '", std::string(name), "' in model '",
-                                              model_->spec().name, "'; its tables: ",
-                                              absl::StrJoin(available, ", ")));
+                                              model_->spec().name,
+                                              "'; its tables: ", absl::StrJoin(available, ", ")));
     }
     if (!seen.insert(index).second) {
-      return absl::InvalidArgumentError(absl::StrCat("table '", std::string(name), "' is listed twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", std::string(name), "' is listed twice"));
     }
     indices.push_back(index);
   }

@@ -2,11 +2,14 @@
 
 #include <utility>
 
+#include "absl/base/internal/raw_logging.h"
+
 namespace fuserank::engine {
 
 PeriodicRebuilder::PeriodicRebuilder(HotRowManager* manager, absl::Duration interval,
                                      Callback on_rebuild)
     : manager_(manager), interval_(interval), on_rebuild_(std::move(on_rebuild)) {
+  ABSL_RAW_CHECK(interval_ > absl::ZeroDuration(), "rebuild interval must be positive");
   absl::MutexLock lock(&join_mu_);
   thread_ = std::thread([this] { Loop(); });
 }

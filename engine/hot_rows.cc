@@ -16,10 +16,9 @@ constexpr std::align_val_t kAlignment{64};
 absl::Status CheckCapacity(const EmbeddingTable& table, size_t distinct, size_t given,
                            int capacity) {
   if (distinct <= static_cast<size_t>(capacity)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("table '", table.name, "': ", given, " ids map to ", distinct,
-                   " distinct rows, more than the hot-set capacity ", capacity,
-                   " (cache.hot_rows_per_table)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "table '", table.name, "': ", given, " ids map to ", distinct,
+      " distinct rows, more than the hot-set capacity ", capacity, " (cache.hot_rows_per_table)"));
 }
 
 }  // namespace

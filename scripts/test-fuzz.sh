@@ -54,7 +54,7 @@ for target in ${TARGETS}; do
   "${bin}" -max_total_time="${SECONDS_EACH}" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
     -print_final_stats=1 -artifact_prefix="${ARTIFACTS}/${target}/" "${dict[@]}" \
     "${WORK}/${target}/corpus" >"${log}" 2>&1 || rc=$?
-  runs=$(sed -n 's/^stat::number_of_executed_runs: *//p' "${log}" | tail -1)
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "${log}" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "${log}" | tail -1 | cut -d' ' -f2)
   corpus=$(find "${WORK}/${target}/corpus" -type f | wc -l)
   if [[ ${rc} -ne 0 ]] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|FUZZ_CHECK failed' "${log}"; then

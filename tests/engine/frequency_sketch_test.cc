@@ -37,8 +37,8 @@ TEST(FrequencySketchTest, CountsExactlyWithoutCollisionsAndOrdersTopN) {
     EXPECT_EQ(sketch.Estimate(r * 1000), r == 3 ? 4u : static_cast<uint32_t>(r)) << r;
   }
   EXPECT_EQ(sketch.Estimate(12345), 0u);
-  EXPECT_THAT(sketch.TopN(4), ElementsAre(Pair(10000, 10), Pair(9000, 9), Pair(8000, 8),
-                                          Pair(7000, 7)));
+  EXPECT_THAT(sketch.TopN(4),
+              ElementsAre(Pair(10000, 10), Pair(9000, 9), Pair(8000, 8), Pair(7000, 7)));
   // The tie 3000 / 4000 at count 4: lower row first.
   const auto all = sketch.TopN(100);
   ASSERT_EQ(all.size(), 10u);

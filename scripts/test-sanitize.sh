@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# `make test-sanitize`: the C++ test suite (engine_tests, server_tests, e2e_tests; ctest
+# labels unit and e2e) under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan) and
+# under ThreadSanitizer (build-tsan), both built with clang and -DFUSERANK_CUDA=OFF. Any
+# sanitizer report fails the test that produced it (UBSan does not recover; LeakSanitizer
+# is on; TSan halts on the first race).
+#
+# Abseil and gRPC come from Debian, built without TSan, so TSan cannot see absl::Mutex,
+# CondVar and Notification synchronise: tests/sanitize/tsan_absl_sync.cc is preloaded into
+# the TSan runs to tell TSan about them (see that file). tests/sanitize/tsan.supp holds
+# TSan suppressions, each with its reason; there are none for our own code.
+#
+# Environment: SANITIZE_MODES ("asan tsan" by default; "asan" or "tsan" for one),
+# JOBS (build and ctest parallelism, default nproc), SANITIZE_TIMEOUT (per test, default
+# 900 s), CTEST_ARGS (extra ctest arguments, e.g. "-R Batcher").
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+MODES="${SANITIZE_MODES:-asan tsan}"
+JOBS="${JOBS:-$(nproc)}"
+TIMEOUT="${SANITIZE_TIMEOUT:-900}"
+BINARIES=(engine_tests server_tests e2e_tests)
+# Programs the tests start: e2e starts the server, model_test the model generator.
+HELPERS=(fuserank-server fuserank-gen-model)
+
+for tool in clang clang++ cmake ninja ctest python3; do
+  command -v "${tool}" >/dev/null || { echo "test-sanitize: ${tool} not found (scripts/install-deps.sh)" >&2; exit 1; }
+done
+
+# ctest -E pattern for every registered test that is not run by one of BINARIES (Python and
+# tool tests: nothing in them is instrumented, and they need targets not built here).
+exclude_pattern() {
+  ctest --test-dir "$1" --show-only=json-v1 | python3 -c '
+import json, os, re, sys
+binaries = set(sys.argv[1:])
+names = []
+for test in json.load(sys.stdin).get("tests", []):
+    command = test.get("command") or [""]
+    if os.path.basename(command[0]) not in binaries:
+        names.append(re.escape(test["name"]))
+print("^(" + "|".join(names) + ")$" if names else "^$")
+' "${BINARIES[@]}"
+}
+
+summary=()
+failed=()
+for mode in ${MODES}; do
+  case "${mode}" in
+    asan) dir=build-asan; flags=address,undefined ;;
+    tsan) dir=build-tsan; flags=thread ;;
+    *) echo "test-sanitize: unknown mode '${mode}' (asan, tsan)" >&2; exit 1 ;;
+  esac
+  start=$(date +%s)
+  echo "==== ${mode}: configure and build ${dir} (-fsanitize=${flags})"
+  if [[ ! -f "${dir}/build.ninja" ]]; then
+    CC=clang CXX=clang++ cmake -S . -B "${dir}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DFUSERANK_CUDA=OFF -DFUSERANK_SANITIZE="${flags}" \
+      -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" >/dev/null
+  fi
+  cmake --build "${dir}" --target "${BINARIES[@]}" "${HELPERS[@]}" -j "${JOBS}"
+
+  env=()
+  case "${mode}" in
+    asan)
+      env=(ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:abort_on_error=1"
+           UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+      ;;
+    tsan)
+      shim="${dir}/lib/libfuserank_tsan_absl_sync.so"
+      mkdir -p "${dir}/lib"
+      if [[ ! -f "${shim}" || tests/sanitize/tsan_absl_sync.cc -nt "${shim}" ]]; then
+        clang++ -std=c++20 -O1 -fPIC -shared -o "${shim}" tests/sanitize/tsan_absl_sync.cc -ldl
+      fi
+      env=(LD_PRELOAD="${ROOT}/${shim}"
+           TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${ROOT}/tests/sanitize/tsan.supp")
+      ;;
+  esac
+  built=$(date +%s)
+
+  exclude="$(exclude_pattern "${dir}")"
+  echo "==== ${mode}: ctest -L '^(unit|e2e)\$' in ${dir} (not run here: ${exclude})"
+  rc=0
+  # shellcheck disable=SC2086
+  env "${env[@]}" ctest --test-dir "${dir}" -L '^(unit|e2e)$' -E "${exclude}" \
+    --output-on-failure -j "${JOBS}" --timeout "${TIMEOUT}" ${CTEST_ARGS:-} || rc=$?
+  end=$(date +%s)
+  status=ok
+  if [[ ${rc} -ne 0 ]]; then
+    status=FAIL
+    failed+=("${mode}")
+  fi
+  summary+=("$(printf 'sanitize %-5s %-4s build %4d s, tests %4d s (%s)' "${mode}" "${status}" \
+    $((built - start)) $((end - built)) "${flags}")")
+done
+
+printf '%s\n' "${summary[@]}"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "test-sanitize: FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "test-sanitize: passed (${MODES})"

@@ -1,0 +1,137 @@
+// AdminAuth: the token file (newline stripped, empty or unprintable refused), the
+// `authorization: Bearer <token>` check (missing, malformed, wrong, right) and the
+// constant-time comparison it rests on.
+#include "server/admin_auth.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fuserank::server {
+namespace {
+
+using ::testing::HasSubstr;
+using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
+
+std::string WriteTokenFile(const std::string& name, const std::string& contents) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+  return path;
+}
+
+// The metadata strings must outlive the map: keep them in `storage`.
+Metadata With(std::initializer_list<std::pair<std::string, std::string>> entries,
+              std::vector<std::string>* storage) {
+  storage->clear();
+  storage->reserve(2 * entries.size());
+  Metadata metadata;
+  for (const auto& [key, value] : entries) {
+    storage->push_back(key);
+    const std::string& k = storage->back();
+    storage->push_back(value);
+    const std::string& v = storage->back();
+    metadata.emplace(grpc::string_ref(k), grpc::string_ref(v));
+  }
+  return metadata;
+}
+
+TEST(ConstantTimeEqualsTest, ComparesWholeStrings) {
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_TRUE(ConstantTimeEquals("s3cret", "s3cret"));
+  EXPECT_FALSE(ConstantTimeEquals("s3cret", "s3creT"));
+  EXPECT_FALSE(ConstantTimeEquals("s3cret", "s3cre"));
+  EXPECT_FALSE(ConstantTimeEquals("s3cret", "s3cret!"));
+  EXPECT_FALSE(ConstantTimeEquals("s3cret", ""));
+  EXPECT_FALSE(ConstantTimeEquals("", "x"));
+  EXPECT_FALSE(ConstantTimeEquals(std::string("a\0b", 3), "a"));
+}
+
+TEST(AdminAuthTest, NoTokenFileAllowsEveryCall) {
+  absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile("");
+  ASSERT_TRUE(auth.ok());
+  EXPECT_FALSE(auth->required());
+  EXPECT_TRUE(auth->CheckMetadata({}).ok());
+}
+
+TEST(AdminAuthTest, ReadsTheTokenFileStrippingTheTrailingNewline) {
+  for (const char* contents : {"tok-123\n", "tok-123\r\n", "tok-123", "tok-123\n\n"}) {
+    absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(WriteTokenFile("token", contents));
+    ASSERT_TRUE(auth.ok()) << auth.status();
+    ASSERT_TRUE(auth->required());
+    std::vector<std::string> storage;
+    EXPECT_TRUE(auth->CheckMetadata(With({{"authorization", "Bearer tok-123"}}, &storage)).ok())
+        << "file contents '" << contents << "'";
+  }
+}
+
+TEST(AdminAuthTest, RefusesAnEmptyUnreadableOrUnprintableTokenAtStart) {
+  for (const char* contents : {"", "\n", "\r\n"}) {
+    absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(WriteTokenFile("empty", contents));
+    ASSERT_FALSE(auth.ok());
+    EXPECT_EQ(auth.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(auth.status().message(),
+                HasSubstr("server.admin_token_file: the token is empty"));
+  }
+  absl::StatusOr<AdminAuth> missing = AdminAuth::FromTokenFile("/nonexistent/token");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("server.admin_token_file: cannot read '/nonexistent/token'"));
+  absl::StatusOr<AdminAuth> spaced = AdminAuth::FromTokenFile(WriteTokenFile("sp", "a b\n"));
+  ASSERT_FALSE(spaced.ok());
+  EXPECT_THAT(spaced.status().message(), HasSubstr("printable ASCII without spaces"));
+}
+
+class AdminAuthCheckTest : public ::testing::Test {
+ protected:
+  absl::Status Check(std::initializer_list<std::pair<std::string, std::string>> entries) {
+    return auth_.CheckMetadata(With(entries, &storage_));
+  }
+
+  AdminAuth auth_ = *AdminAuth::FromToken("tok-123");
+  std::vector<std::string> storage_;
+};
+
+TEST_F(AdminAuthCheckTest, AcceptsTheRightBearerToken) {
+  EXPECT_TRUE(Check({{"authorization", "Bearer tok-123"}}).ok());
+  EXPECT_TRUE(Check({{"authorization", "bearer tok-123"}}).ok()) << "the scheme is case-blind";
+  EXPECT_TRUE(Check({{"x-other", "1"}, {"authorization", "Bearer tok-123"}}).ok());
+}
+
+TEST_F(AdminAuthCheckTest, RefusesAMissingHeader) {
+  const absl::Status status = Check({{"x-other", "Bearer tok-123"}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(status.message(), HasSubstr("no 'authorization' metadata"));
+  EXPECT_THAT(status.message(), HasSubstr("'authorization: Bearer <token>'"));
+}
+
+TEST_F(AdminAuthCheckTest, RefusesAWrongToken) {
+  for (const char* value : {"Bearer tok-124", "Bearer tok-12", "Bearer tok-1234", "Bearer ",
+                            "Bearer  tok-123", "Bearer tok-123 "}) {
+    const absl::Status status = Check({{"authorization", value}});
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << value;
+    EXPECT_THAT(status.message(), HasSubstr("the admin token is wrong")) << value;
+    EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tok-123"))) << "never the token";
+  }
+}
+
+TEST_F(AdminAuthCheckTest, RefusesOtherSchemesAndDuplicates) {
+  for (const char* value : {"tok-123", "Basic tok-123", "Bearertok-123", ""}) {
+    const absl::Status status = Check({{"authorization", value}});
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << value;
+    EXPECT_THAT(status.message(), HasSubstr("is not 'Bearer <token>'")) << value;
+  }
+  const absl::Status twice =
+      Check({{"authorization", "Bearer tok-123"}, {"authorization", "Bearer nope"}});
+  EXPECT_EQ(twice.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(twice.message(), HasSubstr("more than one"));
+}
+
+}  // namespace
+}  // namespace fuserank::server

@@ -1,0 +1,149 @@
+// ModelWatcher, driven poll by poll (PollOnce) so that no test depends on timing: a
+// replaced file is loaded once it has stayed the same for one more poll, a file that is
+// still changing is not, a refused version is not retried until the files change again,
+// and the thread itself picks up a change.
+#include "server/model_watcher.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/model_loader.h"
+#include "tests/testing/test_model.h"
+
+namespace fuserank::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelWatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/model_watcher_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
+                        getpid());
+    fs::remove_all(dir_);
+    for (const char* version : {"v1", "v2", "v3"}) {
+      engine::ModelSpec spec = testing::SmallSpec(1, 1, 40, 4);
+      spec.name = "m";
+      spec.version = version;
+      spec.weights_path = "m.safetensors";
+      ASSERT_TRUE(
+          testing::WriteTestModel(testing::MakeRandomModel(spec, version[1]), dir_ + "/" + version)
+              .ok());
+    }
+    fs::create_directories(dir_ + "/live");
+    Install("v1");
+    models_ = std::make_unique<ServedModels>([](const std::string& name, const std::string& path) {
+      ModelLoaderOptions options;
+      options.device = engine::DeviceChoice::kCpu;
+      options.backend.workers = 1;
+      options.backend.max_batch_candidates = 64;
+      options.batcher.max_batch_candidates = 64;
+      options.limits.max_candidates = 64;
+      return LoadModelVersion(name, path, options);
+    });
+    ASSERT_TRUE(models_->Load("", dir_ + "/live/m.yaml", false).ok());
+  }
+
+  // Puts version `from`'s files in live/ the safe way: each written beside and renamed over.
+  void Install(const std::string& from) {
+    for (const char* file : {"m.safetensors", "m.yaml"}) {
+      const std::string tmp = absl::StrCat(dir_, "/live/.", file, ".tmp");
+      fs::copy_file(absl::StrCat(dir_, "/", from, "/", file), tmp,
+                    fs::copy_options::overwrite_existing);
+      fs::rename(tmp, absl::StrCat(dir_, "/live/", file));
+    }
+  }
+
+  std::string Serving() { return (*models_->Acquire(""))->version(); }
+
+  std::string dir_;
+  std::unique_ptr<ServedModels> models_;
+};
+
+TEST_F(ModelWatcherTest, LoadsAReplacedFileOnceItHasSettled) {
+  ModelWatcher watcher(models_.get(), absl::Hours(1));  // the thread stays out of the way
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 0) << "nothing changed";
+  Install("v2");
+  watcher.PollOnce();
+  EXPECT_EQ(Serving(), "v1") << "a change is not loaded at the poll that first sees it";
+  watcher.PollOnce();
+  EXPECT_EQ(Serving(), "v2");
+  EXPECT_EQ(watcher.reloads(), 1);
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 1) << "the loaded files are not loaded again";
+}
+
+TEST_F(ModelWatcherTest, WaitsWhileTheFileKeepsChanging) {
+  ModelWatcher watcher(models_.get(), absl::Hours(1));
+  // A new file (a new inode: v1 keeps the one it maps) that its writer is still writing.
+  const std::string weights = dir_ + "/live/m.safetensors";
+  const std::string tmp = dir_ + "/live/.partial";
+  fs::copy_file(dir_ + "/v2/m.safetensors", tmp);
+  fs::resize_file(tmp, fs::file_size(tmp) / 3);
+  fs::rename(tmp, weights);
+  watcher.PollOnce();
+  fs::resize_file(weights, fs::file_size(dir_ + "/v2/m.safetensors"));  // still being written
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 0) << "the file changed between the two polls";
+  Install("v2");
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 1);
+  EXPECT_EQ(watcher.refused(), 0);
+  EXPECT_EQ(Serving(), "v2");
+}
+
+TEST_F(ModelWatcherTest, ARefusedVersionIsNotRetriedUntilTheFilesChangeAgain) {
+  ModelWatcher watcher(models_.get(), absl::Hours(1));
+  const std::string tmp = dir_ + "/live/.broken";
+  fs::copy_file(dir_ + "/v2/m.safetensors", tmp);
+  fs::resize_file(tmp, 100);
+  fs::rename(tmp, dir_ + "/live/m.safetensors");
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.refused(), 1);
+  EXPECT_EQ(Serving(), "v1") << "the old version keeps serving";
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 1) << "the same broken files are not tried again";
+  Install("v3");
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 2);
+  EXPECT_EQ(Serving(), "v3");
+}
+
+TEST_F(ModelWatcherTest, FollowsAReloadToAnotherPath) {
+  ModelWatcher watcher(models_.get(), absl::Hours(1));
+  ASSERT_TRUE(models_->Reload("", dir_ + "/v2/m.yaml").ok());
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 0) << "the files now serving did not change";
+  Install("v3");  // live/ is no longer what serves
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 0);
+  EXPECT_EQ(Serving(), "v2");
+}
+
+TEST_F(ModelWatcherTest, TheThreadPicksUpAChange) {
+  ModelWatcher watcher(models_.get(), absl::Milliseconds(20));
+  Install("v2");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Serving() != "v2" && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(Serving(), "v2");
+  watcher.Stop();
+}
+
+}  // namespace
+}  // namespace fuserank::server
