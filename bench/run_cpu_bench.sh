@@ -104,7 +104,6 @@ bench() {  # FILE ARGS...
 # Closed loop at CONCURRENCY, REPEATS times, then the open-loop rate sweep, per size.
 run_suite() {  # NAME TARGET
   local name=$1 target=$2 size r f rate median i
-  echo "loadavg before $name: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/results/loadavg.txt"
   for size in $SIZES; do
     for r in $(seq "$REPEATS"); do
       bench "$OUT/results/${name}_closed_n${size}_r${r}.json" --target="$target" \
@@ -133,6 +132,7 @@ EOF
   done
 }
 
+echo "at the start: $(cut -d' ' -f1-3 /proc/loadavg)" >"$OUT/results/loadavg.txt"
 log "generating the bench model"
 logged bash bench/models/gen_bench_model.sh "$GEN" "$MODEL" >&2
 
@@ -208,7 +208,7 @@ fi
 cat >"$OUT/results/run.json" <<EOF
 {"started": "$STARTED", "seconds": $SECONDS, "build": "$BUILD", "duration": $DURATION,
  "warmup": $WARMUP, "repeats": $REPEATS, "concurrency": $CONCURRENCY,
- "sweep_duration": $SWEEP_DURATION, "sweep_warmup": $SWEEP_WARMUP,
+ "sweep_duration": $SWEEP_DURATION, "sweep_warmup": $SWEEP_WARMUP, "nice": $(nice),
  "commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)"}
 EOF
 if [[ "$WRITE_DOCS" == 1 ]]; then

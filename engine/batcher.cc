@@ -126,9 +126,14 @@ void Batcher::Shutdown() {
   joined_ = true;
 }
 
-bool Batcher::ReadyToForm() const {
+bool Batcher::HasWork() const {
   if (queue_size_ == 0) return stopping_;
-  if (idle_.empty()) return false;
+  return !idle_.empty();
+}
+
+bool Batcher::ReadyToForm() const {
+  if (!HasWork()) return false;
+  if (queue_size_ == 0) return true;  // stopping: exit
   if (stopping_ || max_wait_ == BatcherClock::duration::zero()) return true;
   if (queued_candidates_ >= options_.max_batch_candidates) return true;  // full
   const int idle = static_cast<int>(idle_.size());
@@ -172,7 +177,7 @@ void Batcher::BatcherLoop() {
     {
       absl::MutexLock lock(&mu_);
       while (!ReadyToForm()) {
-        if (queue_size_ > 0 && !idle_.empty()) {
+        if (HasWork()) {
           // The last free worker while others compute: give the oldest request until
           // max_batch_wait_us for company. Arrivals and freed workers wake us earlier.
           const BatcherClock::duration left =
@@ -180,7 +185,7 @@ void Batcher::BatcherLoop() {
           mu_.AwaitWithTimeout(absl::Condition(this, &Batcher::ReadyToForm),
                                absl::FromChrono(left));
         } else {
-          mu_.Await(absl::Condition(this, &Batcher::ReadyToForm));
+          mu_.Await(absl::Condition(this, &Batcher::HasWork));
         }
       }
       if (queue_size_ == 0) {  // stopping, and every queued request has been formed

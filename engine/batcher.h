@@ -114,8 +114,11 @@ class Batcher {
 
   void BatcherLoop();
   void WorkerLoop(int worker);
-  // True when the batcher should act now: form a batch (see the header comment) or, when
-  // stopping with nothing queued, exit.
+  // True when a batch could form (a request queued, a worker free) or, when stopping with
+  // nothing queued, the batcher should exit.
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the batcher should act now: HasWork() and, unless stopping, the policy of
+  // the header comment says go.
   bool ReadyToForm() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pops the next batch's requests into `slot` and the dropped ones into dropped_.
   // REQUIRES: queue not empty.

@@ -17,8 +17,9 @@ constexpr absl::string_view kScheme = "Bearer ";
 
 absl::Status Unauthenticated(absl::string_view why) {
   return absl::UnauthenticatedError(
-      absl::StrCat(why, "; admin calls need the metadata 'authorization: Bearer <token>' with "
-                        "the token of server.admin_token_file"));
+      absl::StrCat(why,
+                   "; admin calls need the metadata 'authorization: Bearer <token>' with "
+                   "the token of server.admin_token_file"));
 }
 
 }  // namespace
@@ -44,8 +45,9 @@ absl::StatusOr<AdminAuth> AdminAuth::FromToken(absl::string_view token) {
   for (char c : token) {
     if (c <= ' ' || c > '~') {
       return absl::FailedPreconditionError(absl::StrCat(
-          kKey, ": the token may hold printable ASCII without spaces only (it travels in the "
-                "'authorization' header); found byte ",
+          kKey,
+          ": the token may hold printable ASCII without spaces only (it travels in the "
+          "'authorization' header); found byte ",
           static_cast<int>(static_cast<unsigned char>(c))));
     }
   }

@@ -37,8 +37,8 @@ void AdminService::RunInBackground(std::function<void()> work) {
   });
 }
 
-grpc::ServerUnaryReactor* AdminService::Finish(grpc::CallbackServerContext* context,
-                                               const Rpc* rpc, const absl::Status& status) {
+grpc::ServerUnaryReactor* AdminService::Finish(grpc::CallbackServerContext* context, const Rpc* rpc,
+                                               const absl::Status& status) {
   const grpc::Status grpc_status = ToGrpcStatus(status);
   if (rpc != nullptr) metrics_->RecordRequest(*rpc, grpc_status.error_code(), 0.0);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

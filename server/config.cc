@@ -224,7 +224,8 @@ void ReadModelList(const YAML::Node& node, ConfigErrors* errors, std::vector<Mod
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string key = absl::StrCat("models[", i, "]");
     if (!node[i].IsMap()) {
-      errors->Add(key, absl::StrCat("must be a map {name, path, default}, got ", Describe(node[i])));
+      errors->Add(key,
+                  absl::StrCat("must be a map {name, path, default}, got ", Describe(node[i])));
       continue;
     }
     ModelConfig model;

@@ -60,7 +60,7 @@ struct CacheConfig {
 // One model to serve. `name` empty: the model spec's own name.
 struct ModelConfig {
   std::string name;
-  std::string path;  // model spec YAML; relative paths are relative to the working directory
+  std::string path;         // model spec YAML; relative paths are relative to the working directory
   bool is_default = false;  // models[i].default; none marked: the first model is the default
 };
 

@@ -176,8 +176,7 @@ void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
 void CheckModels(const Config& config, ConfigErrors* errors) {
   const std::vector<ModelConfig>& models = config.models;
   if (models.empty()) errors->Add("models", "must list at least one model");
-  CheckRange("model.watch_interval_seconds", config.model_watch_interval_seconds, 0, 86400,
-             errors);
+  CheckRange("model.watch_interval_seconds", config.model_watch_interval_seconds, 0, 86400, errors);
   int first_default = -1;
   for (size_t i = 0; i < models.size(); ++i) {
     if (models[i].is_default) {

@@ -42,11 +42,11 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   served->backend = std::move(*backend);
   if (options.warm_up) {
     TouchTablePages(*served->model);
-    const absl::Status warm = WarmUpBackend(served->model, served->backend.get(),
-                                            options.backend.max_batch_candidates);
+    const absl::Status warm =
+        WarmUpBackend(served->model, served->backend.get(), options.backend.max_batch_candidates);
     if (!warm.ok()) {
-      return WithContext(warm, absl::StrCat("model '", served->name, "' version '",
-                                            served->version(), "'"));
+      return WithContext(
+          warm, absl::StrCat("model '", served->name, "' version '", served->version(), "'"));
     }
   }
   served->decoder = std::make_unique<RequestDecoder>(served->model, options.limits);

@@ -82,20 +82,20 @@ absl::Status WarmUpBackend(const std::shared_ptr<const engine::Model>& model,
       result.Clear();
       const absl::Status run = backend->Run(worker, batch, &result);
       if (!run.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "warm-up batch of ", candidates, " candidates on worker ", worker, " failed: ",
-            run.message()));
+        return absl::FailedPreconditionError(absl::StrCat("warm-up batch of ", candidates,
+                                                          " candidates on worker ", worker,
+                                                          " failed: ", run.message()));
       }
       if (result.items.size() != static_cast<size_t>(candidates)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("warm-up batch of ", candidates, " candidates returned ",
-                         result.items.size(), " scores"));
+        return absl::FailedPreconditionError(absl::StrCat("warm-up batch of ", candidates,
+                                                          " candidates returned ",
+                                                          result.items.size(), " scores"));
       }
       for (const engine::ScoredIndex& item : result.items) {
         if (!(item.score >= 0.0f && item.score <= 1.0f)) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "warm-up scores are not in [0, 1] (got ", item.score,
-              "): the weights hold NaN, Inf or values out of any sane range"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("warm-up scores are not in [0, 1] (got ", item.score,
+                           "): the weights hold NaN, Inf or values out of any sane range"));
         }
       }
     }

@@ -4,6 +4,7 @@
 #include <grpcpp/support/proto_buffer_writer.h>
 
 #include <chrono>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -16,6 +17,9 @@ namespace fuserank::server {
 namespace {
 
 using Clock = engine::BatcherClock;
+
+// Calls kept in the pool: each keeps the capacity of the largest request it held.
+constexpr size_t kMaxPooledCalls = 256;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -38,11 +42,26 @@ bool Sampled(double fraction) {
 }  // namespace
 
 struct RankerService::Call {
+  // A reactor serves one call only, so it is rebuilt in place for each (no allocation).
+  class Reactor final : public grpc::ServerUnaryReactor {
+   public:
+    Reactor(RankerService* service, Call* call) : service_(service), call_(call) {}
+    // The client cancelled or its deadline passed: the batcher drops the request if it
+    // has not run yet.
+    void OnCancel() override { call_->cancelled.store(true, std::memory_order_release); }
+    void OnDone() override { service_->OnCallDone(call_); }  // destroys *this
+
+   private:
+    RankerService* const service_;
+    Call* const call_;
+  };
+
   v1::RankRequest request;
   v1::RankResponse response;
-  grpc::ServerUnaryReactor* reactor = nullptr;
+  std::optional<Reactor> reactor;
   grpc::ByteBuffer* response_buffer = nullptr;
-  const ServedModel* served = nullptr;
+  ModelHandle model;  // the version that decodes, scores and answers this call
+  std::atomic<bool> cancelled{false};
   Clock::time_point start;
 };
 
@@ -54,20 +73,19 @@ RankerService::~RankerService() = default;
 grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) {
-  std::unique_ptr<Call> call = AcquireCall();
+  Call* call = AcquireCall().release();  // gRPC's until OnDone hands it back to the pool
   call->start = Clock::now();
-  call->reactor = context->DefaultReactor();
   call->response_buffer = response;
-  call->served = nullptr;
-  grpc::ServerUnaryReactor* reactor = call->reactor;
+  call->cancelled.store(false, std::memory_order_relaxed);
+  call->request.Clear();
+  grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
   {
     absl::MutexLock lock(&inflight_mu_);
     ++inflight_;
   }
-  Call* raw = call.release();  // owned by the batcher's callback once Start() succeeds
-  const absl::Status status = Start(context, *request, raw);
-  if (!status.ok()) Finish(raw, ToGrpcStatus(status));
+  const absl::Status status = Start(context, *request, call);
+  if (!status.ok()) Finish(call, ToGrpcStatus(status));
   return reactor;
 }
 
@@ -75,6 +93,11 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer& request, Call* call) {
   if (shutting_down_.load(std::memory_order_relaxed)) {
     return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  const Clock::time_point deadline = SteadyDeadline(*context);
+  if (deadline <= call->start) {
+    return absl::DeadlineExceededError(
+        "the deadline passed before the request was read; it was not computed");
   }
   const size_t bytes = request.Length();
   if (bytes > static_cast<size_t>(options_.max_request_bytes)) {
@@ -89,35 +112,33 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
     return absl::InvalidArgumentError(absl::StrCat(
         "the request is not a valid fuserank.v1.RankRequest: ", parsed.error_message()));
   }
-  ASSIGN_OR_RETURN(ServedModel * served, models_->Find(call->request.model()));
-  call->served = served;
-  std::unique_ptr<engine::Batch> batch = served->batcher->AcquireBatch();
-  const absl::Status decoded = served->decoder->Append(call->request, batch.get());
+  ASSIGN_OR_RETURN(call->model, models_->Acquire(call->request.model()));
+  engine::Batcher& batcher = *call->model->batcher;
+  // Overloaded: refuse before spending a decode on a request the queue cannot take.
+  RETURN_IF_ERROR(batcher.Admission());
+  std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
+  const absl::Status decoded = call->model->decoder->Append(call->request, batch.get());
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
   if (!decoded.ok() || batch->num_candidates() == 0) {
-    served->batcher->ReleaseBatch(std::move(batch));
+    batcher.ReleaseBatch(std::move(batch));
     if (!decoded.ok()) return decoded;
     // No candidates: an empty answer, nothing queued.
     OnScored(call, absl::OkStatus(), engine::RequestResult{});
     return absl::OkStatus();
   }
-  const absl::Status queued = served->batcher->Submit(
-      std::move(batch), SteadyDeadline(*context),
+  const absl::Status queued = batcher.Submit(
+      std::move(batch), deadline,
       [this, call](const absl::Status& status, const engine::RequestResult& result) {
         OnScored(call, status, result);
-      });
+      },
+      &call->cancelled);
   metrics_->SetQueueDepth(models_->QueueDepth());
   return queued;
 }
 
 void RankerService::OnScored(Call* call, const absl::Status& status,
                              const engine::RequestResult& result) {
-  if (!status.ok()) {
-    Finish(call, ToGrpcStatus(status));
-    return;
-  }
-  if (result.batch_candidates > 0) {
-    metrics_->SetQueueDepth(models_->QueueDepth());
+  if (result.batch_requests > 0) {  // it ran in a batch (dropped requests did not)
     metrics_->RecordStage(Stage::kQueue, result.queue_seconds);
     if (result.position == 0) {  // once per batch
       metrics_->RecordBatchCandidates(result.batch_candidates);
@@ -126,6 +147,11 @@ void RankerService::OnScored(Call* call, const absl::Status& status,
       metrics_->RecordStage(Stage::kDnn, result.stages.dnn);
       metrics_->RecordStage(Stage::kTopk, result.stages.topk);
     }
+  }
+  metrics_->SetQueueDepth(models_->QueueDepth());
+  if (!status.ok()) {
+    Finish(call, ToGrpcStatus(status));
+    return;
   }
   const Clock::time_point encode_start = Clock::now();
   const absl::Status encoded = Encode(call, result);
@@ -148,7 +174,7 @@ absl::Status RankerService::Encode(Call* call, const engine::RequestResult& resu
     item->set_score(scored.score);
     item->set_index(scored.index);
   }
-  response.set_model_version(call->served->model->spec().version);
+  response.set_model_version(call->model->version());
   bool own_buffer = false;
   const grpc::Status serialized = grpc::GenericSerialize<grpc::ProtoBufferWriter, v1::RankResponse>(
       response, call->response_buffer, &own_buffer);
@@ -162,7 +188,6 @@ absl::Status RankerService::Encode(Call* call, const engine::RequestResult& resu
 void RankerService::Finish(Call* call, const grpc::Status& status) {
   const double seconds = SecondsSince(call->start);
   metrics_->RecordRequest(Rpc::kRank, status.error_code(), seconds);
-  metrics_->AddInflight(-1);
   if (Sampled(options_.access_log_sample)) {
     spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}{}{}",
                  call->request.request_id().substr(0, 128), call->request.model().substr(0, 128),
@@ -170,9 +195,13 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
                  std::string(GrpcCodeName(status.error_code())), seconds * 1e3,
                  status.ok() ? "" : " error=", status.error_message());
   }
-  grpc::ServerUnaryReactor* reactor = call->reactor;
+  call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
+}
+
+void RankerService::OnCallDone(Call* call) {
+  call->reactor.reset();  // we are inside its OnDone: nothing touches it after this
   ReleaseCall(std::unique_ptr<Call>(call));
-  reactor->Finish(status);
+  metrics_->AddInflight(-1);
   absl::MutexLock lock(&inflight_mu_);
   --inflight_;
 }
@@ -196,12 +225,10 @@ std::unique_ptr<RankerService::Call> RankerService::AcquireCall() {
 }
 
 void RankerService::ReleaseCall(std::unique_ptr<Call> call) {
-  call->served = nullptr;
-  call->reactor = nullptr;
+  call->model.reset();  // a retired version is freed once its last call lets go
   call->response_buffer = nullptr;
   absl::MutexLock lock(&pool_mu_);
-  // Pooled calls keep the capacity of the largest request they held: keep a modest number.
-  if (pool_.size() < 256) pool_.push_back(std::move(call));
+  if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
 }
 
 }  // namespace fuserank::server

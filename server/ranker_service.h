@@ -1,7 +1,12 @@
 // fuserank.v1.Ranker on the gRPC callback API: one Rank call reads top to bottom as
-// parse -> find model -> decode (request_decoder) -> queue (engine/batcher) -> backend ->
-// encode -> Finish. The request is taken as raw bytes so its size can be checked against
-// server.max_request_bytes (INVALID_ARGUMENT naming the limit) and its protos reused.
+// parse -> find model -> admission -> decode (request_decoder) -> queue (engine/batcher) ->
+// backend -> encode -> Finish, and no thread waits for it in between. The request is taken
+// as raw bytes so its size can be checked against server.max_request_bytes
+// (INVALID_ARGUMENT naming the limit) and its protos reused: call states are pooled.
+// A call counts as in flight from Rank() until gRPC reports it done (OnDone), so a drain
+// that waits for WaitIdle() never cuts off a response that is still being sent. A client
+// that cancels (or whose deadline passes) while its request waits in the queue costs no
+// compute: the batcher drops it.
 // Thread-safe: gRPC calls Rank() from many threads; completions run on batcher threads.
 #ifndef FUSERANK_SERVER_RANKER_SERVICE_H_
 #define FUSERANK_SERVER_RANKER_SERVICE_H_
@@ -40,18 +45,22 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
 
   // From now on new calls get UNAVAILABLE; calls already accepted complete normally.
   void StartShutdown() { shutting_down_.store(true); }
-  // Waits until no call is in flight or `deadline` passes; true when none is left.
+  // Waits until no call is in flight (every accepted call answered and its response
+  // handed to the transport) or `deadline` passes; true when none is left.
   bool WaitIdle(absl::Time deadline);
 
  private:
-  struct Call;  // one call's state; pooled so protos keep their capacity
+  struct Call;  // one call's state and its reactor; pooled so protos keep their capacity
 
   // Everything up to the hand-off to the batcher. OK: the batcher owns `call` now.
   absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
                      Call* call);
   void OnScored(Call* call, const absl::Status& status, const engine::RequestResult& result);
   absl::Status Encode(Call* call, const engine::RequestResult& result);
+  // Records the call and sends its status; `call` belongs to gRPC until OnCallDone.
   void Finish(Call* call, const grpc::Status& status);
+  // gRPC is done with the call: back to the pool, no longer in flight.
+  void OnCallDone(Call* call);
 
   std::unique_ptr<Call> AcquireCall();
   void ReleaseCall(std::unique_ptr<Call> call);

@@ -23,9 +23,7 @@ struct ServedModels::Slot {
 };
 
 ServedModels::ServedModels(VersionLoader loader, Metrics* metrics)
-    : loader_(std::move(loader)),
-      metrics_(metrics),
-      reaper_(std::make_shared<VersionReaper>()) {}
+    : loader_(std::move(loader)), metrics_(metrics), reaper_(std::make_shared<VersionReaper>()) {}
 
 ServedModels::~ServedModels() {
   slots_.clear();  // drops the current versions: the reaper destroys them
@@ -47,8 +45,7 @@ void ServedModels::RecordInfo(const ServedModel& version) const {
   for (const engine::EmbeddingTable& table : version.model->tables()) metrics_->Table(table.name);
 }
 
-absl::Status ServedModels::Load(const std::string& name, const std::string& path,
-                                bool is_default) {
+absl::Status ServedModels::Load(const std::string& name, const std::string& path, bool is_default) {
   if (loader_ == nullptr) return absl::InternalError("ServedModels has no loader");
   absl::StatusOr<std::unique_ptr<ServedModel>> version = loader_(name, path);
   if (!version.ok()) return version.status();
@@ -87,11 +84,9 @@ absl::StatusOr<ServedModels::Slot*> ServedModels::FindSlot(absl::string_view nam
   if (it != by_name_.end()) return it->second;
   std::vector<absl::string_view> names;
   for (const auto& slot : slots_) names.push_back(slot->name);
-  return absl::NotFoundError(absl::StrCat("model '", name,
-                                          "' is not loaded; loaded models: ",
-                                          absl::StrJoin(names, ", "),
-                                          " (leave `model` empty for the default, '",
-                                          default_name(), "')"));
+  return absl::NotFoundError(
+      absl::StrCat("model '", name, "' is not loaded; loaded models: ", absl::StrJoin(names, ", "),
+                   " (leave `model` empty for the default, '", default_name(), "')"));
 }
 
 absl::StatusOr<ModelHandle> ServedModels::Acquire(absl::string_view name) const {
@@ -151,10 +146,9 @@ absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const 
     pinned_.push_back(old);
   }
   old.reset();  // in-flight requests still hold it; the last one to finish frees it
-  result.message = absl::StrCat("model '", slot->name, "': version '", result.version,
-                                "' from '", from, "' loaded and warmed up in ",
-                                absl::SixDigits(seconds), " s and now serving; version '",
-                                result.previous_version,
+  result.message = absl::StrCat("model '", slot->name, "': version '", result.version, "' from '",
+                                from, "' loaded and warmed up in ", absl::SixDigits(seconds),
+                                " s and now serving; version '", result.previous_version,
                                 "' retired (freed when its last request finishes)");
   if (result.version == result.previous_version) {
     absl::StrAppend(&result.message, "; note: both carry version '", result.version,

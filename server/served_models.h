@@ -33,9 +33,9 @@ class VersionReaper;
 // One version of one served model. Immutable once published. Members are destroyed
 // batcher first (it calls into the backend).
 struct ServedModel {
-  std::string name;   // what requests put in `model`
-  std::string path;   // the spec it was loaded from; "" for a model built in memory
-  ModelFiles files;   // the files and their stamps as they were when loading began
+  std::string name;  // what requests put in `model`
+  std::string path;  // the spec it was loaded from; "" for a model built in memory
+  ModelFiles files;  // the files and their stamps as they were when loading began
   std::shared_ptr<const engine::Model> model;
   std::unique_ptr<RequestDecoder> decoder;
   std::unique_ptr<engine::Backend> backend;
@@ -99,6 +99,8 @@ class ServedModels {
   const std::string& default_name() const;
   // Retired versions destroyed so far (freed once their last request finished).
   int64_t versions_freed() const;
+  // True once Find() has been used: retired versions are then kept until destruction.
+  bool keeps_retired_versions() const { return find_used_.load(); }
 
   // Requests waiting in every current version's batcher queue.
   int QueueDepth() const;

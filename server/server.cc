@@ -88,8 +88,8 @@ absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& con
     const ModelConfig& model = config.models[i];
     const absl::Status loaded = models->Load(model.name, model.path, model.is_default);
     if (!loaded.ok()) {
-      return WithContext(loaded, absl::StrCat(config.file, ": ", ModelKey(config, i), " '",
-                                              model.path, "'"));
+      return WithContext(
+          loaded, absl::StrCat(config.file, ": ", ModelKey(config, i), " '", model.path, "'"));
     }
   }
   return models;

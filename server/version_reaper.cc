@@ -33,9 +33,7 @@ void VersionReaper::Loop() {
     ServedModel* version = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || !queue_.empty();
-      };
+      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !queue_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping, nothing left
       version = queue_.front();

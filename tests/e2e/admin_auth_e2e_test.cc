@@ -157,10 +157,9 @@ TEST_F(AdminAuthE2eTest, ANonLoopbackAdminAddressWithoutATokenFileRefusesToStart
   // The binary: exits 1 before listening, saying so.
   const std::string path = dir_ + "/open_admin.yaml";
   std::ofstream(path) << Yaml("0.0.0.0:0", "");
-  FILE* pipe = popen(absl::StrCat(FUSERANK_BINARY_DIR "/bin/fuserank-server --config ", path,
-                                  " 2>&1")
-                         .c_str(),
-                     "r");
+  FILE* pipe = popen(
+      absl::StrCat(FUSERANK_BINARY_DIR "/bin/fuserank-server --config ", path, " 2>&1").c_str(),
+      "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;
   char buffer[4096];

@@ -62,8 +62,8 @@ struct Tally {
 class ReloadE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::TempDir(
-        absl::StrCat("reload_e2e_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    dir_ = testing::TempDir(absl::StrCat(
+        "reload_e2e_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     versions_ = {Version("rank", "rank-v1", 21), Version("rank", "rank-v2", 22)};
     other_ = Version("other", "other-1", 23);
@@ -197,7 +197,8 @@ TEST_F(ReloadE2eTest, TheTwoVersionsScoreDifferently) {
   for (int i = 0; i < kRequests; ++i) {
     double largest = 0;
     for (size_t c = 0; c < reference_["rank-v1"][i].size(); ++c) {
-      largest = std::max(largest, std::abs(reference_["rank-v1"][i][c] - reference_["rank-v2"][i][c]));
+      largest =
+          std::max(largest, std::abs(reference_["rank-v1"][i][c] - reference_["rank-v2"][i][c]));
     }
     EXPECT_GT(largest, 100 * testing::kTolerance) << "request " << i;
   }
@@ -307,6 +308,29 @@ TEST_F(ReloadE2eTest, ReloadUnderLoadFailsNoRequestAndNeverMixesVersions) {
   std::printf("reload under load: %lld responses (%lld rank-v1, %lld rank-v2)\n",
               static_cast<long long>(total.ok), static_cast<long long>(total.by_version["rank-v1"]),
               static_cast<long long>(total.by_version["rank-v2"]));
+}
+
+TEST_F(ReloadE2eTest, ARetiredVersionIsFreedOnceItsRequestsFinish) {
+  Tally tally;
+  RankAndCheck(0, "rank", &tally);
+  std::weak_ptr<const engine::Model> v1 = (*server_->models().Acquire("rank"))->model;
+  v1::ReloadModelResponse response;
+  const grpc::Status status = Reload("rank", VersionDir("rank-v2") + "/rank.yaml", &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  RankAndCheck(1, "rank", &tally);
+  EXPECT_EQ(tally.by_version["rank-v1"], 1);
+  EXPECT_EQ(tally.by_version["rank-v2"], 1);
+  if (server_->models().keeps_retired_versions()) {
+    GTEST_SKIP() << "server/ranker_service uses ServedModels::Find(), which keeps retired "
+                    "versions until shutdown; it frees them once it holds a ModelHandle "
+                    "(ServedModels::Acquire) per call";
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!v1.expired() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(v1.expired()) << "rank-v1 is still alive after its last request finished";
+  EXPECT_EQ(server_->models().versions_freed(), 1);
 }
 
 TEST_F(ReloadE2eTest, BrokenVersionsAreRefusedAndTheOldOneKeepsServing) {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -167,6 +168,7 @@ TEST(BatcherTest, SplitsResultsBackPerRequest) {
   std::vector<Outcome> outcomes(kThreads * kPerThread);
   FakeBackend backend(3);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -201,6 +203,7 @@ TEST(BatcherTest, MergesRequestsQueuedBehindABusyWorker) {
   Outcome blocker;
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   // Request i has i + 1 candidates scoring 10 * i + c; top-2 of them.
@@ -241,6 +244,7 @@ TEST(BatcherTest, RespectsMaxBatchCandidatesWithoutSplittingRequests) {
   BatcherOptions options;
   options.max_batch_candidates = 10;
   Batcher batcher(&backend, options);
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -265,6 +269,7 @@ TEST(BatcherTest, TheLastFreeWorkerWaitsAtMostMaxBatchWait) {
   BatcherOptions options;
   options.max_batch_wait_us = 300000;  // 300 ms: long against scheduling noise
   Batcher batcher(&backend, options);
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);  // one worker computes; the other is the last free one
   const auto start = BatcherClock::now();
@@ -307,6 +312,7 @@ TEST_P(BatcherNoWaitTest, DispatchesWithoutWaiting) {
   options.max_batch_wait_us = 1000000;  // the longest allowed: 1 s
   options.max_batch_candidates = 4;
   Batcher batcher(&backend, options);
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   if (situation == NoWait::kAnotherWorkerFree || situation == NoWait::kBatchFull) {
     ASSERT_TRUE(
         batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
@@ -343,6 +349,7 @@ TEST(BatcherTest, NeverMergesRequestsOfDifferentModels) {
   Outcome blocker;
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   for (size_t i = 0; i < order.size(); ++i) {
@@ -374,6 +381,7 @@ TEST(BatcherTest, ExpiredAndCancelledRequestsAreDroppedWithoutCompute) {
   std::atomic<bool> keep{false};
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   ASSERT_TRUE(batcher
@@ -404,6 +412,7 @@ TEST(BatcherTest, OnlyRequestsStillWantedAreComputed) {
   Outcome blocker;
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   int wanted_candidates = 0;
@@ -435,6 +444,7 @@ TEST(BatcherTest, RunsOneBatchPerWorkerAtATime) {
   BatcherOptions options;
   options.max_batch_wait_us = 0;
   Batcher batcher(&backend, options);
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   for (Outcome& outcome : outcomes) {
     ASSERT_TRUE(
         batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcome)).ok());
@@ -459,6 +469,7 @@ TEST(BatcherTest, AFullQueueIsRefusedAtOnceNamingTheLimit) {
   BatcherOptions options;
   options.queue_capacity = 2;
   Batcher batcher(&backend, options);
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(
       batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcomes[0])).ok());
   backend.WaitRunning(1);  // the worker holds request 0; the queue is empty again
@@ -491,6 +502,7 @@ TEST(BatcherTest, ShutdownCompletesQueuedRequestsThenRefusesNewOnes) {
   std::vector<Outcome> outcomes(5);
   FakeBackend backend(1, /*gated=*/true);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   for (Outcome& outcome : outcomes) {
     ASSERT_TRUE(
         batcher.Submit(MakeRequest(&batcher, {2.0f, 3.0f}, 1), kNoDeadline, Record(&outcome)).ok());
@@ -520,6 +532,7 @@ TEST(BatcherTest, AnExpiredRequestIsNotComputed) {
   Outcome outcome;
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher
                   .Submit(MakeRequest(&batcher, {1.0f}, 1),
                           BatcherClock::now() - std::chrono::milliseconds(1), Record(&outcome))
@@ -535,6 +548,7 @@ TEST(BatcherTest, ABackendErrorReachesEveryRequestOfTheBatch) {
   Outcome blocker;
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   backend.set_fail(true);
@@ -555,6 +569,7 @@ TEST(BatcherTest, MalformedBackendResultsAreAnInternalError) {
   FakeBackend backend(1);
   backend.set_malformed(true);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcome)).ok());
   ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInternal);
@@ -565,6 +580,7 @@ TEST(BatcherTest, ReusesPooledBatches) {
   Outcome outcome;
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   std::unique_ptr<Batch> first = MakeRequest(&batcher, {1.0f, 2.0f}, 2);
   const Batch* address = first.get();
   ASSERT_TRUE(batcher.Submit(std::move(first), kNoDeadline, Record(&outcome)).ok());
@@ -580,6 +596,7 @@ TEST(BatcherTest, ReusesPooledBatches) {
 TEST(BatcherTest, RefusesABatchThatIsNotOneRequest) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   const absl::Status empty = batcher.Submit(batcher.AcquireBatch(), kNoDeadline, nullptr);
   EXPECT_EQ(empty.code(), absl::StatusCode::kInternal);
 }
@@ -618,6 +635,7 @@ TEST(BatcherTest, AllocatesNothingPerRequestOnceWarm) {
   BatcherOptions options;
   options.max_batch_wait_us = 50;
   Batcher batcher(&backend, options);
+  absl::Cleanup release_on_exit = [&backend] { backend.set_hold(false); };
   auto submit = [&](int candidates, uint32_t top_k) {
     std::unique_ptr<Batch> request = batcher.AcquireBatch();
     request->candidate_begin.push_back(candidates);
@@ -750,6 +768,7 @@ TEST_P(BatcherCpuTest, MergedBatchesScoreBitIdenticalToEachRequestAlone) {
 
   GatedBackend gated(cpu.get());
   Batcher batcher(&gated, {});
+  absl::Cleanup open_on_exit = [&gated] { gated.Open(); };  // no hang on failure
   auto blocker_batch = batcher.AcquireBatch();
   *blocker_batch = alone[0];
   ASSERT_TRUE(batcher.Submit(std::move(blocker_batch), kNoDeadline, Record(&blocker)).ok());

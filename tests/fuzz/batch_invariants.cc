@@ -32,8 +32,9 @@ void CheckFinite(const std::vector<float>& values, const char* what) {
 void CheckBags(const engine::BagSet& bags, const engine::Model& model,
                const std::vector<int>& tables, size_t owners, int max_ids, const char* what) {
   CheckOffsets(bags.bag_begin, owners * tables.size(), bags.rows.size(), what);
-  FUZZ_CHECK(bags.weights.size() == bags.rows.size(),
-             absl::StrCat(what, ": ", bags.weights.size(), " weights, ", bags.rows.size(), " rows"));
+  FUZZ_CHECK(
+      bags.weights.size() == bags.rows.size(),
+      absl::StrCat(what, ": ", bags.weights.size(), " weights, ", bags.rows.size(), " rows"));
   CheckFinite(bags.weights, what);
   for (size_t b = 0; b < bags.num_bags(); ++b) {
     const engine::EmbeddingTable& table = model.tables()[tables[b % tables.size()]];
@@ -85,13 +86,12 @@ void CheckBatchInvariants(const engine::Batch& batch, const server::DecodeLimits
     const uint32_t count = batch.candidate_begin[r + 1] - batch.candidate_begin[r];
     FUZZ_CHECK(count <= static_cast<uint32_t>(limits.max_candidates),
                absl::StrCat("request ", r, " has ", count, " candidates"));
-    FUZZ_CHECK(batch.top_k[r] <= count && (batch.top_k[r] >= 1 || count == 0),
-               absl::StrCat("request ", r, ": top_k ", batch.top_k[r], " for ", count,
-                            " candidates"));
+    FUZZ_CHECK(
+        batch.top_k[r] <= count && (batch.top_k[r] >= 1 || count == 0),
+        absl::StrCat("request ", r, ": top_k ", batch.top_k[r], " for ", count, " candidates"));
   }
   CheckBags(batch.user, model, model.user_tables(), requests, limits.max_ids_per_feature, "user");
-  CheckBags(batch.item, model, model.item_tables(), candidates, limits.max_ids_per_feature,
-            "item");
+  CheckBags(batch.item, model, model.item_tables(), candidates, limits.max_ids_per_feature, "item");
   FUZZ_CHECK(batch.user_dense.size() == requests * spec.dense_user,
              absl::StrCat(batch.user_dense.size(), " user dense values"));
   FUZZ_CHECK(batch.item_dense.size() == candidates * spec.dense_item,

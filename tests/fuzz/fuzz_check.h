@@ -8,14 +8,14 @@
 #include <cstdlib>
 #include <string>
 
-#define FUZZ_CHECK(cond, detail)                                                           \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      const std::string fuzz_detail_ = (detail);                                           \
+#define FUZZ_CHECK(cond, detail)                                                              \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      const std::string fuzz_detail_ = (detail);                                              \
       std::fprintf(stderr, "%s:%d: FUZZ_CHECK failed: %s\n  %s\n", __FILE__, __LINE__, #cond, \
-                   fuzz_detail_.c_str());                                                  \
-      std::abort();                                                                        \
-    }                                                                                      \
+                   fuzz_detail_.c_str());                                                     \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)
 
 #endif  // FUSERANK_TESTS_FUZZ_FUZZ_CHECK_H_

@@ -25,9 +25,9 @@ struct ReferenceResult {
   int num_candidates = 0;
   uint32_t top_k = 0;
   std::vector<float> user_dense;
-  std::vector<float> item_dense;         // candidates x dense_item
-  std::vector<ReferenceBag> user_bags;   // one per Model::user_tables()
-  std::vector<ReferenceBag> item_bags;   // candidates x Model::item_tables()
+  std::vector<float> item_dense;        // candidates x dense_item
+  std::vector<ReferenceBag> user_bags;  // one per Model::user_tables()
+  std::vector<ReferenceBag> item_bags;  // candidates x Model::item_tables()
 };
 
 ReferenceResult ReferenceDecode(const engine::Model& model, const server::DecodeLimits& limits,

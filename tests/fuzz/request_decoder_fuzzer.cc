@@ -75,8 +75,7 @@ void CheckAppend(const Fixture& f, const v1::RankRequest& request, engine::Batch
   if (!status.ok()) {
     FUZZ_CHECK(status.code() == absl::StatusCode::kInvalidArgument, status.ToString());
     const absl::string_view message = status.message();
-    FUZZ_CHECK(absl::StartsWith(message, "candidates") ||
-                   absl::StartsWith(message, "user_dense") ||
+    FUZZ_CHECK(absl::StartsWith(message, "candidates") || absl::StartsWith(message, "user_dense") ||
                    absl::StartsWith(message, "user_features"),
                absl::StrCat("the error names no request field: ", message));
     FUZZ_CHECK(!expected.valid, absl::StrCat("the decoder rejected a valid request: ", message));

@@ -215,8 +215,8 @@ bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
   return result;
 }
 bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
-  static auto real = Real<bool (*)(CondVar*, Mutex*, Time)>(
-      "7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
+  static auto real =
+      Real<bool (*)(CondVar*, Mutex*, Time)>("7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
   Release(mu);
   const bool result = real(this, mu, deadline);
   Acquire(mu);

@@ -76,8 +76,7 @@ TEST(AdminAuthTest, RefusesAnEmptyUnreadableOrUnprintableTokenAtStart) {
     absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(WriteTokenFile("empty", contents));
     ASSERT_FALSE(auth.ok());
     EXPECT_EQ(auth.status().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(auth.status().message(),
-                HasSubstr("server.admin_token_file: the token is empty"));
+    EXPECT_THAT(auth.status().message(), HasSubstr("server.admin_token_file: the token is empty"));
   }
   absl::StatusOr<AdminAuth> missing = AdminAuth::FromTokenFile("/nonexistent/token");
   ASSERT_FALSE(missing.ok());

@@ -60,13 +60,12 @@ TEST(ModelConfigTest, RefusesBadWatchIntervalsAndDefaultFlags) {
   ASSERT_FALSE(negative.ok());
   EXPECT_THAT(negative.status().message(),
               HasSubstr("model.watch_interval_seconds: must be in 0..86400, got -1"));
-  absl::StatusOr<Config> text = ParseConfig("models: [{path: a.yaml, default: yes please}]\n",
-                                            kFile);
+  absl::StatusOr<Config> text =
+      ParseConfig("models: [{path: a.yaml, default: yes please}]\n", kFile);
   ASSERT_FALSE(text.ok());
   EXPECT_THAT(text.status().message(), HasSubstr("models[0].default: must be true or false"));
-  absl::StatusOr<Config> both =
-      ParseConfig("model: {path: a.yaml, watch_interval_seconds: 1}\nmodels: [{path: b.yaml}]\n",
-                  kFile);
+  absl::StatusOr<Config> both = ParseConfig(
+      "model: {path: a.yaml, watch_interval_seconds: 1}\nmodels: [{path: b.yaml}]\n", kFile);
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(both.status().message(), HasSubstr("models: give either model.path or models"));
 }

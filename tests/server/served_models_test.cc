@@ -144,9 +144,9 @@ TEST_F(ServedModelsTest, AnUnknownNameIsNotFoundListingTheLoadedModels) {
   ASSERT_TRUE(models.Load("", other_path_, false).ok());
   absl::StatusOr<ModelHandle> missing = models.Acquire("nope");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(missing.status().message(),
-              AllOf(HasSubstr("'nope'"), HasSubstr("loaded models: m, other"),
-                    HasSubstr("default, 'm'")));
+  EXPECT_THAT(
+      missing.status().message(),
+      AllOf(HasSubstr("'nope'"), HasSubstr("loaded models: m, other"), HasSubstr("default, 'm'")));
   absl::StatusOr<ReloadResult> reload = models.Reload("nope", "");
   EXPECT_EQ(reload.status().code(), absl::StatusCode::kNotFound);
 }
@@ -222,12 +222,14 @@ TEST_F(ServedModelsTest, AVersionWhoseLastRequestEndsOnItsBatcherIsFreed) {
 TEST_F(ServedModelsTest, ReloadWithoutAPathReadsTheCurrentSpecAgain) {
   const std::string live = dir_ + "/live";
   std::filesystem::create_directories(live);
-  std::filesystem::copy(dir_ + "/v1", live, std::filesystem::copy_options::overwrite_existing |
-                                                   std::filesystem::copy_options::recursive);
+  std::filesystem::copy(
+      dir_ + "/v1", live,
+      std::filesystem::copy_options::overwrite_existing | std::filesystem::copy_options::recursive);
   ServedModels models(FileLoader());
   ASSERT_TRUE(models.Load("", live + "/m.yaml", false).ok());
-  std::filesystem::copy(dir_ + "/v2", live, std::filesystem::copy_options::overwrite_existing |
-                                                   std::filesystem::copy_options::recursive);
+  std::filesystem::copy(
+      dir_ + "/v2", live,
+      std::filesystem::copy_options::overwrite_existing | std::filesystem::copy_options::recursive);
   absl::StatusOr<ReloadResult> result = models.Reload("", "");
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->version, "v2");
@@ -309,15 +311,14 @@ std::string MissingSpec(const std::string& dir) { return dir + "/does-not-exist.
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, BrokenVersionTest,
-    ::testing::Values(
-        BrokenCase{"truncated_safetensors", TruncatedWeights,
-                   absl::StatusCode::kInvalidArgument, "m.safetensors"},
-        BrokenCase{"wrong_shape", WrongShape, absl::StatusCode::kInvalidArgument,
-                   "embeddings.item_0.weight"},
-        BrokenCase{"nan_weights", NanWeights, absl::StatusCode::kInvalidArgument,
-                   "'top_mlp.1.weight': element 0 is nan"},
-        BrokenCase{"missing_spec", MissingSpec, absl::StatusCode::kFailedPrecondition,
-                   "does-not-exist.yaml"}),
+    ::testing::Values(BrokenCase{"truncated_safetensors", TruncatedWeights,
+                                 absl::StatusCode::kInvalidArgument, "m.safetensors"},
+                      BrokenCase{"wrong_shape", WrongShape, absl::StatusCode::kInvalidArgument,
+                                 "embeddings.item_0.weight"},
+                      BrokenCase{"nan_weights", NanWeights, absl::StatusCode::kInvalidArgument,
+                                 "'top_mlp.1.weight': element 0 is nan"},
+                      BrokenCase{"missing_spec", MissingSpec, absl::StatusCode::kFailedPrecondition,
+                                 "does-not-exist.yaml"}),
     [](const ::testing::TestParamInfo<BrokenCase>& info) { return info.param.name; });
 
 TEST_F(ServedModelsTest, FindKeepsRetiredVersionsUntilDestruction) {
