@@ -62,6 +62,7 @@ struct RankerService::Call {
   grpc::ByteBuffer* response_buffer = nullptr;
   ModelHandle model;  // the version that decodes, scores and answers this call
   std::atomic<bool> cancelled{false};
+  bool accepted = false;  // WaitIdle() waits for it
   Clock::time_point start;
 };
 
@@ -77,13 +78,10 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->start = Clock::now();
   call->response_buffer = response;
   call->cancelled.store(false, std::memory_order_relaxed);
+  call->accepted = false;
   call->request.Clear();
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
-  {
-    absl::MutexLock lock(&inflight_mu_);
-    ++inflight_;
-  }
   const absl::Status status = Start(context, *request, call);
   if (!status.ok()) Finish(call, ToGrpcStatus(status));
   return reactor;
@@ -119,9 +117,11 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
   std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
   const absl::Status decoded = call->model->decoder->Append(call->request, batch.get());
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
-  if (!decoded.ok() || batch->num_candidates() == 0) {
+  absl::Status accepted = decoded;
+  if (accepted.ok()) accepted = Accept(call);
+  if (!accepted.ok() || batch->num_candidates() == 0) {
     batcher.ReleaseBatch(std::move(batch));
-    if (!decoded.ok()) return decoded;
+    if (!accepted.ok()) return accepted;
     // No candidates: an empty answer, nothing queued.
     OnScored(call, absl::OkStatus(), engine::RequestResult{});
     return absl::OkStatus();
@@ -132,8 +132,25 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
         OnScored(call, status, result);
       },
       &call->cancelled);
+  if (!queued.ok()) Unaccept(call);  // refused after all (the queue filled meanwhile)
   metrics_->SetQueueDepth(models_->QueueDepth());
   return queued;
+}
+
+absl::Status RankerService::Accept(Call* call) {
+  absl::MutexLock lock(&accepted_mu_);
+  if (refusing_) {
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  ++accepted_;
+  call->accepted = true;
+  return absl::OkStatus();
+}
+
+void RankerService::Unaccept(Call* call) {
+  absl::MutexLock lock(&accepted_mu_);
+  --accepted_;
+  call->accepted = false;
 }
 
 void RankerService::OnScored(Call* call, const absl::Status& status,
@@ -200,16 +217,25 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
 
 void RankerService::OnCallDone(Call* call) {
   call->reactor.reset();  // we are inside its OnDone: nothing touches it after this
+  const bool accepted = call->accepted;
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
-  absl::MutexLock lock(&inflight_mu_);
-  --inflight_;
+  if (accepted) {
+    absl::MutexLock lock(&accepted_mu_);
+    --accepted_;
+  }
+}
+
+void RankerService::StartShutdown() {
+  shutting_down_.store(true);
+  absl::MutexLock lock(&accepted_mu_);
+  refusing_ = true;
 }
 
 bool RankerService::WaitIdle(absl::Time deadline) {
-  absl::MutexLock lock(&inflight_mu_);
-  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return inflight_ == 0; };
-  return inflight_mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+  absl::MutexLock lock(&accepted_mu_);
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return accepted_ == 0; };
+  return accepted_mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
 std::unique_ptr<RankerService::Call> RankerService::AcquireCall() {

@@ -3,8 +3,9 @@
 // backend -> encode -> Finish, and no thread waits for it in between. The request is taken
 // as raw bytes so its size can be checked against server.max_request_bytes
 // (INVALID_ARGUMENT naming the limit) and its protos reused: call states are pooled.
-// A call counts as in flight from Rank() until gRPC reports it done (OnDone), so a drain
-// that waits for WaitIdle() never cuts off a response that is still being sent. A client
+// A call is accepted once it passes admission (not shutting down, queue not full, decoded);
+// it then counts as in flight until gRPC reports it done (OnDone), so a drain that waits
+// for WaitIdle() never cuts off an accepted call, nor a response still being sent. A client
 // that cancels (or whose deadline passes) while its request waits in the queue costs no
 // compute: the batcher drops it.
 // Thread-safe: gRPC calls Rank() from many threads; completions run on batcher threads.
@@ -44,9 +45,9 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
                                  grpc::ByteBuffer* response) override;
 
   // From now on new calls get UNAVAILABLE; calls already accepted complete normally.
-  void StartShutdown() { shutting_down_.store(true); }
-  // Waits until no call is in flight (every accepted call answered and its response
-  // handed to the transport) or `deadline` passes; true when none is left.
+  void StartShutdown();
+  // Waits until no accepted call is in flight (each answered and done at the transport)
+  // or `deadline` passes; true when none is left. Calls refused meanwhile do not count.
   bool WaitIdle(absl::Time deadline);
 
  private:
@@ -55,6 +56,10 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   // Everything up to the hand-off to the batcher. OK: the batcher owns `call` now.
   absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
                      Call* call);
+  // The last step of admission: refused (UNAVAILABLE) once StartShutdown() has run, else
+  // the call is accepted and WaitIdle() waits for it.
+  absl::Status Accept(Call* call);
+  void Unaccept(Call* call);
   void OnScored(Call* call, const absl::Status& status, const engine::RequestResult& result);
   absl::Status Encode(Call* call, const engine::RequestResult& result);
   // Records the call and sends its status; `call` belongs to gRPC until OnCallDone.
@@ -70,8 +75,9 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   const RankerOptions options_;
   std::atomic<bool> shutting_down_{false};
 
-  absl::Mutex inflight_mu_;
-  int inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
+  absl::Mutex accepted_mu_;  // orders Accept() against StartShutdown()
+  bool refusing_ ABSL_GUARDED_BY(accepted_mu_) = false;
+  int accepted_ ABSL_GUARDED_BY(accepted_mu_) = 0;  // accepted calls not yet done
 
   absl::Mutex pool_mu_;
   std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mu_);
