@@ -63,14 +63,18 @@ absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string&
   if (!files.ok()) return files.status();
   absl::StatusOr<std::shared_ptr<const engine::Model>> model = engine::Model::Load(spec_path);
   if (!model.ok()) return model.status();
+  const auto loaded = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<ServedModel> served,
                    ServeModel(name, std::move(*model), options));
   served->path = spec_path;
   served->files = std::move(*files);
+  const auto end = std::chrono::steady_clock::now();
+  using Seconds = std::chrono::duration<double>;
   spdlog::info(
-      "model '{}' version '{}' loaded from {} in {:.3f} s: {} tables, device {}, {} workers",
-      served->name, served->version(), spec_path,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      "model '{}' version '{}' loaded from {} in {:.3f} s (weights {:.3f} s, backend and "
+      "warm-up {:.3f} s): {} tables, device {}, {} workers",
+      served->name, served->version(), spec_path, Seconds(end - start).count(),
+      Seconds(loaded - start).count(), Seconds(end - loaded).count(),
       served->model->spec().tables.size(), served->backend->device(),
       served->backend->num_workers());
   return served;

@@ -26,9 +26,6 @@ struct ModelLoaderOptions {
   DecodeLimits limits;
   engine::BatcherOptions batcher;
   bool warm_up = true;  // touch the tables' pages and run synthetic batches before serving
-  // Nice value added to the threads that read the weights and warm the version up, so that
-  // a reload yields the CPU to the version serving (0: run at the caller's priority).
-  int load_nice = 10;
 };
 
 // The options that the engine.* and server.* keys of `config` give.

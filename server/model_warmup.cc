@@ -32,7 +32,7 @@ std::vector<int> WarmupSizes(const engine::Backend& backend, int max_batch_candi
     for (int n = 16; n < max; n *= 2) sizes.push_back(n);
     sizes.push_back(max);
   } else {
-    sizes = {1, std::min(max, 1024)};
+    sizes = {1, std::min(max, 256)};  // every code path; buffers grow on demand after
   }
   return sizes;
 }

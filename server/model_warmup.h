@@ -22,7 +22,7 @@ uint64_t TouchTablePages(const engine::Model& model);
 
 // Runs SyntheticBatch of the warm-up sizes on every worker of `backend` (the CUDA
 // backend: every candidate bucket up to `max_batch_candidates`; the CPU backend: one small
-// and one large batch). FAILED_PRECONDITION when a run fails or a score is not in [0, 1].
+// and one of 256). FAILED_PRECONDITION when a run fails or a score is not in [0, 1].
 absl::Status WarmUpBackend(const std::shared_ptr<const engine::Model>& model,
                            engine::Backend* backend, int max_batch_candidates);
 

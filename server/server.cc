@@ -15,6 +15,7 @@
 #include "engine/status_macros.h"
 #include "server/admin_auth.h"
 #include "server/model_loader.h"
+#include "server/tls_files.h"
 #include "spdlog/spdlog.h"
 
 namespace fuserank::server {
@@ -38,27 +39,27 @@ absl::StatusOr<std::shared_ptr<const engine::Model>> LoadModel(const Config& con
   return model;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::FailedPreconditionError(absl::StrCat(key, ": cannot read '", path, "'"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tls) {
   if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  ASSIGN_OR_RETURN(TlsFiles files, ReadTlsFiles(tls));  // names the file and the reason
   grpc::SslServerCredentialsOptions options;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  ASSIGN_OR_RETURN(pair.private_key, ReadFile(tls.key_file, "server.tls.key_file"));
-  ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(tls.cert_file, "server.tls.cert_file"));
+  pair.private_key = std::move(files.private_key);
+  pair.cert_chain = std::move(files.cert_chain);
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!tls.client_ca_file.empty()) {
-    ASSIGN_OR_RETURN(options.pem_root_certs,
-                     ReadFile(tls.client_ca_file, "server.tls.client_ca_file"));
+    options.pem_root_certs = std::move(files.client_ca);
     options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(options);
+}
+
+// Why gRPC may have failed to listen: with TLS, a key that does not match the certificate
+// also shows up only here (gRPC logs the details).
+const char* ListenHint(const TlsConfig& tls) {
+  return tls.enabled() ? " (address in use, or server.tls.key_file does not match "
+                         "server.tls.cert_file?)"
+                       : " (address in use?)";
 }
 
 // gRPC's own limit sits above server.max_request_bytes so that requests just over the
@@ -130,11 +131,12 @@ absl::Status Server::StartGrpc() {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                   Credentials(config_.server.tls));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      Credentials(config_.server.tls);
+  if (!credentials.ok()) return WithContext(credentials.status(), config_.file);
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.server.listen, credentials, &port_);
+  builder.AddListeningPort(config_.server.listen, *credentials, &port_);
   builder.SetMaxReceiveMessageSize(GrpcReceiveLimit(config_.server.max_request_bytes));
   // Without this, gRPC sets SO_REUSEPORT and a second server on the same port would start
   // and silently share it.
@@ -143,7 +145,8 @@ absl::Status Server::StartGrpc() {
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat(config_.file, ": server.listen: cannot listen on '",
-                                               config_.server.listen, "' (address in use?)"));
+                                               config_.server.listen, "'",
+                                               ListenHint(config_.server.tls)));
   }
   grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
   if (health != nullptr) {
@@ -153,14 +156,14 @@ absl::Status Server::StartGrpc() {
 
   if (!config_.server.admin_listen.empty()) {
     grpc::ServerBuilder admin_builder;
-    admin_builder.AddListeningPort(config_.server.admin_listen, credentials, &admin_port_);
+    admin_builder.AddListeningPort(config_.server.admin_listen, *credentials, &admin_port_);
     admin_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     admin_builder.RegisterService(admin_.get());
     admin_server_ = admin_builder.BuildAndStart();
     if (admin_server_ == nullptr || admin_port_ == 0) {
       return absl::UnavailableError(
           absl::StrCat(config_.file, ": server.admin_listen: cannot listen on '",
-                       config_.server.admin_listen, "' (address in use?)"));
+                       config_.server.admin_listen, "'", ListenHint(config_.server.tls)));
     }
   }
   return absl::OkStatus();

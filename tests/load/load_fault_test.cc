@@ -38,13 +38,15 @@ using testing::Percentile;
 using testing::TestModel;
 
 constexpr int kQueueCapacity = 16;
-constexpr int kStreams = 2;
+constexpr int kStreams = 1;
 constexpr int kCandidates = 32;          // per request
 constexpr int kMaxBatchCandidates = 256;  // so a batch holds at most 8 requests
 constexpr int kRequestsPerBatch = kMaxBatchCandidates / kCandidates;
 // The most requests the server holds at once: a full queue plus a full batch per worker.
 constexpr int kCapacity = kQueueCapacity + kStreams * kRequestsPerBatch;
 constexpr int kClients = 2 * kCapacity;
+// About 1 ms of compute per request here: the queue, not gRPC, sets the latency.
+const std::vector<int> kLoadTopMlp = {1024, 256, 1};
 
 // A model whose top MLP makes compute, not gRPC, the bottleneck.
 TestModel LoadModel(uint64_t seed, std::vector<int> top_mlp) {
@@ -135,7 +137,7 @@ std::string Describe(const std::map<grpc::StatusCode, int>& counts) {
 }
 
 TEST(LoadTest, OverloadIsRefusedFastWhileAcceptedLatencyStaysBounded) {
-  const TestModel model = LoadModel(11, {256, 64, 1});
+  const TestModel model = LoadModel(11, kLoadTopMlp);
   absl::StatusOr<std::string> path = testing::WriteTestModel(model, testing::TempDir("load"));
   ASSERT_TRUE(path.ok()) << path.status();
   Started started = StartServer(*path, LoadEngineConfig(), 64, "load.yaml");
@@ -145,6 +147,7 @@ TEST(LoadTest, OverloadIsRefusedFastWhileAcceptedLatencyStaysBounded) {
 
   LoadOptions options;
   options.clients = kClients;
+  options.backoff = absl::Milliseconds(5);
   ClosedLoopLoad load(started.target, &workload.requests, &workload.expected, options);
   load.Start();
   std::this_thread::sleep_for(std::chrono::seconds(4));
@@ -165,9 +168,10 @@ TEST(LoadTest, OverloadIsRefusedFastWhileAcceptedLatencyStaysBounded) {
   const double accepted_p99 = Percentile(accepted, 0.99);
   const double refused_p50 = Percentile(refused, 0.5);
   const double refused_p99 = Percentile(refused, 0.99);
-  // Bound: every request the server holds ahead of an accepted one run one after another
-  // at the single-request latency, times 10 for a shared 2-core machine.
-  const double bound = 10 * workload.single_seconds * (kCapacity + 1);
+  // Bound: every request the server can hold ahead of an accepted one run one after
+  // another at the single-request latency of the idle server, times 20 for the CPU that
+  // clients, gRPC and compute share here (2 cores, often busy with other work).
+  const double bound = 20 * workload.single_seconds * (kCapacity + 1);
   const std::string scrape = started.server->metrics().Scrape();
   const double batches = MetricValue(scrape, "fuserank_batch_candidates_count");
   const double batched = MetricValue(scrape, "fuserank_batch_candidates_sum");
@@ -187,14 +191,14 @@ TEST(LoadTest, OverloadIsRefusedFastWhileAcceptedLatencyStaysBounded) {
   EXPECT_EQ(mismatched, 0) << "answers under load differ from the same requests alone";
   EXPECT_LT(accepted_p99, bound);
   // Refusals skip the queue and the decode: they must be far faster than accepted calls.
-  EXPECT_LT(refused_p50, accepted_p50 / 2);
-  EXPECT_LT(refused_p99, accepted_p99);
+  EXPECT_LT(4 * refused_p50, accepted_p50);
+  EXPECT_LT(2 * refused_p99, accepted_p99);
   EXPECT_GT(batched / std::max(1.0, batches), kCandidates) << "overload should merge requests";
   started.server->Shutdown();
 }
 
 TEST(LoadTest, ShutdownUnderLoadFailsNoAcceptedRequest) {
-  const TestModel model = LoadModel(12, {256, 64, 1});
+  const TestModel model = LoadModel(12, kLoadTopMlp);
   absl::StatusOr<std::string> path = testing::WriteTestModel(model, testing::TempDir("drain"));
   ASSERT_TRUE(path.ok()) << path.status();
   Started started = StartServer(*path, LoadEngineConfig(), 64, "drain.yaml");
@@ -205,6 +209,7 @@ TEST(LoadTest, ShutdownUnderLoadFailsNoAcceptedRequest) {
 
   LoadOptions options;
   options.clients = kClients;
+  options.backoff = absl::Milliseconds(5);
   ClosedLoopLoad load(started.target, &workload.requests, &workload.expected, options);
   load.Start();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -265,7 +270,8 @@ TEST(LoadTest, AFloodOfExpiredRequestsCostsNoCompute) {
   const TestModel model = LoadModel(13, {512, 512, 1});
   absl::StatusOr<std::string> path = testing::WriteTestModel(model, testing::TempDir("flood"));
   ASSERT_TRUE(path.ok()) << path.status();
-  constexpr int kSlow = 12;
+  constexpr int kSlow = 16;
+  constexpr int kSlowQueued = 4;  // each tens of ms of compute: far more than the deadline
   constexpr int kSlowCandidates = 4096;
   constexpr int kFlood = 200;
   Started started = StartServer(*path,
@@ -297,13 +303,14 @@ TEST(LoadTest, AFloodOfExpiredRequestsCostsNoCompute) {
     slow[i].request = RequestOf(model, 500 + i, kSlowCandidates);
     send(&slow[i], std::chrono::seconds(60));
   }
-  // Wait until the worker computes the first and the rest wait behind it.
+  // Wait until the worker computes one and several wait behind it (they arrive one by one
+  // as the server reads them).
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (started.server->models().QueueDepth() < kSlow - 2 &&
+  while (started.server->models().QueueDepth() < kSlowQueued &&
          std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  ASSERT_GE(started.server->models().QueueDepth(), kSlow - 2) << "the slow requests never queued";
+  ASSERT_GE(started.server->models().QueueDepth(), kSlowQueued) << "the slow requests never queued";
   std::vector<Call> flood(kFlood);
   for (int i = 0; i < kFlood; ++i) {
     flood[i].request = RequestOf(model, 900 + i, 16);
