@@ -36,6 +36,11 @@ test-fuzz: deps
 test-sanitize: deps
 	JOBS=$(JOBS) bash scripts/test-sanitize.sh
 
+bench:
+	bash scripts/install-deps.sh --bench
+	$(MAKE) build BUILD=$(BUILD)
+	BUILD=$(BUILD) bash bench/run_cpu_bench.sh
+
 format-check:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format --dry-run -Werror
 

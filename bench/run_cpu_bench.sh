@@ -37,6 +37,7 @@ ENGINE=${ENGINE:-"{device: cpu}"}  # the server config's engine section (YAML fl
 WRITE_DOCS=1
 if [[ "${QUICK:-0}" == 1 ]]; then
   DURATION=2 WARMUP=1 REPEATS=1 SWEEP_DURATION=2 SWEEP_WARMUP=1 FRACTIONS="0.3 0.9"
+  MICRO_MIN_TIME=0.02
   WRITE_DOCS=0
 fi
 

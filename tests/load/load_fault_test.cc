@@ -22,6 +22,7 @@
 #include "server/config.h"
 #include "server/grpc_status.h"
 #include "server/server.h"
+#include "tests/e2e/grpc_util.h"
 #include "tests/e2e/rank_check_util.h"
 #include "tests/e2e/reference_util.h"
 #include "tests/load/closed_loop_util.h"
@@ -150,7 +151,15 @@ TEST(LoadTest, OverloadIsRefusedFastWhileAcceptedLatencyStaysBounded) {
   options.backoff = absl::Milliseconds(5);
   ClosedLoopLoad load(started.target, &workload.requests, &workload.expected, options);
   load.Start();
-  std::this_thread::sleep_for(std::chrono::seconds(4));
+  double max_queue_gauge = 0;
+  double max_inflight_gauge = 0;
+  for (int i = 0; i < 40; ++i) {  // 4 s of load, the gauges sampled as Prometheus would
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string scrape = started.server->metrics().Scrape();
+    max_queue_gauge = std::max(max_queue_gauge, MetricValue(scrape, "fuserank_queue_depth"));
+    max_inflight_gauge =
+        std::max(max_inflight_gauge, MetricValue(scrape, "fuserank_inflight_requests"));
+  }
   load.Stop();
   ASSERT_TRUE(load.WaitIdle(absl::Seconds(30)));
   const std::vector<CallSample> samples = load.Samples();
@@ -173,16 +182,17 @@ TEST(LoadTest, OverloadIsRefusedFastWhileAcceptedLatencyStaysBounded) {
   // clients, gRPC and compute share here (2 cores, often busy with other work).
   const double bound = 20 * workload.single_seconds * (kCapacity + 1);
   const std::string scrape = started.server->metrics().Scrape();
+  const double inflight_after = MetricValue(scrape, "fuserank_inflight_requests");
   const double batches = MetricValue(scrape, "fuserank_batch_candidates_count");
   const double batched = MetricValue(scrape, "fuserank_batch_candidates_sum");
   std::printf(
       "load: %d clients, capacity %d requests; single request %.3f ms\n"
       "  calls: %s\n"
       "  accepted p50 %.3f ms p99 %.3f ms (bound %.1f ms); refused p50 %.3f ms p99 %.3f ms\n"
-      "  %.0f batches, %.1f candidates per batch\n",
+      "  %.0f batches, %.1f candidates per batch; gauges: queue depth <= %.0f, in flight <= %.0f\n",
       kClients, kCapacity, workload.single_seconds * 1e3, Describe(counts).c_str(),
       accepted_p50 * 1e3, accepted_p99 * 1e3, bound * 1e3, refused_p50 * 1e3, refused_p99 * 1e3,
-      batches, batches > 0 ? batched / batches : 0.0);
+      batches, batches > 0 ? batched / batches : 0.0, max_queue_gauge, max_inflight_gauge);
 
   EXPECT_GT(accepted.size(), 100u);
   EXPECT_GT(refused.size(), 0u) << "the load never filled the queue: not an overload";
@@ -194,6 +204,10 @@ TEST(LoadTest, OverloadIsRefusedFastWhileAcceptedLatencyStaysBounded) {
   EXPECT_LT(4 * refused_p50, accepted_p50);
   EXPECT_LT(2 * refused_p99, accepted_p99);
   EXPECT_GT(batched / std::max(1.0, batches), kCandidates) << "overload should merge requests";
+  EXPECT_LE(max_queue_gauge, kQueueCapacity);
+  EXPECT_GT(max_queue_gauge, 0);
+  EXPECT_GT(max_inflight_gauge, kQueueCapacity) << "queued plus computing plus being refused";
+  EXPECT_EQ(inflight_after, 0);
   started.server->Shutdown();
 }
 
@@ -265,63 +279,112 @@ TEST(LoadTest, ShutdownUnderLoadFailsNoAcceptedRequest) {
   EXPECT_LT(shutdown_took, 10.0) << "the drain should take about one queue of work";
 }
 
+// An async Rank call the test waits for.
+struct AsyncCall {
+  grpc::ClientContext context;
+  v1::RankRequest request;
+  v1::RankResponse response;
+  grpc::Status status;
+  absl::Notification done;
+
+  void Send(v1::Ranker::Stub* stub, std::chrono::milliseconds deadline) {
+    context.set_deadline(std::chrono::system_clock::now() + deadline);
+    stub->async()->Rank(&context, &request, &response, [this](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
+  }
+};
+
+// Sends `count` slow requests (a model with a wide top MLP, kSlowCandidates each) to a
+// one-worker server and waits until `queued` of them wait in its queue.
+constexpr int kSlowCandidates = 4096;
+const std::vector<int> kSlowTopMlp = {512, 512, 1};
+const char kOneWorker[] = "{device: cpu, streams: 1, queue_capacity: 512, max_batch_candidates: 4096}";
+
+void SendSlow(const TestModel& model, v1::Ranker::Stub* stub, const server::Server& server,
+              std::vector<AsyncCall>* calls, int queued) {
+  for (size_t i = 0; i < calls->size(); ++i) {
+    (*calls)[i].request = RequestOf(model, 500 + i, kSlowCandidates);
+    (*calls)[i].Send(stub, std::chrono::seconds(60));
+  }
+  // They arrive one by one as the server reads them.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (server.models().QueueDepth() < queued && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_GE(server.models().QueueDepth(), queued) << "the slow requests never queued";
+}
+
+TEST(LoadTest, ShutdownTurnsHealthNotServingAndFinishesTheQueue) {
+  const TestModel model = LoadModel(14, kSlowTopMlp);
+  absl::StatusOr<std::string> path = testing::WriteTestModel(model, testing::TempDir("health"));
+  ASSERT_TRUE(path.ok()) << path.status();
+  Started started = StartServer(*path, kOneWorker, kSlowCandidates, "health.yaml");
+  ASSERT_NE(started.server, nullptr);
+  auto channel = grpc::CreateChannel(started.target, grpc::InsecureChannelCredentials());
+  auto stub = v1::Ranker::NewStub(channel);
+  absl::StatusOr<int> health = testing::HealthCheck(channel, "");
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, 1) << "SERVING before the shutdown";
+
+  std::vector<AsyncCall> slow(8);
+  SendSlow(model, stub.get(), *started.server, &slow, 3);
+  if (::testing::Test::HasFatalFailure()) return;
+  std::thread stopper([&] { started.server->Shutdown(); });
+  int not_serving_while_busy = 0;
+  grpc::StatusCode refused = grpc::StatusCode::OK;
+  for (int i = 0; i < 2000 && refused == grpc::StatusCode::OK; ++i) {
+    const int done = static_cast<int>(std::count_if(
+        slow.begin(), slow.end(), [](const AsyncCall& call) { return call.done.HasBeenNotified(); }));
+    absl::StatusOr<int> status = testing::HealthCheck(channel, "fuserank.v1.Ranker");
+    if (status.ok() && *status == 2 && done < static_cast<int>(slow.size())) {
+      ++not_serving_while_busy;
+      // Draining: a new call is refused at once.
+      refused = testing::Rank(stub.get(), RequestOf(model, 7, 8)).status.error_code();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stopper.join();
+  EXPECT_GT(not_serving_while_busy, 0) << "health never said NOT_SERVING during the drain";
+  EXPECT_EQ(refused, grpc::StatusCode::UNAVAILABLE);
+  for (AsyncCall& call : slow) {
+    ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    EXPECT_TRUE(call.status.ok()) << "a queued request was cut off: " << call.status.error_message();
+  }
+}
+
 TEST(LoadTest, AFloodOfExpiredRequestsCostsNoCompute) {
   // One worker kept busy by slow requests; the flood queues behind them and expires there.
-  const TestModel model = LoadModel(13, {512, 512, 1});
+  const TestModel model = LoadModel(13, kSlowTopMlp);
   absl::StatusOr<std::string> path = testing::WriteTestModel(model, testing::TempDir("flood"));
   ASSERT_TRUE(path.ok()) << path.status();
   constexpr int kSlow = 16;
-  constexpr int kSlowQueued = 4;  // each tens of ms of compute: far more than the deadline
-  constexpr int kSlowCandidates = 4096;
   constexpr int kFlood = 200;
-  Started started = StartServer(*path,
-                                "{device: cpu, streams: 1, queue_capacity: 512, "
-                                "max_batch_candidates: 4096}",
-                                kSlowCandidates, "flood.yaml");
+  Started started = StartServer(*path, kOneWorker, kSlowCandidates, "flood.yaml");
   ASSERT_NE(started.server, nullptr);
   const std::string before = started.server->metrics().Scrape();
-
-  auto channel = grpc::CreateChannel(started.target, grpc::InsecureChannelCredentials());
-  auto stub = v1::Ranker::NewStub(channel);
-  struct Call {
-    grpc::ClientContext context;
-    v1::RankRequest request;
-    v1::RankResponse response;
-    grpc::Status status;
-    absl::Notification done;
-  };
-  auto send = [&](Call* call, std::chrono::milliseconds deadline) {
-    call->context.set_deadline(std::chrono::system_clock::now() + deadline);
-    stub->async()->Rank(&call->context, &call->request, &call->response,
-                        [call](grpc::Status status) {
-                          call->status = std::move(status);
-                          call->done.Notify();
-                        });
-  };
-  std::vector<Call> slow(kSlow);
-  for (int i = 0; i < kSlow; ++i) {
-    slow[i].request = RequestOf(model, 500 + i, kSlowCandidates);
-    send(&slow[i], std::chrono::seconds(60));
-  }
-  // Wait until the worker computes one and several wait behind it (they arrive one by one
-  // as the server reads them).
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (started.server->models().QueueDepth() < kSlowQueued &&
-         std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  ASSERT_GE(started.server->models().QueueDepth(), kSlowQueued) << "the slow requests never queued";
-  std::vector<Call> flood(kFlood);
+  auto stub = v1::Ranker::NewStub(
+      grpc::CreateChannel(started.target, grpc::InsecureChannelCredentials()));
+  std::vector<AsyncCall> slow(kSlow);
+  // Each slow request is tens of ms of compute: 4 of them far outlast the flood's deadline.
+  SendSlow(model, stub.get(), *started.server, &slow, 4);
+  if (::testing::Test::HasFatalFailure()) return;
+  std::vector<AsyncCall> flood(kFlood);
   for (int i = 0; i < kFlood; ++i) {
     flood[i].request = RequestOf(model, 900 + i, 16);
-    send(&flood[i], std::chrono::milliseconds(20));
+    flood[i].Send(stub.get(), std::chrono::milliseconds(20));
   }
-  for (Call& call : slow) ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  for (Call& call : flood) ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  for (AsyncCall& call : slow) {
+    ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  }
+  for (AsyncCall& call : flood) {
+    ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  }
   const std::string after = started.server->metrics().Scrape();
 
-  for (Call& call : slow) EXPECT_TRUE(call.status.ok()) << call.status.error_message();
-  for (Call& call : flood) {
+  for (AsyncCall& call : slow) EXPECT_TRUE(call.status.ok()) << call.status.error_message();
+  for (AsyncCall& call : flood) {
     EXPECT_EQ(call.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
         << call.status.error_message();
   }
