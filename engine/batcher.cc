@@ -160,9 +160,8 @@ void Batcher::FormBatch(Slot* slot) {
       dropped_.push_back(PopHead());
       continue;
     }
-    if (!slot->parts.empty() &&
-        (head.batch->model.get() != model ||
-         candidates + head.candidates > options_.max_batch_candidates)) {
+    if (!slot->parts.empty() && (head.batch->model.get() != model ||
+                                 candidates + head.candidates > options_.max_batch_candidates)) {
       break;
     }
     model = head.batch->model.get();
@@ -215,8 +214,9 @@ void Batcher::CompleteDropped() {
                                                        " us in the queue; the request was "
                                                        "not computed"))
             : absl::CancelledError(absl::StrCat("the client cancelled the request after ",
-                                                waited_us, " us in the queue; it was not "
-                                                           "computed"));
+                                                waited_us,
+                                                " us in the queue; it was not "
+                                                "computed"));
     Complete(&work, status, RequestResult{});
   }
   dropped_.clear();

@@ -89,6 +89,7 @@ class Batcher {
                       RequestDone done, const std::atomic<bool>* cancelled = nullptr);
 
   // Stops accepting, completes every queued request, joins the threads. Idempotent.
+  // REQUIRES: not called from a RequestDone callback (it would join its own thread).
   void Shutdown();
 
   int queue_depth() const { return queue_depth_.load(std::memory_order_relaxed); }

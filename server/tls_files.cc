@@ -21,7 +21,7 @@ constexpr absl::string_view kEnd = "-----END ";
 constexpr absl::string_view kDashes = "-----";
 
 struct PemBlock {
-  std::string label;  // "CERTIFICATE", "PRIVATE KEY", ...
+  std::string label;   // "CERTIFICATE", "PRIVATE KEY", ...
   bool valid = false;  // the body is base64 of DER (an ASN.1 SEQUENCE)
 };
 
@@ -51,9 +51,10 @@ std::vector<PemBlock> PemBlocks(absl::string_view text) {
     const size_t body_end = text.find(end_line, body_begin);
     if (body_end == absl::string_view::npos) break;
     std::string body(text.substr(body_begin, body_end - body_begin));
-    body.erase(std::remove_if(body.begin(), body.end(),
-                              [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); }),
-               body.end());
+    body.erase(
+        std::remove_if(body.begin(), body.end(),
+                       [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); }),
+        body.end());
     std::string der;
     block.valid = absl::Base64Unescape(body, &der) && !der.empty() && der[0] == '\x30';
     blocks.push_back(std::move(block));
@@ -74,7 +75,8 @@ absl::StatusOr<std::string> ReadPem(absl::string_view key, const std::string& pa
     }
     if (std::find(labels.begin(), labels.end(), block.label) == labels.end()) continue;
     if (!block.valid) {
-      return Bad(key, path, absl::StrCat("has a PEM ", block.label, " block that is not base64 DER"));
+      return Bad(key, path,
+                 absl::StrCat("has a PEM ", block.label, " block that is not base64 DER"));
     }
     ++found;
   }
@@ -86,12 +88,11 @@ absl::StatusOr<std::string> ReadPem(absl::string_view key, const std::string& pa
 
 absl::StatusOr<TlsFiles> ReadTlsFiles(const TlsConfig& tls) {
   TlsFiles files;
-  ASSIGN_OR_RETURN(files.cert_chain, ReadPem("server.tls.cert_file", tls.cert_file,
-                                             {"CERTIFICATE"}, "CERTIFICATE block"));
-  ASSIGN_OR_RETURN(files.private_key,
-                   ReadPem("server.tls.key_file", tls.key_file,
-                           {"PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"},
-                           "PRIVATE KEY block (PKCS#8, RSA or EC)"));
+  ASSIGN_OR_RETURN(files.cert_chain, ReadPem("server.tls.cert_file", tls.cert_file, {"CERTIFICATE"},
+                                             "CERTIFICATE block"));
+  ASSIGN_OR_RETURN(files.private_key, ReadPem("server.tls.key_file", tls.key_file,
+                                              {"PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"},
+                                              "PRIVATE KEY block (PKCS#8, RSA or EC)"));
   if (!tls.client_ca_file.empty()) {
     ASSIGN_OR_RETURN(files.client_ca, ReadPem("server.tls.client_ca_file", tls.client_ca_file,
                                               {"CERTIFICATE"}, "CERTIFICATE block"));

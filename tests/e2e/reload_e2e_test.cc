@@ -252,9 +252,13 @@ TEST_F(ReloadE2eTest, ReloadUnderLoadFailsNoRequestAndNeverMixesVersions) {
       if (!right) tally.Problem("model 'other': " + reply.status.error_message());
     }
   });
-  auto let_clients_run = [&] {
+  auto let_clients_run = [&] {  // 150 more responses, or 30 s
     const int64_t until = done.load() + 150;
-    while (done.load() < until) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (done.load() < until && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_GE(done.load(), until) << "the clients stalled";
   };
 
   let_clients_run();

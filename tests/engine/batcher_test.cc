@@ -69,8 +69,9 @@ class FakeBackend : public Backend {
       const uint32_t end = batch.candidate_begin[r + 1];
       std::vector<ScoredIndex> items;
       for (uint32_t c = begin; c < end; ++c) items.push_back({c - begin, batch.item_dense[c]});
-      std::stable_sort(items.begin(), items.end(),
-                       [](const ScoredIndex& a, const ScoredIndex& b) { return a.score > b.score; });
+      std::stable_sort(items.begin(), items.end(), [](const ScoredIndex& a, const ScoredIndex& b) {
+        return a.score > b.score;
+      });
       items.resize(batch.top_k[r]);
       result->items.insert(result->items.end(), items.begin(), items.end());
       result->result_begin.push_back(static_cast<uint32_t>(result->items.size()));
@@ -204,16 +205,17 @@ TEST(BatcherTest, MergesRequestsQueuedBehindABusyWorker) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   // Request i has i + 1 candidates scoring 10 * i + c; top-2 of them.
   for (int i = 0; i < 6; ++i) {
     std::vector<float> scores;
     for (int c = 0; c <= i; ++c) scores.push_back(10.0f * i + c);
-    ASSERT_TRUE(
-        batcher.Submit(MakeRequest(&batcher, scores, std::min(2, i + 1)), kNoDeadline,
-                       Record(&outcomes[i]))
-            .ok());
+    ASSERT_TRUE(batcher
+                    .Submit(MakeRequest(&batcher, scores, std::min(2, i + 1)), kNoDeadline,
+                            Record(&outcomes[i]))
+                    .ok());
   }
   EXPECT_EQ(batcher.queue_depth(), 6);
   backend.Open();
@@ -245,7 +247,8 @@ TEST(BatcherTest, RespectsMaxBatchCandidatesWithoutSplittingRequests) {
   options.max_batch_candidates = 10;
   Batcher batcher(&backend, options);
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   for (size_t i = 0; i < sizes.size(); ++i) {
     ASSERT_TRUE(
@@ -270,7 +273,8 @@ TEST(BatcherTest, TheLastFreeWorkerWaitsAtMostMaxBatchWait) {
   options.max_batch_wait_us = 300000;  // 300 ms: long against scheduling noise
   Batcher batcher(&backend, options);
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);  // one worker computes; the other is the last free one
   const auto start = BatcherClock::now();
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 2), kNoDeadline, Record(&first)).ok());
@@ -350,11 +354,13 @@ TEST(BatcherTest, NeverMergesRequestsOfDifferentModels) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   for (size_t i = 0; i < order.size(); ++i) {
-    ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f, 2.0f}, 1, order[i]), kNoDeadline,
-                               Record(&outcomes[i]))
+    ASSERT_TRUE(batcher
+                    .Submit(MakeRequest(&batcher, {1.0f, 2.0f}, 1, order[i]), kNoDeadline,
+                            Record(&outcomes[i]))
                     .ok());
   }
   backend.Open();
@@ -382,7 +388,8 @@ TEST(BatcherTest, ExpiredAndCancelledRequestsAreDroppedWithoutCompute) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   ASSERT_TRUE(batcher
                   .Submit(MakeRequest(&batcher, 7),
@@ -413,16 +420,17 @@ TEST(BatcherTest, OnlyRequestsStillWantedAreComputed) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   int wanted_candidates = 0;
   for (int i = 0; i < kRequests; ++i) {
     // Every third expires, every third is cancelled, the rest (i % 3 == 2) are wanted.
     const auto deadline =
         i % 3 == 0 ? BatcherClock::now() - std::chrono::milliseconds(1) : kNoDeadline;
-    ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, i + 1), deadline, Record(&outcomes[i]),
-                               &cancels[i])
-                    .ok());
+    ASSERT_TRUE(
+        batcher.Submit(MakeRequest(&batcher, i + 1), deadline, Record(&outcomes[i]), &cancels[i])
+            .ok());
     if (i % 3 == 1) cancels[i] = true;
     if (i % 3 == 2) wanted_candidates += i + 1;
   }
@@ -457,8 +465,10 @@ TEST(BatcherTest, RunsOneBatchPerWorkerAtATime) {
   }
   EXPECT_EQ(batcher.queue_depth(), 4);
   backend.Open();
-  for (Outcome& outcome : outcomes) ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
-  for (Outcome& outcome : queued) ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
+  for (Outcome& outcome : outcomes)
+    ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
+  for (Outcome& outcome : queued)
+    ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(backend.max_running(), 3);
   EXPECT_EQ(batcher.queue_depth(), 0);
 }
@@ -549,7 +559,8 @@ TEST(BatcherTest, ABackendErrorReachesEveryRequestOfTheBatch) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   backend.set_fail(true);
   for (Outcome& outcome : outcomes) {
@@ -627,7 +638,7 @@ class QuietBackend : public Backend {
 };
 
 TEST(BatcherTest, AllocatesNothingPerRequestOnceWarm) {
-  constexpr int kBurst = 16;     // requests submitted together, then awaited
+  constexpr int kBurst = 16;  // requests submitted together, then awaited
   constexpr int kMaxCandidates = 8;
   std::atomic<int> completed{0};
   std::atomic<int> failed{0};
@@ -785,7 +796,8 @@ TEST_P(BatcherCpuTest, MergedBatchesScoreBitIdenticalToEachRequestAlone) {
     const BatchResult& want = expected[i];
     ASSERT_EQ(outcomes[i].items.size(), want.items.size()) << "request " << i;
     for (size_t k = 0; k < want.items.size(); ++k) {
-      EXPECT_EQ(outcomes[i].items[k].index, want.items[k].index) << "request " << i << " rank " << k;
+      EXPECT_EQ(outcomes[i].items[k].index, want.items[k].index)
+          << "request " << i << " rank " << k;
       EXPECT_EQ(Bits(outcomes[i].items[k].score), Bits(want.items[k].score))
           << "request " << i << " rank " << k << ": " << outcomes[i].items[k].score << " vs "
           << want.items[k].score;

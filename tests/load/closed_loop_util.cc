@@ -119,9 +119,8 @@ void ClosedLoopLoad::RetryLoop() {
     Client* client = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || !retries_.empty();
-      };
+      auto ready = [this]()
+                       ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !retries_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) {
         retries_.clear();

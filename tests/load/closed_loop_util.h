@@ -25,9 +25,9 @@ namespace fuserank::testing {
 
 struct CallSample {
   grpc::StatusCode code = grpc::StatusCode::OK;
-  double start_s = 0;    // when it was issued, seconds since Start()
-  double seconds = 0;    // its latency
-  bool matched = true;   // OK calls: the response was the expected one
+  double start_s = 0;   // when it was issued, seconds since Start()
+  double seconds = 0;   // its latency
+  bool matched = true;  // OK calls: the response was the expected one
 };
 
 struct LoadOptions {

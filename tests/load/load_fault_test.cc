@@ -40,7 +40,7 @@ using testing::TestModel;
 
 constexpr int kQueueCapacity = 16;
 constexpr int kStreams = 1;
-constexpr int kCandidates = 32;          // per request
+constexpr int kCandidates = 32;           // per request
 constexpr int kMaxBatchCandidates = 256;  // so a batch holds at most 8 requests
 constexpr int kRequestsPerBatch = kMaxBatchCandidates / kCandidates;
 // The most requests the server holds at once: a full queue plus a full batch per worker.
@@ -251,9 +251,8 @@ TEST(LoadTest, ShutdownUnderLoadFailsNoAcceptedRequest) {
     return MetricValue(after, "fuserank_requests_total", labels) -
            MetricValue(before, "fuserank_requests_total", labels);
   };
-  const double server_all =
-      MetricValue(after, "fuserank_requests_total", {"rpc=\"Rank\""}) -
-      MetricValue(before, "fuserank_requests_total", {"rpc=\"Rank\""});
+  const double server_all = MetricValue(after, "fuserank_requests_total", {"rpc=\"Rank\""}) -
+                            MetricValue(before, "fuserank_requests_total", {"rpc=\"Rank\""});
   const double server_ok = server_count("OK");
   const double server_refused = server_count("RESOURCE_EXHAUSTED") + server_count("UNAVAILABLE");
   std::printf(
@@ -300,7 +299,8 @@ struct AsyncCall {
 // one-worker server and waits until `queued` of them wait in its queue.
 constexpr int kSlowCandidates = 4096;
 const std::vector<int> kSlowTopMlp = {512, 512, 1};
-const char kOneWorker[] = "{device: cpu, streams: 1, queue_capacity: 512, max_batch_candidates: 4096}";
+const char kOneWorker[] =
+    "{device: cpu, streams: 1, queue_capacity: 512, max_batch_candidates: 4096}";
 
 void SendSlow(const TestModel& model, v1::Ranker::Stub* stub, const server::Server& server,
               std::vector<AsyncCall>* calls, int queued) {
@@ -335,8 +335,10 @@ TEST(LoadTest, ShutdownTurnsHealthNotServingAndFinishesTheQueue) {
   int not_serving_while_busy = 0;
   grpc::StatusCode refused = grpc::StatusCode::OK;
   for (int i = 0; i < 2000 && refused == grpc::StatusCode::OK; ++i) {
-    const int done = static_cast<int>(std::count_if(
-        slow.begin(), slow.end(), [](const AsyncCall& call) { return call.done.HasBeenNotified(); }));
+    const int done =
+        static_cast<int>(std::count_if(slow.begin(), slow.end(), [](const AsyncCall& call) {
+          return call.done.HasBeenNotified();
+        }));
     absl::StatusOr<int> status = testing::HealthCheck(channel, "fuserank.v1.Ranker");
     if (status.ok() && *status == 2 && done < static_cast<int>(slow.size())) {
       ++not_serving_while_busy;
@@ -350,7 +352,8 @@ TEST(LoadTest, ShutdownTurnsHealthNotServingAndFinishesTheQueue) {
   EXPECT_EQ(refused, grpc::StatusCode::UNAVAILABLE);
   for (AsyncCall& call : slow) {
     ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
-    EXPECT_TRUE(call.status.ok()) << "a queued request was cut off: " << call.status.error_message();
+    EXPECT_TRUE(call.status.ok()) << "a queued request was cut off: "
+                                  << call.status.error_message();
   }
 }
 
@@ -364,8 +367,8 @@ TEST(LoadTest, AFloodOfExpiredRequestsCostsNoCompute) {
   Started started = StartServer(*path, kOneWorker, kSlowCandidates, "flood.yaml");
   ASSERT_NE(started.server, nullptr);
   const std::string before = started.server->metrics().Scrape();
-  auto stub = v1::Ranker::NewStub(
-      grpc::CreateChannel(started.target, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::Ranker::NewStub(grpc::CreateChannel(started.target, grpc::InsecureChannelCredentials()));
   std::vector<AsyncCall> slow(kSlow);
   // Each slow request is tens of ms of compute: 4 of them far outlast the flood's deadline.
   SendSlow(model, stub.get(), *started.server, &slow, 4);
@@ -398,9 +401,10 @@ TEST(LoadTest, AFloodOfExpiredRequestsCostsNoCompute) {
            MetricValue(before, "fuserank_requests_total", labels);
   };
   const double dropped = server_count("DEADLINE_EXCEEDED") + server_count("CANCELLED");
-  std::printf("flood: %d expired requests, %.0f dropped by the server; %.0f candidates computed "
-              "in %.0f batches\n",
-              kFlood, dropped, candidates, batches);
+  std::printf(
+      "flood: %d expired requests, %.0f dropped by the server; %.0f candidates computed "
+      "in %.0f batches\n",
+      kFlood, dropped, candidates, batches);
   // Only the slow requests were computed, each alone: not one flood candidate.
   EXPECT_EQ(candidates, kSlow * kSlowCandidates);
   EXPECT_EQ(batches, kSlow);

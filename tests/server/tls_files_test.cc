@@ -30,7 +30,7 @@ TlsConfig Good() {
   return tls;
 }
 
-TEST(TlsFilesTest, ReadsGoodFiles) {
+TEST(TlsPemFilesTest, ReadsGoodFiles) {
   absl::StatusOr<TlsFiles> files = ReadTlsFiles(Good());
   ASSERT_TRUE(files.ok()) << files.status();
   EXPECT_THAT(files->cert_chain, HasSubstr("BEGIN CERTIFICATE"));
@@ -43,7 +43,7 @@ TEST(TlsFilesTest, ReadsGoodFiles) {
   EXPECT_TRUE(files->client_ca.empty());
 }
 
-TEST(TlsFilesTest, AMissingFileNamesKeyPathAndReason) {
+TEST(TlsPemFilesTest, AMissingFileNamesKeyPathAndReason) {
   TlsConfig tls = Good();
   tls.key_file = "/nonexistent/server.key";
   const absl::Status status = ReadTlsFiles(tls).status();
@@ -53,7 +53,7 @@ TEST(TlsFilesTest, AMissingFileNamesKeyPathAndReason) {
                     HasSubstr("No such file")));
 }
 
-TEST(TlsFilesTest, GarbageIsNotACertificate) {
+TEST(TlsPemFilesTest, GarbageIsNotACertificate) {
   TlsConfig tls = Good();
   tls.cert_file = Write("garbage.pem", "not a certificate\n");
   const absl::Status status = ReadTlsFiles(tls).status();
@@ -63,7 +63,7 @@ TEST(TlsFilesTest, GarbageIsNotACertificate) {
                     HasSubstr("no PEM CERTIFICATE")));
 }
 
-TEST(TlsFilesTest, FilesInTheWrongPlaceAreRefused) {
+TEST(TlsPemFilesTest, FilesInTheWrongPlaceAreRefused) {
   TlsConfig swapped = Good();
   std::swap(swapped.cert_file, swapped.key_file);
   const absl::Status status = ReadTlsFiles(swapped).status();
@@ -75,16 +75,15 @@ TEST(TlsFilesTest, FilesInTheWrongPlaceAreRefused) {
               HasSubstr("server.tls.client_ca_file"));
 }
 
-TEST(TlsFilesTest, ACorruptBlockIsRefused) {
+TEST(TlsPemFilesTest, ACorruptBlockIsRefused) {
   TlsConfig tls = Good();
   tls.cert_file = Write("corrupt.pem",
                         "-----BEGIN CERTIFICATE-----\n!!!! not base64 !!!!\n"
                         "-----END CERTIFICATE-----\n");
-  EXPECT_THAT(std::string(ReadTlsFiles(tls).status().message()),
-              HasSubstr("not base64 DER"));
+  EXPECT_THAT(std::string(ReadTlsFiles(tls).status().message()), HasSubstr("not base64 DER"));
 }
 
-TEST(TlsFilesTest, AnEncryptedKeyIsRefusedSayingSo) {
+TEST(TlsPemFilesTest, AnEncryptedKeyIsRefusedSayingSo) {
   TlsConfig tls = Good();
   tls.key_file = Write("encrypted.key",
                        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMAA=\n"
