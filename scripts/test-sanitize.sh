@@ -8,8 +8,8 @@
 #
 # Abseil and gRPC come from Debian, built without TSan, so TSan cannot see absl::Mutex,
 # CondVar and Notification synchronise: tests/sanitize/tsan_absl_sync.cc is preloaded into
-# the TSan runs to tell TSan about them (see that file). tests/sanitize/tsan.supp holds
-# TSan suppressions, each with its reason; there are none for our own code.
+# the TSan runs to tell TSan about them (see that file). tests/sanitize/{lsan,tsan}.supp
+# hold suppressions for third-party code only, each with its reason.
 #
 # Environment: SANITIZE_MODES ("asan tsan" by default; "asan" or "tsan" for one),
 # JOBS (build and ctest parallelism, default nproc), SANITIZE_TIMEOUT (per test, default
@@ -65,6 +65,7 @@ for mode in ${MODES}; do
   case "${mode}" in
     asan)
       env=(ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:abort_on_error=1"
+           LSAN_OPTIONS="suppressions=${ROOT}/tests/sanitize/lsan.supp:print_suppressions=0"
            UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
       ;;
     tsan)

@@ -1,12 +1,13 @@
 #include "server/served_models.h"
 
+#include <atomic>
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "server/version_reaper.h"
-#include "spdlog/spdlog.h"
 
 namespace fuserank::server {
 
@@ -27,10 +28,6 @@ ServedModels::ServedModels(VersionLoader loader, Metrics* metrics)
 
 ServedModels::~ServedModels() {
   slots_.clear();  // drops the current versions: the reaper destroys them
-  {
-    absl::MutexLock lock(&pinned_mu_);
-    pinned_.clear();
-  }
   reaper_->Stop();
 }
 
@@ -95,17 +92,6 @@ absl::StatusOr<ModelHandle> ServedModels::Acquire(absl::string_view name) const 
   return ModelHandle((*slot)->current.load());
 }
 
-absl::StatusOr<ServedModel*> ServedModels::Find(absl::string_view name) const {
-  absl::StatusOr<Slot*> slot = FindSlot(name);
-  if (!slot.ok()) return slot.status();
-  if (!find_used_.load(std::memory_order_relaxed) && !find_used_.exchange(true)) {
-    spdlog::warn(
-        "ServedModels::Find() is in use: retired model versions are kept until shutdown "
-        "(use Acquire() so that they are freed when their last request finishes)");
-  }
-  return (*slot)->current.load().get();
-}
-
 absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const std::string& path,
                                                   const ServedModel* expected) {
   absl::StatusOr<Slot*> found = FindSlot(name);
@@ -141,10 +127,6 @@ absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const 
   result.previous_version = old->version();
   RecordInfo(**fresh);
   slot->current.store(Share(std::move(*fresh)));  // the swap: new requests get the new version
-  if (find_used_.load()) {
-    absl::MutexLock pinned_lock(&pinned_mu_);
-    pinned_.push_back(old);
-  }
   old.reset();  // in-flight requests still hold it; the last one to finish frees it
   result.message = absl::StrCat("model '", slot->name, "': version '", result.version, "' from '",
                                 from, "' loaded and warmed up in ", absl::SixDigits(seconds),

@@ -7,18 +7,15 @@
 #ifndef FUSERANK_SERVER_SERVED_MODELS_H_
 #define FUSERANK_SERVER_SERVED_MODELS_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
 #include "engine/batcher.h"
 #include "engine/model.h"
@@ -79,10 +76,6 @@ class ServedModels {
   // The current version of `name`; "" -> the default model; an unknown name: NOT_FOUND
   // naming the loaded models. Hold the handle until the response is sent.
   absl::StatusOr<ModelHandle> Acquire(absl::string_view name) const;
-  // DEPRECATED: use Acquire(). The current version without a hold on it: so that the
-  // pointer stays valid, once a caller has used Find() retired versions are kept until
-  // this object is destroyed instead of being freed when their last request finishes.
-  absl::StatusOr<ServedModel*> Find(absl::string_view name) const;
 
   // Loads a new version of `name` ("" = default) from `path` ("" = its current spec),
   // warms it up, then swaps it in. On failure the current version keeps serving and the
@@ -99,8 +92,6 @@ class ServedModels {
   const std::string& default_name() const;
   // Retired versions destroyed so far (freed once their last request finished).
   int64_t versions_freed() const;
-  // True once Find() has been used: retired versions are then kept until destruction.
-  bool keeps_retired_versions() const { return find_used_.load(); }
 
   // Requests waiting in every current version's batcher queue.
   int QueueDepth() const;
@@ -124,10 +115,6 @@ class ServedModels {
   absl::flat_hash_map<std::string, Slot*> by_name_;
   size_t default_ = 0;
   bool default_marked_ = false;
-
-  mutable std::atomic<bool> find_used_{false};
-  absl::Mutex pinned_mu_;
-  std::vector<std::shared_ptr<ServedModel>> pinned_ ABSL_GUARDED_BY(pinned_mu_);
 };
 
 }  // namespace fuserank::server

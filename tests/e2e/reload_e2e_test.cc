@@ -324,11 +324,6 @@ TEST_F(ReloadE2eTest, ARetiredVersionIsFreedOnceItsRequestsFinish) {
   RankAndCheck(1, "rank", &tally);
   EXPECT_EQ(tally.by_version["rank-v1"], 1);
   EXPECT_EQ(tally.by_version["rank-v2"], 1);
-  if (server_->models().keeps_retired_versions()) {
-    GTEST_SKIP() << "server/ranker_service uses ServedModels::Find(), which keeps retired "
-                    "versions until shutdown; it frees them once it holds a ModelHandle "
-                    "(ServedModels::Acquire) per call";
-  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!v1.expired() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

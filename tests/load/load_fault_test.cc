@@ -181,8 +181,14 @@ TEST(LoadTest, OverloadIsRefusedFastWhileAcceptedLatencyStaysBounded) {
   // another at the single-request latency of the idle server, times 20 for the CPU that
   // clients, gRPC and compute share here (2 cores, often busy with other work).
   const double bound = 20 * workload.single_seconds * (kCapacity + 1);
+  // The server counts a call done when gRPC says so, a moment after the client has its
+  // answer.
+  double inflight_after = -1;
+  for (int i = 0; i < 500 && inflight_after != 0; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    inflight_after = MetricValue(started.server->metrics().Scrape(), "fuserank_inflight_requests");
+  }
   const std::string scrape = started.server->metrics().Scrape();
-  const double inflight_after = MetricValue(scrape, "fuserank_inflight_requests");
   const double batches = MetricValue(scrape, "fuserank_batch_candidates_count");
   const double batched = MetricValue(scrape, "fuserank_batch_candidates_sum");
   std::printf(
@@ -350,11 +356,19 @@ TEST(LoadTest, ShutdownTurnsHealthNotServingAndFinishesTheQueue) {
   stopper.join();
   EXPECT_GT(not_serving_while_busy, 0) << "health never said NOT_SERVING during the drain";
   EXPECT_EQ(refused, grpc::StatusCode::UNAVAILABLE);
+  // Those queued or computing when the shutdown began finish OK; one the server had not
+  // read yet by then is refused like any new call.
+  int ok = 0;
   for (AsyncCall& call : slow) {
     ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
-    EXPECT_TRUE(call.status.ok()) << "a queued request was cut off: "
-                                  << call.status.error_message();
+    if (call.status.ok()) {
+      ++ok;
+    } else {
+      EXPECT_EQ(call.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+          << "a queued request was cut off: " << call.status.error_message();
+    }
   }
+  EXPECT_GE(ok, 3 + 1) << "the queued requests and the one computing must all finish";
 }
 
 TEST(LoadTest, AFloodOfExpiredRequestsCostsNoCompute) {

@@ -321,22 +321,6 @@ INSTANTIATE_TEST_SUITE_P(
                                  "does-not-exist.yaml"}),
     [](const ::testing::TestParamInfo<BrokenCase>& info) { return info.param.name; });
 
-TEST_F(ServedModelsTest, FindKeepsRetiredVersionsUntilDestruction) {
-  std::weak_ptr<const engine::Model> old_model;
-  {
-    ServedModels models(FileLoader());
-    ASSERT_TRUE(models.Load("", v1_path_, false).ok());
-    absl::StatusOr<ServedModel*> found = models.Find("m");
-    ASSERT_TRUE(found.ok());
-    old_model = (*found)->model;
-    ASSERT_TRUE(models.Reload("m", v2_path_).ok());
-    EXPECT_EQ((*found)->version(), "v1") << "a Find() pointer stays valid after a reload";
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_FALSE(old_model.expired());
-  }
-  EXPECT_TRUE(old_model.expired());
-}
-
 TEST_F(ServedModelsTest, ReloadAfterShutdownIsUnavailable) {
   ServedModels models(FileLoader());
   ASSERT_TRUE(models.Load("", v1_path_, false).ok());
