@@ -75,7 +75,7 @@ for mode in ${MODES}; do
         g++ -std=c++20 -O1 -fPIC -shared -o "${shim}" tests/sanitize/tsan_absl_sync.cc -ldl
       fi
       env=(LD_PRELOAD="${ROOT}/${shim}"
-           TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${ROOT}/tests/sanitize/tsan.supp")
+           TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=${ROOT}/tests/sanitize/tsan.supp")
       ;;
   esac
   built=$(date +%s)
