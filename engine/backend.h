@@ -12,6 +12,8 @@
 
 namespace fuserank::engine {
 
+class HotRowManager;
+
 struct BackendOptions {
   int workers = 4;          // engine.streams: concurrent Run() calls (one per worker)
   int cpu_threads = 1;      // CPU backend: threads that split one large batch
@@ -19,6 +21,13 @@ struct BackendOptions {
   bool cuda_graphs = true;  // CUDA: capture and replay a graph per batch-size bucket
   bool allow_tf32 = false;  // CUDA: TF32 tensor-core math in the MLP
   int max_batch_candidates = 8192;
+  // The model's hot-row sets (cache.*), or null for none. The CPU backend reads hot rows
+  // from the current snapshot's compact copies and adds each batch's hits and misses to
+  // the manager's counters; the CUDA backend does not use them yet. Must outlive the
+  // backend.
+  HotRowManager* hot_rows = nullptr;
+  // cache.policy: frequency: sample row accesses into hot_rows' frequency sketches.
+  bool sample_accesses = false;
 };
 
 class Backend {

@@ -2,7 +2,9 @@
 // request the user share, then tiles of candidates) on the worker's reused scratch, and
 // selects each request's top-K. With cpu_threads > 1 a worker splits a batch over its
 // own thread pool: whole requests per thread when there are many, else the tiles of a
-// few large requests; stage seconds are then per-thread averages.
+// few large requests; stage seconds are then per-thread averages. With a HotRowManager
+// (BackendOptions::hot_rows) a batch reads rows through the snapshot current when it
+// starts, and its per-table hits and misses reach the manager once, at its end.
 #include "engine/cpu_backend.h"
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "engine/cpu_forward.h"
 #include "engine/cpu_plan.h"
 #include "engine/cpu_thread_pool.h"
+#include "engine/hot_row_manager.h"
 #include "engine/topk.h"
 
 namespace fuserank::engine {
@@ -25,6 +28,8 @@ using Clock = std::chrono::steady_clock;
 
 // Requests per batch that the per-request buffers are sized for at construction.
 constexpr size_t kReservedRequests = 64;
+// Sampled row accesses one thread buffers per table between flushes (once per batch).
+constexpr int kSamplerBufferRows = 1024;
 
 // Checks that a BagSet holds `bags` bags whose rows fit their tables: bag b belongs to
 // tables[b % tables.size()].
@@ -91,12 +96,29 @@ absl::Status CheckBatch(const Model& model, const Batch& batch) {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const Model> model, const BackendOptions& options)
-      : model_(std::move(model)), plan_(BuildCpuPlan(*model_)) {
+      : model_(std::move(model)), plan_(BuildCpuPlan(*model_)), hot_rows_(options.hot_rows) {
+    if (hot_rows_ != nullptr && &hot_rows_->model() != model_.get()) {
+      hot_status_ =
+          absl::InvalidArgumentError("cpu backend: the hot-row manager belongs to another model");
+      hot_rows_ = nullptr;
+    }
     const int threads = std::max(1, options.cpu_threads);
+    const size_t tables = model_->tables().size();
     for (int w = 0; w < std::max(1, options.workers); ++w) {
       auto worker = std::make_unique<Worker>();
       worker->pool = std::make_unique<CpuThreadPool>(threads);
       worker->scratch.resize(threads);
+      if (hot_rows_ != nullptr) {
+        for (int t = 0; t < threads; ++t) {
+          HotReads& hot = worker->scratch[t].hot;
+          hot.hits.assign(tables, 0);
+          hot.misses.assign(tables, 0);
+          if (options.sample_accesses) {
+            hot.sampler = std::make_unique<AccessSampler>(
+                hot_rows_, kSamplerBufferRows, static_cast<uint64_t>(w) * threads + t + 1);
+          }
+        }
+      }
       if (plan_.ok()) {  // sized for a full batch up front: Run() allocates at most once
         for (TileScratch& scratch : worker->scratch) scratch.Prepare(*plan_);
         const size_t candidates = std::max(1, options.max_batch_candidates);
@@ -130,9 +152,14 @@ class CpuBackend final : public Backend {
   // Scores every candidate into w.scores; returns the number of threads that shared it.
   int Score(Worker& w, const Batch& batch);
   void SelectTopK(Worker& w, const Batch& batch, BatchResult* result);
+  // Hands the batch's hit/miss tallies and access samples to hot_rows_, and lets go of
+  // the snapshot.
+  void FinishHotReads(Worker& w);
 
   std::shared_ptr<const Model> model_;
   absl::StatusOr<CpuPlan> plan_;
+  HotRowManager* hot_rows_;  // null: no hot-row tier
+  absl::Status hot_status_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
@@ -141,14 +168,22 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
     return absl::InvalidArgumentError(absl::StrCat("cpu backend: no worker ", worker));
   }
   if (!plan_.ok()) return plan_.status();
+  if (!hot_status_.ok()) return hot_status_;
   if (batch.model != nullptr && batch.model != model_) {
     return absl::InvalidArgumentError("cpu backend: batch is for another model");
   }
   if (absl::Status status = CheckBatch(*model_, batch); !status.ok()) return status;
   Worker& w = *workers_[worker];
   result->Clear();
-  for (TileScratch& scratch : w.scratch) scratch.times = {};
+  // One snapshot for the whole batch: a swap meanwhile takes effect at the next batch.
+  std::shared_ptr<const HotRowSnapshot> snapshot;
+  if (hot_rows_ != nullptr) snapshot = hot_rows_->snapshot();
+  for (TileScratch& scratch : w.scratch) {
+    scratch.times = {};
+    scratch.hot.snapshot = snapshot.get();
+  }
   const double threads = Score(w, batch);
+  if (hot_rows_ != nullptr) FinishHotReads(w);
   SelectTopK(w, batch, result);
   // Per-thread seconds, averaged over the threads that shared the batch.
   for (const TileScratch& scratch : w.scratch) {
@@ -174,7 +209,7 @@ int CpuBackend::Score(Worker& w, const Batch& batch) {
   }
   auto share = [&](int r) { return w.shares.data() + r * share_width; };
   auto score_request = [&](int thread, int r) {
-    ComputeRequestShare(plan, *model_, batch, r, share(r), &w.scratch[thread].times);
+    ComputeRequestShare(plan, *model_, batch, r, share(r), &w.scratch[thread]);
     for (uint32_t c = batch.candidate_begin[r]; c < batch.candidate_begin[r + 1];
          c += kTileCandidates) {
       const int count = std::min<int>(kTileCandidates, batch.candidate_begin[r + 1] - c);
@@ -190,7 +225,7 @@ int CpuBackend::Score(Worker& w, const Batch& batch) {
   // Few large requests: the user shares first, then their tiles spread over threads.
   w.tiles.clear();
   for (int r = 0; r < requests; ++r) {
-    ComputeRequestShare(plan, *model_, batch, r, share(r), &w.scratch[0].times);
+    ComputeRequestShare(plan, *model_, batch, r, share(r), &w.scratch[0]);
     for (uint32_t c = batch.candidate_begin[r]; c < batch.candidate_begin[r + 1];
          c += kTileCandidates) {
       const int count = std::min<int>(kTileCandidates, batch.candidate_begin[r + 1] - c);
@@ -203,6 +238,23 @@ int CpuBackend::Score(Worker& w, const Batch& batch) {
               &w.scratch[thread], w.scores.data());
   });
   return std::min<int>(threads, std::max<size_t>(1, w.tiles.size()));
+}
+
+void CpuBackend::FinishHotReads(Worker& w) {
+  const int tables = static_cast<int>(model_->tables().size());
+  for (int t = 0; t < tables; ++t) {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    for (TileScratch& scratch : w.scratch) {
+      hits += std::exchange(scratch.hot.hits[t], 0);
+      misses += std::exchange(scratch.hot.misses[t], 0);
+    }
+    hot_rows_->RecordLookups(t, hits, misses);
+  }
+  for (TileScratch& scratch : w.scratch) {
+    if (scratch.hot.sampler != nullptr) scratch.hot.sampler->Flush();
+    scratch.hot.snapshot = nullptr;
+  }
 }
 
 void CpuBackend::SelectTopK(Worker& w, const Batch& batch, BatchResult* result) {

@@ -52,18 +52,28 @@ void RunChain(const PackedLayer& first, const float* first_bias, const PackedLay
   }
 }
 
+// The hot tier of table `t` (spec index) for this thread, or null when there is none.
+const HotLookup* HotFor(TileScratch* scratch, int t, HotLookup* storage) {
+  HotReads& hot = scratch->hot;
+  if (hot.snapshot == nullptr) return nullptr;
+  *storage = {&hot.snapshot->table(t), hot.sampler.get(), t, &hot.hits[t], &hot.misses[t]};
+  return storage;
+}
+
 }  // namespace
 
 int RequestShareWidth(const CpuPlan& plan) { return Layout(plan).width; }
 
 void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& batch, int r,
-                         float* share, StageTimes* times) {
+                         float* share, TileScratch* scratch) {
   const ShareLayout layout = Layout(plan);
   const Clock::time_point t0 = Clock::now();
   const int num_user = static_cast<int>(model.user_tables().size());
+  HotLookup hot;
   for (int u = 0; u < num_user; ++u) {
-    PooledLookup(model.tables()[model.user_tables()[u]], batch.user, r * num_user + u, 1, 1,
-                 share + plan.user_offset[u], 0);
+    const int t = model.user_tables()[u];
+    PooledLookup(model.tables()[t], batch.user, r * num_user + u, 1, 1, share + plan.user_offset[u],
+                 0, HotFor(scratch, t, &hot));
   }
   const Clock::time_point t1 = Clock::now();
   if (plan.dot) {
@@ -82,9 +92,10 @@ void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& b
                  plan.dense_user, share + layout.bottom_bias, plan.bottom_user.out);
   }
   const Clock::time_point t3 = Clock::now();
-  times->lookup += Seconds(t0, t1);
-  times->cross += Seconds(t1, t2);
-  times->dnn += Seconds(t2, t3);
+  StageTimes& times = scratch->times;
+  times.lookup += Seconds(t0, t1);
+  times.cross += Seconds(t1, t2);
+  times.dnn += Seconds(t2, t3);
 }
 
 void TileScratch::Prepare(const CpuPlan& plan) {
@@ -104,9 +115,12 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
   float* items = plan.items_in_row ? row : scratch->items.data();
   const int items_stride = plan.items_in_row ? row_stride : plan.item_stride;
   const int num_item = static_cast<int>(model.item_tables().size());
+  HotLookup hot;
   for (int i = 0; i < num_item; ++i) {
-    PooledLookup(model.tables()[model.item_tables()[i]], batch.item, first * num_item + i, num_item,
-                 count, items + plan.item_base + plan.item_offset[i], items_stride);
+    const int t = model.item_tables()[i];
+    PooledLookup(model.tables()[t], batch.item, first * num_item + i, num_item, count,
+                 items + plan.item_base + plan.item_offset[i], items_stride,
+                 HotFor(scratch, t, &hot));
   }
   const Clock::time_point t1 = Clock::now();
   if (plan.has_bottom) {

@@ -5,10 +5,14 @@
 #ifndef FUSERANK_ENGINE_CPU_FORWARD_H_
 #define FUSERANK_ENGINE_CPU_FORWARD_H_
 
+#include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "engine/access_sampler.h"
 #include "engine/batch.h"
 #include "engine/cpu_plan.h"
+#include "engine/hot_rows.h"
 #include "engine/model.h"
 
 namespace fuserank::engine {
@@ -20,10 +24,15 @@ inline constexpr int kTileCandidates = 64;
 // bottom layer 0 bias].
 int RequestShareWidth(const CpuPlan& plan);
 
-// Fills request r's share (RequestShareWidth floats at `share`). Adds the seconds spent
-// to times->lookup, cross and dnn.
-void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& batch, int r,
-                         float* share, StageTimes* times);
+// One thread's view of the hot-row tier for a batch: the snapshot to read rows through
+// (null: no hot sets), an optional access sampler, and per-table hit/miss tallies that the
+// backend hands to the HotRowManager once per batch.
+struct HotReads {
+  const HotRowSnapshot* snapshot = nullptr;
+  std::unique_ptr<AccessSampler> sampler;  // cache.policy: frequency
+  std::vector<uint64_t> hits;              // per table, spec order
+  std::vector<uint64_t> misses;
+};
 
 struct TileScratch {
   std::vector<float> row;    // kTileCandidates x plan.row_stride
@@ -32,10 +41,16 @@ struct TileScratch {
   std::vector<float> pong;
   std::vector<float> logits;  // kTileCandidates
   StageTimes times;
+  HotReads hot;
 
   // Sizes the blocks for `plan` (allocates only the first time for a plan).
   void Prepare(const CpuPlan& plan);
 };
+
+// Fills request r's share (RequestShareWidth floats at `share`). Adds the seconds spent
+// to scratch->times (lookup, cross and dnn) and reads user rows through scratch->hot.
+void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& batch, int r,
+                         float* share, TileScratch* scratch);
 
 // Scores candidates [first, first + count) of the batch (batch-wide positions; all of
 // request r; count <= kTileCandidates) with the request's `share` and writes their

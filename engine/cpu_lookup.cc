@@ -55,27 +55,74 @@ struct Csr {
   const float* weights;
 };
 
-FUSERANK_INLINE void PrefetchBag(const EmbeddingTable& table, const Csr& csr, size_t b) {
-  const int lines = static_cast<int>((table.row_bytes + 63) / 64);
-  for (uint32_t i = csr.bag_begin[b]; i < csr.bag_begin[b + 1]; ++i) {
-    const std::byte* row = table.data + static_cast<size_t>(csr.rows[i]) * table.row_bytes;
-    for (int line = 0; line < lines && line < kMaxPrefetchLines; ++line) {
-      __builtin_prefetch(row + line * 64);
+struct TableArgs {
+  const EmbeddingTable* table;
+  Csr csr;
+  int first_bag;
+  int bag_stride;
+  int num_bags;
+  float* out;
+  int out_stride;
+  const HotLookup* hot;  // null: no hot tier (the kHot = false instantiations)
+};
+
+// Where id i's row is read: the hot set's compact copy when the row is in it (kHot), else
+// the table. Returns true on a hit.
+template <typename D, bool kHot>
+FUSERANK_INLINE bool RowOf(const TableArgs& args, int32_t row, typename D::Row* out) {
+  if constexpr (kHot) {
+    const HotSet& set = *args.hot->set;
+    const int32_t slot = set.FindSlot(row);
+    if (slot >= 0) {
+      *out = D::MakeRow(set.compact_table(), slot);
+      return true;
     }
-    if (table.qparams != nullptr) __builtin_prefetch(table.qparams + 2 * csr.rows[i]);
+  }
+  *out = D::MakeRow(*args.table, row);
+  return false;
+}
+
+// Address of the first byte (and of the qparams) id i will read, for prefetching.
+template <bool kHot>
+FUSERANK_INLINE void PrefetchRow(const TableArgs& args, int32_t row) {
+  const EmbeddingTable* source = args.table;
+  if constexpr (kHot) {
+    const HotSet& set = *args.hot->set;
+    const int32_t slot = set.FindSlot(row);
+    if (slot >= 0) {
+      source = &set.compact_table();
+      row = slot;
+    }
+  }
+  const std::byte* bytes = source->data + static_cast<size_t>(row) * source->row_bytes;
+  const int lines = static_cast<int>((source->row_bytes + 63) / 64);
+  for (int line = 0; line < lines && line < kMaxPrefetchLines; ++line) {
+    __builtin_prefetch(bytes + line * 64);
+  }
+  if (source->qparams != nullptr) __builtin_prefetch(source->qparams + 2 * row);
+}
+
+template <bool kHot>
+FUSERANK_INLINE void PrefetchBag(const TableArgs& args, size_t b) {
+  for (uint32_t i = args.csr.bag_begin[b]; i < args.csr.bag_begin[b + 1]; ++i) {
+    PrefetchRow<kHot>(args, args.csr.rows[i]);
   }
 }
 
 // SPEC section 2, step 2 for one bag: the only place the pooling rule is written.
-template <typename D>
-FUSERANK_INLINE void PoolBag(const EmbeddingTable& table, const Csr& csr, size_t b,
-                             float* __restrict__ out) {
+// Returns the number of ids read from the hot set.
+template <typename D, bool kHot>
+FUSERANK_INLINE uint32_t PoolBag(const TableArgs& args, size_t b, float* __restrict__ out) {
+  const EmbeddingTable& table = *args.table;
+  const Csr& csr = args.csr;
   const int dim = table.dim;
   for (int j = 0; j < dim; ++j) out[j] = 0.0f;
   float weight_sum = 0.0f;
+  uint32_t hits = 0;
   for (uint32_t i = csr.bag_begin[b]; i < csr.bag_begin[b + 1]; ++i) {
     const float w = csr.weights[i];
-    const typename D::Row row = D::MakeRow(table, csr.rows[i]);
+    typename D::Row row;
+    hits += RowOf<D, kHot>(args, csr.rows[i], &row) ? 1 : 0;
     for (int j = 0; j < dim; ++j) out[j] += w * D::Load(row, j);
     weight_sum += w;
   }
@@ -86,77 +133,98 @@ FUSERANK_INLINE void PoolBag(const EmbeddingTable& table, const Csr& csr, size_t
       for (int j = 0; j < dim; ++j) out[j] /= weight_sum;
     }
   }
+  return hits;
 }
 
-struct TableArgs {
-  const EmbeddingTable* table;
-  Csr csr;
-  int first_bag;
-  int bag_stride;
-  int num_bags;
-  float* out;
-  int out_stride;
-};
-
-template <typename D>
+template <typename D, bool kHot>
 FUSERANK_INLINE void PoolTable(const TableArgs& args) {
   auto bag = [&](int k) {
     return static_cast<size_t>(args.first_bag) + static_cast<size_t>(k) * args.bag_stride;
   };
+  uint64_t hits = 0;
+  uint64_t ids = 0;
   for (int k = 0; k < args.num_bags; ++k) {
-    if (k + kPrefetchBags < args.num_bags) {
-      PrefetchBag(*args.table, args.csr, bag(k + kPrefetchBags));
+    if (k + kPrefetchBags < args.num_bags) PrefetchBag<kHot>(args, bag(k + kPrefetchBags));
+    const size_t b = bag(k);
+    hits += PoolBag<D, kHot>(args, b, args.out + static_cast<size_t>(k) * args.out_stride);
+    if constexpr (kHot) {
+      const uint32_t begin = args.csr.bag_begin[b];
+      const uint32_t size = args.csr.bag_begin[b + 1] - begin;
+      ids += size;
+      if (args.hot->sampler != nullptr) {
+        args.hot->sampler->ObserveRows(args.hot->table_index,
+                                       absl::MakeConstSpan(args.csr.rows + begin, size));
+      }
     }
-    PoolBag<D>(*args.table, args.csr, bag(k), args.out + static_cast<size_t>(k) * args.out_stride);
+  }
+  if constexpr (kHot) {
+    *args.hot->hits += hits;
+    *args.hot->misses += ids - hits;
   }
 }
 
 // The loop compiled for the baseline ISA and for AVX2+FMA, chosen at run time.
-template <typename D>
+template <typename D, bool kHot>
 void PoolTableGeneric(const TableArgs& args) {
-  PoolTable<D>(args);
+  PoolTable<D, kHot>(args);
 }
 
 #if FUSERANK_HAVE_AVX2_PATH
-template <typename D>
+template <typename D, bool kHot>
 FUSERANK_TARGET_AVX2 void PoolTableAvx2(const TableArgs& args) {
-  PoolTable<D>(args);
+  PoolTable<D, kHot>(args);
 }
 #endif
 
-template <typename D>
+template <typename D, bool kHot>
 void PoolTableDispatch(const TableArgs& args) {
 #if FUSERANK_HAVE_AVX2_PATH
   if (CpuHasAvx2Fma()) {
-    PoolTableAvx2<D>(args);
+    PoolTableAvx2<D, kHot>(args);
     return;
   }
 #endif
-  PoolTableGeneric<D>(args);
+  PoolTableGeneric<D, kHot>(args);
+}
+
+template <typename D>
+void PoolTableFor(const TableArgs& args) {
+  if (args.hot != nullptr) {
+    PoolTableDispatch<D, true>(args);
+  } else {
+    PoolTableDispatch<D, false>(args);
+  }
 }
 
 }  // namespace
 
 void PooledLookup(const EmbeddingTable& table, const uint32_t* bag_begin, const int32_t* rows,
                   const float* weights, int first_bag, int bag_stride, int num_bags, float* out,
-                  int out_stride) {
+                  int out_stride, const HotLookup* hot) {
   if (num_bags <= 0) return;
-  const TableArgs args{&table,    {bag_begin, rows, weights}, first_bag, bag_stride, num_bags, out,
-                       out_stride};
+  const TableArgs args{
+      &table, {bag_begin, rows, weights}, first_bag, bag_stride, num_bags, out, out_stride, hot};
   switch (table.dtype) {
     case DType::kF32:
-      PoolTableDispatch<F32>(args);
+      PoolTableFor<F32>(args);
       break;
     case DType::kF16:
-      PoolTableDispatch<F16>(args);
+      PoolTableFor<F16>(args);
       break;
     case DType::kBF16:
-      PoolTableDispatch<BF16>(args);
+      PoolTableFor<BF16>(args);
       break;
     case DType::kInt8:
-      PoolTableDispatch<I8>(args);
+      PoolTableFor<I8>(args);
       break;
   }
+}
+
+void PooledLookup(const EmbeddingTable& table, const uint32_t* bag_begin, const int32_t* rows,
+                  const float* weights, int first_bag, int bag_stride, int num_bags, float* out,
+                  int out_stride) {
+  PooledLookup(table, bag_begin, rows, weights, first_bag, bag_stride, num_bags, out, out_stride,
+               nullptr);
 }
 
 }  // namespace fuserank::engine
