@@ -23,6 +23,7 @@
 #include "engine/cpu_lookup.h"
 #include "engine/cpu_mlp.h"
 #include "engine/cpu_plan.h"
+#include "engine/hot_row_manager.h"
 #include "engine/model.h"
 #include "engine/topk.h"
 
@@ -208,6 +209,65 @@ BENCHMARK(BM_EngineRun)
     ->Args({1024, 1})
     ->Args({256, 2})
     ->Args({1024, 2})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Backend::Run() with the hot-row tier (issue 5), side by side with none, one thread:
+//   mode 0: no HotRowManager (as BM_EngineRun)
+//   mode 1: a manager with empty sets: every id probed and counted as a miss
+//   mode 2: each table's true top 4096 Zipf rows hot (the small tables wholly hot)
+//   mode 3: mode 2 + access sampling (cache.policy: frequency, 1 id in 64)
+// counters: hit_rate of the batch's ids.
+void BM_EngineRunHot(benchmark::State& state) {
+  BenchEnv& env = Env();
+  const int candidates = static_cast<int>(state.range(0));
+  const int mode = static_cast<int>(state.range(1));
+  constexpr int kHotRows = 4096;
+  HotRowOptions hot_options;
+  hot_options.capacity = kHotRows;
+  hot_options.sample_period = 64;
+  std::unique_ptr<HotRowManager> manager = *HotRowManager::Create(env.model, hot_options);
+  if (mode >= 2) {  // the top ranks, mapped to rows as ZipfRows scatters them
+    std::vector<std::vector<int64_t>> ids(env.model->tables().size());
+    std::vector<TableIds> tables;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const int64_t n = env.model->tables()[t].rows;
+      for (int64_t rank = 0; rank < std::min<int64_t>(n, kHotRows); ++rank) {
+        ids[t].push_back((rank * 2654435761ll + 12345) % n);
+      }
+      tables.push_back({env.model->tables()[t].name, ids[t]});
+    }
+    if (absl::Status status = manager->Set(tables).status(); !status.ok()) {
+      state.SkipWithError(std::string(status.message()).c_str());
+      return;
+    }
+  }
+  BackendOptions options;
+  options.workers = 1;
+  options.hot_rows = mode >= 1 ? manager.get() : nullptr;
+  options.sample_accesses = mode == 3;
+  std::unique_ptr<Backend> backend = CreateCpuBackend(env.model, options);
+  const std::vector<Batch>& batches = env.batches[SizeIndex(candidates)];
+  BatchResult result;
+  size_t i = 0;
+  for (auto _ : state) {
+    if (absl::Status status = backend->Run(0, batches[i++ % batches.size()], &result);
+        !status.ok()) {
+      state.SkipWithError(std::string(status.message()).c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * candidates);
+  uint64_t hits = 0, lookups = 0;
+  for (const TableHotRowsStatus& t : manager->Get({})->tables) {
+    hits += t.hits;
+    lookups += t.hits + t.misses;
+  }
+  state.counters["hit_rate"] = lookups == 0 ? 0.0 : static_cast<double>(hits) / lookups;
+}
+BENCHMARK(BM_EngineRunHot)
+    ->ArgNames({"candidates", "mode"})
+    ->ArgsProduct({{16, 256}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

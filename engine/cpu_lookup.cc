@@ -187,12 +187,26 @@ void PoolTableDispatch(const TableArgs& args) {
   PoolTableGeneric<D, kHot>(args);
 }
 
+// Ids in the bags of `args`.
+uint64_t CountIds(const TableArgs& args) {
+  uint64_t ids = 0;
+  for (int k = 0; k < args.num_bags; ++k) {
+    const size_t b = static_cast<size_t>(args.first_bag) + static_cast<size_t>(k) * args.bag_stride;
+    ids += args.csr.bag_begin[b + 1] - args.csr.bag_begin[b];
+  }
+  return ids;
+}
+
 template <typename D>
 void PoolTableFor(const TableArgs& args) {
-  if (args.hot != nullptr) {
-    PoolTableDispatch<D, true>(args);
-  } else {
+  if (args.hot == nullptr) {
     PoolTableDispatch<D, false>(args);
+  } else if (args.hot->set->size() == 0 && args.hot->sampler == nullptr) {
+    // Nothing to probe or sample: every id is a miss.
+    PoolTableDispatch<D, false>(args);
+    *args.hot->misses += CountIds(args);
+  } else {
+    PoolTableDispatch<D, true>(args);
   }
 }
 

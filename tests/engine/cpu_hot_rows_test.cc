@@ -115,6 +115,17 @@ TEST_P(HotLookupTest, BitIdenticalToThePlainLookupAndCountsEveryId) {
     EXPECT_EQ(misses, want_ids - want_hits);
     EXPECT_GT(count == 0 ? 1 : want_hits, 0u);  // the set is hit at all
     EXPECT_EQ(sampler.sampled(), want_ids);     // period 1: every id
+
+    // An empty set without sampling: the plain loop, every id a miss.
+    const std::shared_ptr<const HotSet> empty = HotSet::Empty(table);
+    hits = misses = 0;
+    const HotLookup empty_lookup{empty.get(), nullptr, table_index, &hits, &misses};
+    PooledLookup(table, bags, first, stride, count, hot.data(), table.dim, &empty_lookup);
+    if (count > 0) {
+      EXPECT_EQ(std::memcmp(plain.data(), hot.data(), plain.size() * sizeof(float)), 0);
+    }
+    EXPECT_EQ(hits, 0u);
+    EXPECT_EQ(misses, want_ids);
   }
 }
 
