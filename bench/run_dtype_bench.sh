@@ -182,9 +182,10 @@ if "dram_4Mi_x64" in shapes and "cache_10k_x32" in shapes:
                 "int8 row (64 bytes) and its (scale, bias) are 2 lines, as many as a bf16 "
                 "row, against 4 for fp32.")
     if ratio("cache_10k_x32", "uniform", "fp16") < 0.8:
-        summary += (" fp16 rows are decoded by the portable scalar `HalfToFloat` of "
-                    "`engine/cpu_dtype.h` (no F16C), while bf16 decodes with a shift and "
-                    "int8 with one multiply-add.")
+        summary += (" fp16 values are converted one at a time (F16C's scalar conversion "
+                    "on the AVX2 path, `HalfToFloat` elsewhere), which the compiler does "
+                    "not vectorise, while the bf16 decode (a shift) and the int8 one (a "
+                    "multiply-add) vectorise.")
     lines += [wrap(summary), ""]
 
 sizes_path = os.path.join(out, "model_sizes.json")
