@@ -1,12 +1,48 @@
 #include "server/admin_service.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/hot_row_manager.h"
+#include "engine/status_macros.h"
 #include "server/grpc_status.h"
 #include "spdlog/spdlog.h"
 
 namespace fuserank::server {
+namespace {
+
+void ToProto(const engine::HotRowsStatus& status, v1::HotRowsStatus* out) {
+  out->set_version(status.version);
+  for (const engine::TableHotRowsStatus& t : status.tables) {
+    v1::TableHotRowsStatus* table = out->add_tables();
+    table->set_table(t.table);
+    table->set_hot_rows(t.hot_rows);
+    table->set_capacity(t.capacity);
+    table->set_hits(t.hits);
+    table->set_misses(t.misses);
+  }
+}
+
+// "model 'm': item_id 100, user_id 0; version 3" for the log.
+std::string Describe(const ServedModel& served, const engine::HotRowsStatus& status) {
+  std::vector<std::string> tables;
+  for (const engine::TableHotRowsStatus& t : status.tables) {
+    tables.push_back(absl::StrCat(t.table, " ", t.hot_rows, " rows"));
+  }
+  return absl::StrCat("model '", served.name, "': ", absl::StrJoin(tables, ", "),
+                      "; hot-row version ", status.version);
+}
+
+absl::Status NeedsCache(const ServedModel& served) {
+  if (served.hot_rows != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("model '", served.name, "' has no hot-row cache"));
+}
+
+}  // namespace
 
 AdminService::AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth)
     : metrics_(metrics), models_(models), auth_(std::move(auth)) {}
@@ -37,12 +73,19 @@ void AdminService::RunInBackground(std::function<void()> work) {
   });
 }
 
-grpc::ServerUnaryReactor* AdminService::Finish(grpc::CallbackServerContext* context, const Rpc* rpc,
-                                               const absl::Status& status) {
+void AdminService::Complete(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
+                            const absl::Status& status) {
   const grpc::Status grpc_status = ToGrpcStatus(status);
-  if (rpc != nullptr) metrics_->RecordRequest(*rpc, grpc_status.error_code(), 0.0);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  metrics_->RecordRequest(rpc, grpc_status.error_code(),
+                          std::chrono::duration<double>(Clock::now() - start).count());
   reactor->Finish(grpc_status);
+}
+
+grpc::ServerUnaryReactor* AdminService::Finish(grpc::CallbackServerContext* context, Rpc rpc,
+                                               Clock::time_point start,
+                                               const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Complete(reactor, rpc, start, status);
   return reactor;
 }
 
@@ -57,52 +100,114 @@ absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
 }
 
 grpc::ServerUnaryReactor* AdminService::SetHotRows(grpc::CallbackServerContext* context,
-                                                   const v1::SetHotRowsRequest*,
-                                                   v1::HotRowsStatus*) {
-  static constexpr Rpc kRpc = Rpc::kSetHotRows;
-  absl::Status status = Authorize(*context, "SetHotRows");
-  if (status.ok()) status = absl::UnimplementedError("hot-row admin is not implemented yet");
-  return Finish(context, &kRpc, status);
+                                                   const v1::SetHotRowsRequest* request,
+                                                   v1::HotRowsStatus* response) {
+  const Clock::time_point start = Clock::now();
+  const absl::Status authorized = Authorize(*context, "SetHotRows");
+  if (!authorized.ok()) return Finish(context, Rpc::kSetHotRows, start, authorized);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RunInBackground([this, request, response, reactor, start, peer = context->peer()] {
+    std::vector<engine::TableIds> tables;
+    tables.reserve(request->tables_size());
+    for (const v1::TableHotRows& t : request->tables()) {
+      tables.push_back({t.table(), absl::MakeConstSpan(t.ids().data(), t.ids().size())});
+    }
+    std::string done;
+    const absl::Status status = models_->ChangeServingVersion(
+        request->model(), [&](const ServedModel& served) -> absl::Status {
+          RETURN_IF_ERROR(NeedsCache(served));
+          absl::StatusOr<engine::HotRowsStatus> result = served.hot_rows->Set(tables);
+          if (!result.ok()) return result.status();
+          ToProto(*result, response);
+          done = Describe(served, *result);
+          return absl::OkStatus();
+        });
+    if (status.ok()) {
+      spdlog::info("admin SetHotRows from {}: {}", peer, done);
+    } else {
+      spdlog::warn("admin SetHotRows from {} refused, nothing changed: {}", peer,
+                   std::string(status.message()));
+    }
+    Complete(reactor, Rpc::kSetHotRows, start, status);
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::GetHotRows(grpc::CallbackServerContext* context,
-                                                   const v1::GetHotRowsRequest*,
-                                                   v1::HotRowsStatus*) {
-  static constexpr Rpc kRpc = Rpc::kGetHotRows;
+                                                   const v1::GetHotRowsRequest* request,
+                                                   v1::HotRowsStatus* response) {
+  const Clock::time_point start = Clock::now();
   absl::Status status = Authorize(*context, "GetHotRows");
-  if (status.ok()) status = absl::UnimplementedError("hot-row admin is not implemented yet");
-  return Finish(context, &kRpc, status);
+  if (status.ok()) {
+    absl::StatusOr<ModelHandle> served = models_->Acquire(request->model());
+    status = served.status();
+    if (status.ok()) status = NeedsCache(**served);
+    if (status.ok()) {
+      const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
+      absl::StatusOr<engine::HotRowsStatus> result = (*served)->hot_rows->Get(tables);
+      status = result.status();
+      if (result.ok()) ToProto(*result, response);
+    }
+  }
+  return Finish(context, Rpc::kGetHotRows, start, status);
 }
 
 grpc::ServerUnaryReactor* AdminService::RebuildHotRows(grpc::CallbackServerContext* context,
-                                                       const v1::RebuildHotRowsRequest*,
-                                                       v1::HotRowsStatus*) {
-  static constexpr Rpc kRpc = Rpc::kRebuildHotRows;
-  absl::Status status = Authorize(*context, "RebuildHotRows");
-  if (status.ok()) status = absl::UnimplementedError("hot-row admin is not implemented yet");
-  return Finish(context, &kRpc, status);
+                                                       const v1::RebuildHotRowsRequest* request,
+                                                       v1::HotRowsStatus* response) {
+  const Clock::time_point start = Clock::now();
+  const absl::Status authorized = Authorize(*context, "RebuildHotRows");
+  if (!authorized.ok()) return Finish(context, Rpc::kRebuildHotRows, start, authorized);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RunInBackground([this, request, response, reactor, start, peer = context->peer()] {
+    const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
+    std::string done;
+    const absl::Status status = models_->ChangeServingVersion(
+        request->model(), [&](const ServedModel& served) -> absl::Status {
+          RETURN_IF_ERROR(NeedsCache(served));
+          if (!served.hot_rows->samples_accesses()) {
+            // The static policy observes no accesses: a rebuild would empty every set.
+            return absl::FailedPreconditionError(absl::StrCat(
+                "model '", served.name,
+                "': cache.policy is static, so no access frequencies are observed to rebuild "
+                "from; set cache.policy: frequency, or install sets with SetHotRows"));
+          }
+          absl::StatusOr<engine::HotRowsStatus> result = served.hot_rows->Rebuild(tables);
+          if (!result.ok()) return result.status();
+          ToProto(*result, response);
+          done = Describe(served, *result);
+          return absl::OkStatus();
+        });
+    if (status.ok()) {
+      spdlog::info("admin RebuildHotRows from {}: {}", peer, done);
+    } else {
+      spdlog::warn("admin RebuildHotRows from {} refused, nothing changed: {}", peer,
+                   std::string(status.message()));
+    }
+    Complete(reactor, Rpc::kRebuildHotRows, start, status);
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext* context,
                                                     const v1::ReloadModelRequest* request,
                                                     v1::ReloadModelResponse* response) {
-  // Not in fuserank_requests_total: server/metrics.h has no `rpc` label value for it yet.
+  const Clock::time_point start = Clock::now();
   const absl::Status authorized = Authorize(*context, "ReloadModel");
-  if (!authorized.ok()) return Finish(context, nullptr, authorized);
+  if (!authorized.ok()) return Finish(context, Rpc::kReloadModel, start, authorized);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const std::string peer = context->peer();
-  RunInBackground([this, request, response, reactor, peer] {
+  RunInBackground([this, request, response, reactor, start, peer = context->peer()] {
     absl::StatusOr<ReloadResult> result = models_->Reload(request->model(), request->path());
     if (!result.ok()) {
       spdlog::error("admin ReloadModel from {}: {}", peer, std::string(result.status().message()));
-      reactor->Finish(ToGrpcStatus(result.status()));
+      Complete(reactor, Rpc::kReloadModel, start, result.status());
       return;
     }
     spdlog::info("admin ReloadModel from {}: {}", peer, result->message);
     response->set_model(result->model);
     response->set_model_version(result->version);
     response->set_message(result->message);
-    reactor->Finish(grpc::Status::OK);
+    Complete(reactor, Rpc::kReloadModel, start, absl::OkStatus());
   });
   return reactor;
 }

@@ -1,14 +1,17 @@
 // fuserank.v1.Admin, served on server.admin_listen. Every method first passes the bearer-
-// token check (admin_auth.h). ReloadModel swaps in a new model version (ServedModels::
-// Reload) on a thread of its own, so that a load of seconds never blocks gRPC's threads.
-// The hot-row cache is not built yet: its three methods answer UNIMPLEMENTED (once
-// authenticated) and are counted in the metrics. Thread-safe.
+// token check (admin_auth.h) and is counted in fuserank_requests_total. The hot-row
+// methods act on one served model's current version (request `model`, "" = the default):
+// GetHotRows answers at once; SetHotRows and RebuildHotRows build sets (up to ~100 ms for
+// very large ones) and wait for a reload of the model in progress
+// (ServedModels::ChangeServingVersion), so they run on a thread of their own, as
+// ReloadModel (ServedModels::Reload) does: gRPC's threads never block. Thread-safe.
 #ifndef FUSERANK_SERVER_ADMIN_SERVICE_H_
 #define FUSERANK_SERVER_ADMIN_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <list>
 #include <thread>
@@ -48,9 +51,13 @@ class AdminService final : public v1::Admin::CallbackService {
     std::atomic<bool> done{false};
   };
 
-  // Finishes the call with `status`; counted under `rpc` when given.
-  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const Rpc* rpc,
-                                   const absl::Status& status);
+  using Clock = std::chrono::steady_clock;
+
+  // Finishes the call with `status`, counted under `rpc` with its time since `start`.
+  void Complete(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
+                const absl::Status& status);
+  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, Rpc rpc,
+                                   Clock::time_point start, const absl::Status& status);
   // The auth check, logged when it fails.
   absl::Status Authorize(const grpc::CallbackServerContext& context, absl::string_view method);
   // Runs `work` on a thread of its own (joined by the destructor).

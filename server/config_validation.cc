@@ -163,7 +163,7 @@ void CheckEngine(const Config& config, ConfigErrors* errors) {
 }
 
 void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
-  CheckRange("cache.hot_rows_per_table", cache.hot_rows_per_table, 0, 1 << 30, errors);
+  CheckRange("cache.hot_rows_per_table", cache.hot_rows_per_table, 0, 1 << 29, errors);
   CheckRange("cache.rebuild_interval_seconds", cache.rebuild_interval_seconds, 1, 86400, errors);
   CheckRange("cache.shared_memory_rows", cache.shared_memory_rows, 0, 1 << 20, errors);
   if (cache.shared_memory_rows > cache.hot_rows_per_table) {

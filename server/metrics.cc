@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/family.h>
@@ -24,7 +25,8 @@
 namespace fuserank::server {
 namespace {
 
-constexpr const char* kRpcNames[kNumRpcs] = {"Rank", "SetHotRows", "GetHotRows", "RebuildHotRows"};
+constexpr const char* kRpcNames[kNumRpcs] = {"Rank", "SetHotRows", "GetHotRows", "RebuildHotRows",
+                                             "ReloadModel"};
 // In the order of enum Stage.
 constexpr const char* kStageNames[kNumStages] = {"decode", "queue", "lookup", "cross",
                                                  "dnn",    "topk",  "encode"};
@@ -46,9 +48,25 @@ prometheus::Histogram::BucketBoundaries CandidateBuckets() {
   return buckets;
 }
 
+// What the Exposer collects: the registry, after the collect hook has run.
+class HookedCollectable : public prometheus::Collectable {
+ public:
+  HookedCollectable(std::function<void()> before, std::shared_ptr<prometheus::Registry> registry)
+      : before_(std::move(before)), registry_(std::move(registry)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    before_();
+    return registry_->Collect();
+  }
+
+ private:
+  const std::function<void()> before_;
+  const std::shared_ptr<prometheus::Registry> registry_;
+};
+
 }  // namespace
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  collector_ = std::make_shared<HookedCollectable>([this] { RunCollectHook(); }, registry_);
   auto& requests = prometheus::BuildCounter()
                        .Name("fuserank_requests_total")
                        .Help("RPCs finished, by method and gRPC status code")
@@ -151,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& list
   // prometheus-cpp and civetweb report errors by throwing; nothing of ours throws.
   try {
     metrics->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
-    metrics->exposer_->RegisterCollectable(metrics->registry_, "/metrics");
+    metrics->exposer_->RegisterCollectable(metrics->collector_, "/metrics");
     const std::vector<int> ports = metrics->exposer_->GetListeningPorts();
     metrics->port_ = ports.empty() ? 0 : ports[0];
     metrics->host_ = listen.substr(0, listen.rfind(':'));
@@ -186,6 +204,12 @@ void Metrics::SetModelInfo(const std::string& model, const std::string& version,
   model_info_->Add({{"model", model}, {"version", version}, {"device", device}}).Set(1);
 }
 
+void Metrics::RemoveModelInfo(const std::string& model, const std::string& version,
+                              const std::string& device) {
+  const prometheus::Labels labels{{"model", model}, {"version", version}, {"device", device}};
+  if (model_info_->Has(labels)) model_info_->Remove(&model_info_->Add(labels));
+}
+
 TableCacheMetrics Metrics::Table(const std::string& table) {
   absl::MutexLock lock(&tables_mu_);
   auto [it, inserted] = tables_.try_emplace(table);
@@ -199,9 +223,19 @@ TableCacheMetrics Metrics::Table(const std::string& table) {
 
 void Metrics::SetHotRowsVersion(double version) { hot_rows_version_->Set(version); }
 
+void Metrics::SetCollectHook(std::function<void()> hook) {
+  absl::MutexLock lock(&hook_mu_);
+  collect_hook_ = std::move(hook);
+}
+
+void Metrics::RunCollectHook() const {
+  absl::MutexLock lock(&hook_mu_);
+  if (collect_hook_) collect_hook_();
+}
+
 std::string Metrics::Scrape() const {
   std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, registry_->Collect());
+  prometheus::TextSerializer().Serialize(out, collector_->Collect());
   return out.str();
 }
 

@@ -1,12 +1,15 @@
 // The server's Prometheus metrics (SPEC section 4): every family defined once here, every
 // label handle resolved when the server starts, so recording never looks up a string.
-// One Metrics object per server, created first and passed down. Thread-safe.
+// State read from elsewhere (the hot-row caches: hot_row_metrics.h) is pulled by a collect
+// hook that runs before every scrape. One Metrics object per server, created first and
+// passed down. Thread-safe.
 #ifndef FUSERANK_SERVER_METRICS_H_
 #define FUSERANK_SERVER_METRICS_H_
 
 #include <grpcpp/support/status.h>
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 
 namespace prometheus {
+class Collectable;
 class Counter;
 class Exposer;
 class Gauge;
@@ -26,8 +30,9 @@ class Family;
 
 namespace fuserank::server {
 
-enum class Rpc { kRank, kSetHotRows, kGetHotRows, kRebuildHotRows };
-inline constexpr int kNumRpcs = 4;
+// `rpc` label values: Rank, SetHotRows, GetHotRows, RebuildHotRows, ReloadModel.
+enum class Rpc { kRank, kSetHotRows, kGetHotRows, kRebuildHotRows, kReloadModel };
+inline constexpr int kNumRpcs = 5;
 
 // `stage` label values: decode, queue, lookup, cross, dnn, topk, encode.
 enum class Stage { kDecode, kQueue, kLookup, kCross, kDnn, kTopk, kEncode };
@@ -35,7 +40,7 @@ inline constexpr int kNumStages = 7;
 
 inline constexpr int kNumGrpcCodes = 17;  // OK .. UNAUTHENTICATED
 
-// Embedding-cache series of one table (nothing records them until the hot-row cache).
+// Embedding-cache series of one table (written by HotRowMetrics: hot_row_metrics.h).
 struct TableCacheMetrics {
   prometheus::Counter* hits = nullptr;
   prometheus::Counter* misses = nullptr;
@@ -60,17 +65,29 @@ class Metrics {
   // fuserank_model_info{model, version, device} = 1.
   void SetModelInfo(const std::string& model, const std::string& version,
                     const std::string& device);
+  // Drops that series (a version retired by a reload); no-op when it does not exist.
+  void RemoveModelInfo(const std::string& model, const std::string& version,
+                       const std::string& device);
   // The cache series of `table` (created on first call; the same handles after).
   TableCacheMetrics Table(const std::string& table);
   void SetHotRowsVersion(double version);
+
+  // `hook` runs before every collection (each /metrics scrape and each Scrape()), on the
+  // scraping thread, one at a time, to pull state kept elsewhere into the series. Replaces
+  // the previous hook; nullptr removes it. Returns once no call of the old hook runs, so
+  // whatever the old hook used may be destroyed after. The hook must not call
+  // SetCollectHook or Scrape.
+  void SetCollectHook(std::function<void()> hook);
 
   // Everything in the Prometheus text format (what /metrics serves).
   std::string Scrape() const;
 
  private:
   Metrics();
+  void RunCollectHook() const;
 
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> collector_;  // registry_ after the hook
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string host_;  // of metrics_listen
   int port_ = 0;
@@ -88,6 +105,9 @@ class Metrics {
 
   absl::Mutex tables_mu_;  // only at start and on model load, never per request
   absl::flat_hash_map<std::string, TableCacheMetrics> tables_ ABSL_GUARDED_BY(tables_mu_);
+
+  mutable absl::Mutex hook_mu_;  // held while the hook runs
+  std::function<void()> collect_hook_ ABSL_GUARDED_BY(hook_mu_);
 };
 
 }  // namespace fuserank::server

@@ -24,17 +24,31 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.batcher.queue_capacity = engine.queue_capacity;
   options.batcher.max_batch_candidates = engine.max_batch_candidates;
   options.batcher.max_batch_wait_us = engine.max_batch_wait_us;
+  options.cache.capacity = config.cache.hot_rows_per_table;
+  options.cache.frequency = config.cache.policy == CachePolicy::kFrequency;
+  options.cache.rebuild_interval = absl::Seconds(config.cache.rebuild_interval_seconds);
   return options;
 }
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
                                                         std::shared_ptr<const engine::Model> model,
-                                                        const ModelLoaderOptions& options) {
+                                                        const ModelLoaderOptions& options,
+                                                        const ServedModel* previous) {
   auto served = std::make_unique<ServedModel>();
   served->name = name.empty() ? model->spec().name : name;
   served->model = std::move(model);
+  const HotRowCache* previous_cache = previous == nullptr ? nullptr : previous->hot_rows.get();
+  absl::StatusOr<std::unique_ptr<HotRowCache>> cache =
+      HotRowCache::Create(served->name, served->model, options.cache, previous_cache);
+  if (!cache.ok()) {
+    return WithContext(cache.status(), absl::StrCat("model '", served->name, "': cache"));
+  }
+  served->hot_rows = std::move(*cache);
+  engine::BackendOptions backend_options = options.backend;
+  backend_options.hot_rows = served->hot_rows->manager();
+  backend_options.sample_accesses = served->hot_rows->samples_accesses();
   absl::StatusOr<std::unique_ptr<engine::Backend>> backend =
-      engine::CreateBackend(served->model, options.device, options.backend);
+      engine::CreateBackend(served->model, options.device, backend_options);
   if (!backend.ok()) {
     return WithContext(backend.status(), absl::StrCat("model '", served->name, "': engine.device ",
                                                       DeviceChoiceName(options.device)));
@@ -51,12 +65,14 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   }
   served->decoder = std::make_unique<RequestDecoder>(served->model, options.limits);
   served->batcher = std::make_unique<engine::Batcher>(served->backend.get(), options.batcher);
+  served->hot_rows->StartServing(previous_cache);
   return served;
 }
 
 absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string& name,
                                                               const std::string& spec_path,
-                                                              const ModelLoaderOptions& options) {
+                                                              const ModelLoaderOptions& options,
+                                                              const ServedModel* previous) {
   const auto start = std::chrono::steady_clock::now();
   // Stamped before loading: a file replaced during the load then shows up as a change.
   absl::StatusOr<ModelFiles> files = StampModelFiles(spec_path);
@@ -65,7 +81,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string&
   if (!model.ok()) return model.status();
   const auto loaded = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<ServedModel> served,
-                   ServeModel(name, std::move(*model), options));
+                   ServeModel(name, std::move(*model), options, previous));
   served->path = spec_path;
   served->files = std::move(*files);
   const auto end = std::chrono::steady_clock::now();

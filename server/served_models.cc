@@ -44,7 +44,7 @@ void ServedModels::RecordInfo(const ServedModel& version) const {
 
 absl::Status ServedModels::Load(const std::string& name, const std::string& path, bool is_default) {
   if (loader_ == nullptr) return absl::InternalError("ServedModels has no loader");
-  absl::StatusOr<std::unique_ptr<ServedModel>> version = loader_(name, path);
+  absl::StatusOr<std::unique_ptr<ServedModel>> version = loader_(name, path, nullptr);
   if (!version.ok()) return version.status();
   return Add(std::move(*version), is_default);
 }
@@ -110,8 +110,11 @@ absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const 
   }
   if (loader_ == nullptr) return absl::InternalError("ServedModels has no loader");
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::unique_ptr<ServedModel>> fresh = loader_(slot->name, from);
+  // The new version starts from the old one's hot-row version and sets: freeze them.
+  if (old->hot_rows != nullptr) old->hot_rows->PauseRebuilds();
+  absl::StatusOr<std::unique_ptr<ServedModel>> fresh = loader_(slot->name, from, old.get());
   if (!fresh.ok()) {
+    if (old->hot_rows != nullptr) old->hot_rows->ResumeRebuilds();
     const absl::StatusCode code = fresh.status().code() == absl::StatusCode::kInvalidArgument
                                       ? absl::StatusCode::kInvalidArgument
                                       : absl::StatusCode::kFailedPrecondition;
@@ -126,7 +129,12 @@ absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const 
   result.version = (*fresh)->version();
   result.previous_version = old->version();
   RecordInfo(**fresh);
+  const std::string new_device = (*fresh)->backend->device();
   slot->current.store(Share(std::move(*fresh)));  // the swap: new requests get the new version
+  if (metrics_ != nullptr &&
+      (result.version != result.previous_version || new_device != old->backend->device())) {
+    metrics_->RemoveModelInfo(old->name, old->version(), old->backend->device());
+  }
   old.reset();  // in-flight requests still hold it; the last one to finish frees it
   result.message = absl::StrCat("model '", slot->name, "': version '", result.version, "' from '",
                                 from, "' loaded and warmed up in ", absl::SixDigits(seconds),
@@ -137,6 +145,15 @@ absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const 
                     "': bump `version` in the spec so that responses tell them apart");
   }
   return result;
+}
+
+absl::Status ServedModels::ChangeServingVersion(
+    absl::string_view name, absl::FunctionRef<absl::Status(const ServedModel&)> change) {
+  absl::StatusOr<Slot*> slot = FindSlot(name);
+  if (!slot.ok()) return slot.status();
+  absl::MutexLock lock(&(*slot)->reload_mu);
+  const std::shared_ptr<ServedModel> current = (*slot)->current.load();
+  return change(*current);
 }
 
 std::vector<ModelHandle> ServedModels::Current() const {

@@ -3,7 +3,9 @@
 // builds a new version beside the current one and swaps it in atomically (read-copy-
 // update); a request holds its version (ModelHandle) for its whole life, so it is decoded,
 // scored and answered by one version, and a retired version is freed when its last holder
-// lets go. Models are added before serving; after that every method is thread-safe.
+// lets go. Each version has its own hot-row cache; a reload carries the serving version's
+// hot sets, hot-row version and counts over (hot_row_cache.h). Models are added before
+// serving; after that every method is thread-safe.
 #ifndef FUSERANK_SERVER_SERVED_MODELS_H_
 #define FUSERANK_SERVER_SERVED_MODELS_H_
 
@@ -13,12 +15,14 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/backend.h"
 #include "engine/batcher.h"
 #include "engine/model.h"
+#include "server/hot_row_cache.h"
 #include "server/metrics.h"
 #include "server/model_files.h"
 #include "server/request_decoder.h"
@@ -27,14 +31,16 @@ namespace fuserank::server {
 
 class VersionReaper;
 
-// One version of one served model. Immutable once published. Members are destroyed
-// batcher first (it calls into the backend).
+// One version of one served model. Immutable once published (its hot-row cache changes
+// inside, thread-safely). Members are destroyed batcher first (it calls into the backend),
+// then the backend, then the hot-row cache the backend reads.
 struct ServedModel {
   std::string name;  // what requests put in `model`
   std::string path;  // the spec it was loaded from; "" for a model built in memory
   ModelFiles files;  // the files and their stamps as they were when loading began
   std::shared_ptr<const engine::Model> model;
   std::unique_ptr<RequestDecoder> decoder;
+  std::unique_ptr<HotRowCache> hot_rows;  // never null once loaded; outlives the backend
   std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<engine::Batcher> batcher;
 
@@ -46,9 +52,11 @@ struct ServedModel {
 // A request's hold on one version: keeps it (model, backend, batcher) alive.
 using ModelHandle = std::shared_ptr<const ServedModel>;
 
-// Builds a complete, warmed-up version of model `name` from the spec at `path`.
+// Builds a complete, warmed-up version of model `name` from the spec at `path`, to replace
+// `previous` (null at the first load): its hot-row cache takes over `previous`'s state
+// (HotRowCache::Create and StartServing).
 using VersionLoader = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
-    const std::string& name, const std::string& path)>;
+    const std::string& name, const std::string& path, const ServedModel* previous)>;
 
 struct ReloadResult {
   std::string model;             // the slot reloaded
@@ -60,7 +68,8 @@ struct ReloadResult {
 class ServedModels {
  public:
   // `loader` builds versions for Load() and Reload(); `metrics` (may be null) gets
-  // fuserank_model_info for every version published. Both must outlive this object.
+  // fuserank_model_info for every version published (and loses the series of a version a
+  // reload retires). Both must outlive this object.
   explicit ServedModels(VersionLoader loader = nullptr, Metrics* metrics = nullptr);
   ~ServedModels();  // destroys the current versions; holders of handles must be gone
   ServedModels(const ServedModels&) = delete;
@@ -83,9 +92,18 @@ class ServedModels {
   // file that cannot be read, a backend that cannot be built, a failed warm-up);
   // NOT_FOUND for an unknown name, UNAVAILABLE after ShutdownBatchers(); with `expected`
   // set, ABORTED (nothing loaded) when another version has replaced it meanwhile. Reloads
-  // of one model run one at a time; requests are served throughout.
+  // of one model run one at a time; requests are served throughout. While it loads, the
+  // serving version's periodic hot-row rebuilds pause (they resume if it is refused) and
+  // ChangeServingVersion waits.
   absl::StatusOr<ReloadResult> Reload(absl::string_view name, const std::string& path,
                                       const ServedModel* expected = nullptr);
+
+  // Runs `change` (e.g. a hot-set swap) on the current version of `name` ("" = default)
+  // while no reload of that model runs: it waits for one in progress, so a change is
+  // never lost by a reload copying the serving version's hot sets. Returns `change`'s
+  // status; NOT_FOUND as Acquire.
+  absl::Status ChangeServingVersion(absl::string_view name,
+                                    absl::FunctionRef<absl::Status(const ServedModel&)> change);
 
   // The current version of every model, in the order they were added.
   std::vector<ModelHandle> Current() const;

@@ -81,8 +81,8 @@ absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& con
                                                                Metrics* metrics) {
   const ModelLoaderOptions options = LoaderOptionsFrom(config);
   auto models = std::make_unique<ServedModels>(
-      [options](const std::string& name, const std::string& path) {
-        return LoadModelVersion(name, path, options);
+      [options](const std::string& name, const std::string& path, const ServedModel* previous) {
+        return LoadModelVersion(name, path, options, previous);
       },
       metrics);
   for (size_t i = 0; i < config.models.size(); ++i) {
@@ -103,6 +103,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(config.server.admin_token_file);
   if (!auth.ok()) return WithContext(auth.status(), config.file);
   ASSIGN_OR_RETURN(server->models_, LoadServedModels(config, server->metrics_.get()));
+  server->hot_row_metrics_ =
+      std::make_unique<HotRowMetrics>(server->models_.get(), server->metrics_.get());
   RankerOptions ranker_options;
   ranker_options.max_request_bytes = config.server.max_request_bytes;
   ranker_options.access_log_sample = config.logging.access_log_sample;
@@ -207,6 +209,7 @@ Server::~Server() {
   admin_.reset();
   ranker_.reset();
   watcher_.reset();
+  hot_row_metrics_.reset();
   models_.reset();
   metrics_.reset();
 }

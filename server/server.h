@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/admin_service.h"
 #include "server/config.h"
+#include "server/hot_row_metrics.h"
 #include "server/metrics.h"
 #include "server/model_watcher.h"
 #include "server/ranker_service.h"
@@ -50,7 +51,8 @@ class Server {
   // Destroyed bottom-up: servers, then services, then models (batchers), then metrics.
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<ServedModels> models_;
-  std::unique_ptr<ModelWatcher> watcher_;  // null when model.watch_interval_seconds is 0
+  std::unique_ptr<HotRowMetrics> hot_row_metrics_;  // reads models_ when metrics_ is scraped
+  std::unique_ptr<ModelWatcher> watcher_;           // null when model.watch_interval_seconds is 0
   std::unique_ptr<RankerService> ranker_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> grpc_server_;

@@ -382,13 +382,7 @@ def run(args, tmp, procs):
             print(f"SetHotRows({tables[0]}, 100 ids) -> version {hot_version}", flush=True)
         except grpc.RpcError as e:
             hot_version = None
-            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-                # The hot-row cache is not in this build (issue 5): nothing counts hits or
-                # misses yet, so the hit-rate rules read NaN. Checked as soon as it lands.
-                print(f"NOTE: Admin.SetHotRows is UNIMPLEMENTED ({e.details()}): the hot-row "
-                      "version and a finite hit rate are NOT checked", flush=True)
-            else:
-                problems.append(f"Admin.SetHotRows failed: {e.code().name}: {e.details()}")
+            problems.append(f"Admin.SetHotRows failed: {e.code().name}: {e.details()}")
 
     wanted = checks(tables, hot_version)
     start = time.monotonic()

@@ -263,7 +263,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "engine.cpu_threads: must be in 1..1024, got 0"},
         BadConfigCase{"gpu", "engine: {gpu: -1}", "engine.gpu: must be in 0..1023, got -1"},
         BadConfigCase{"hot_rows", "cache: {hot_rows_per_table: -1}",
-                      "cache.hot_rows_per_table: must be in 0..1073741824, got -1"},
+                      "cache.hot_rows_per_table: must be in 0..536870912, got -1"},
         BadConfigCase{"rebuild", "cache: {rebuild_interval_seconds: 0}",
                       "cache.rebuild_interval_seconds: must be in 1..86400, got 0"},
         BadConfigCase{"shared_rows", "cache: {hot_rows_per_table: 4, shared_memory_rows: 8}",

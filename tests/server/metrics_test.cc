@@ -65,6 +65,44 @@ TEST(MetricsTest, RecordsIntoTheLabelledSeries) {
   EXPECT_THAT(text, HasSubstr("fuserank_hot_rows_version 4"));
 }
 
+TEST(MetricsTest, CountsReloadModelUnderItsOwnRpcLabel) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
+  ASSERT_TRUE(metrics.ok());
+  (*metrics)->RecordRequest(Rpc::kReloadModel, grpc::StatusCode::OK, 0.5);
+  const std::string text = (*metrics)->Scrape();
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_requests_total{code="OK",rpc="ReloadModel"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_request_duration_seconds_count{rpc="ReloadModel"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_requests_total{code="OK",rpc="RebuildHotRows"} 0)"));
+}
+
+TEST(MetricsTest, RemovesTheModelInfoOfARetiredVersion) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
+  ASSERT_TRUE(metrics.ok());
+  Metrics& m = **metrics;
+  m.SetModelInfo("demo", "1", "cpu");
+  m.SetModelInfo("demo", "2", "cpu");
+  m.SetModelInfo("other", "1", "cpu");
+  m.RemoveModelInfo("demo", "1", "cpu");
+  m.RemoveModelInfo("demo", "9", "cpu");  // none: no-op
+  const std::string text = m.Scrape();
+  EXPECT_THAT(text, ::testing::Not(HasSubstr(R"(model="demo",version="1")")));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cpu",model="demo",version="2"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cpu",model="other",version="1"} 1)"));
+}
+
+TEST(MetricsTest, TheCollectHookRunsBeforeEveryScrapeUntilRemoved) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("127.0.0.1:0");
+  ASSERT_TRUE(metrics.ok());
+  Metrics& m = **metrics;
+  int calls = 0;
+  m.SetCollectHook([&] { m.SetHotRowsVersion(++calls); });
+  EXPECT_THAT(m.Scrape(), HasSubstr("fuserank_hot_rows_version 1"));
+  EXPECT_THAT(m.Scrape(), HasSubstr("fuserank_hot_rows_version 2"));
+  m.SetCollectHook(nullptr);
+  EXPECT_THAT(m.Scrape(), HasSubstr("fuserank_hot_rows_version 2"));
+  EXPECT_EQ(calls, 2);
+}
+
 TEST(MetricsTest, ServesOnAnyFreePort) {
   absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("127.0.0.1:0");
   ASSERT_TRUE(metrics.ok()) << metrics.status();

@@ -39,15 +39,16 @@ class ModelWatcherTest : public ::testing::Test {
     }
     fs::create_directories(dir_ + "/live");
     Install("v1");
-    models_ = std::make_unique<ServedModels>([](const std::string& name, const std::string& path) {
-      ModelLoaderOptions options;
-      options.device = engine::DeviceChoice::kCpu;
-      options.backend.workers = 1;
-      options.backend.max_batch_candidates = 64;
-      options.batcher.max_batch_candidates = 64;
-      options.limits.max_candidates = 64;
-      return LoadModelVersion(name, path, options);
-    });
+    models_ = std::make_unique<ServedModels>(
+        [](const std::string& name, const std::string& path, const ServedModel* previous) {
+          ModelLoaderOptions options;
+          options.device = engine::DeviceChoice::kCpu;
+          options.backend.workers = 1;
+          options.backend.max_batch_candidates = 64;
+          options.batcher.max_batch_candidates = 64;
+          options.limits.max_candidates = 64;
+          return LoadModelVersion(name, path, options, previous);
+        });
     ASSERT_TRUE(models_->Load("", dir_ + "/live/m.yaml", false).ok());
   }
 

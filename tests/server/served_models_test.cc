@@ -61,8 +61,8 @@ ModelLoaderOptions CpuOptions() {
 }
 
 VersionLoader FileLoader() {
-  return [](const std::string& name, const std::string& path) {
-    return LoadModelVersion(name, path, CpuOptions());
+  return [](const std::string& name, const std::string& path, const ServedModel* previous) {
+    return LoadModelVersion(name, path, CpuOptions(), previous);
   };
 }
 
@@ -320,6 +320,77 @@ INSTANTIATE_TEST_SUITE_P(
                       BrokenCase{"missing_spec", MissingSpec, absl::StatusCode::kFailedPrecondition,
                                  "does-not-exist.yaml"}),
     [](const ::testing::TestParamInfo<BrokenCase>& info) { return info.param.name; });
+
+TEST_F(ServedModelsTest, AReloadDropsTheModelInfoOfTheRetiredVersion) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
+  ASSERT_TRUE(metrics.ok());
+  ServedModels models(FileLoader(), metrics->get());
+  ASSERT_TRUE(models.Load("", v1_path_, false).ok());
+  ASSERT_TRUE(models.Load("", other_path_, false).ok());
+  const std::string v1 = R"(fuserank_model_info{device="cpu",model="m",version="v1"} 1)";
+  const std::string v2 = R"(fuserank_model_info{device="cpu",model="m",version="v2"} 1)";
+  const std::string other = R"(fuserank_model_info{device="cpu",model="other",version="o1"} 1)";
+  EXPECT_THAT((*metrics)->Scrape(), AllOf(HasSubstr(v1), HasSubstr(other)));
+
+  ASSERT_TRUE(models.Reload("m", v2_path_).ok());
+  std::string text = (*metrics)->Scrape();
+  EXPECT_THAT(text, AllOf(HasSubstr(v2), HasSubstr(other)));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr(R"(model="m",version="v1")")));
+
+  // The same version again: its one series stays.
+  ASSERT_TRUE(models.Reload("m", v2_path_).ok());
+  EXPECT_THAT((*metrics)->Scrape(), HasSubstr(v2));
+  // A refused version changes nothing.
+  EXPECT_FALSE(models.Reload("m", dir_ + "/nowhere.yaml").ok());
+  EXPECT_THAT((*metrics)->Scrape(), HasSubstr(v2));
+}
+
+TEST_F(ServedModelsTest, AReloadCarriesTheHotSetsAndTheirVersionOver) {
+  ServedModels models(FileLoader());
+  ASSERT_TRUE(models.Load("", v1_path_, false).ok());
+  const std::vector<int64_t> ids = {4, 8, 15};
+  absl::StatusOr<engine::HotRowsStatus> set;
+  ASSERT_TRUE(models
+                  .ChangeServingVersion("",
+                                        [&](const ServedModel& v) {
+                                          set = v.hot_rows->Set({{"item_0", ids}});
+                                          return set.status();
+                                        })
+                  .ok());
+  ASSERT_EQ(set->version, 1u);
+  ASSERT_TRUE(models.Reload("", v2_path_).ok());
+  ModelHandle v2 = *models.Acquire("");
+  EXPECT_EQ(v2->version(), "v2");
+  absl::StatusOr<engine::HotRowsStatus> now = v2->hot_rows->Get({"item_0"});
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->version, 2u);
+  EXPECT_EQ(now->tables[0].hot_rows, 3u);
+  // A refused version leaves the serving one's sets and version alone.
+  EXPECT_FALSE(models.Reload("", dir_ + "/nowhere.yaml").ok());
+  EXPECT_EQ((*models.Acquire(""))->hot_rows->version(), 2u);
+}
+
+TEST_F(ServedModelsTest, ChangeServingVersionRunsOnTheCurrentVersionOfTheNamedModel) {
+  ServedModels models(FileLoader());
+  ASSERT_TRUE(models.Load("", v1_path_, false).ok());
+  ASSERT_TRUE(models.Load("", other_path_, false).ok());
+  std::string seen;
+  ASSERT_TRUE(models
+                  .ChangeServingVersion("other",
+                                        [&](const ServedModel& v) {
+                                          seen = v.name;
+                                          return absl::OkStatus();
+                                        })
+                  .ok());
+  EXPECT_EQ(seen, "other");
+  const absl::Status refused = models.ChangeServingVersion(
+      "", [](const ServedModel&) { return absl::InvalidArgumentError("no"); });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status missing =
+      models.ChangeServingVersion("nope", [](const ServedModel&) { return absl::OkStatus(); });
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("loaded models: m, other"));
+}
 
 TEST_F(ServedModelsTest, ReloadAfterShutdownIsUnavailable) {
   ServedModels models(FileLoader());

@@ -1,0 +1,52 @@
+#include "server/hot_row_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+
+#include <vector>
+
+namespace fuserank::server {
+
+HotRowMetrics::HotRowMetrics(const ServedModels* models, Metrics* metrics)
+    : models_(models), metrics_(metrics) {
+  metrics_->SetCollectHook([this] { Update(); });
+}
+
+HotRowMetrics::~HotRowMetrics() { metrics_->SetCollectHook(nullptr); }
+
+void HotRowMetrics::Update() {
+  absl::MutexLock lock(&mu_);
+  uint64_t version = 0;
+  absl::flat_hash_map<std::string, double> hot_rows;
+  for (const ModelHandle& served : models_->Current()) {
+    if (served->hot_rows == nullptr) continue;
+    absl::StatusOr<engine::HotRowsStatus> status = served->hot_rows->Get({});
+    if (!status.ok()) continue;  // Get of all tables does not fail
+    version += status->version;
+    for (const engine::TableHotRowsStatus& t : status->tables) {
+      const TableCacheMetrics series = metrics_->Table(t.table);
+      Counts& done = exported_[{served->name, t.table}];
+      // A reload carries the counts over, but requests finishing on the retired version
+      // may have moved them past the new version's start: never count back.
+      if (t.hits > done.hits) {
+        series.hits->Increment(static_cast<double>(t.hits - done.hits));
+        done.hits = t.hits;
+      }
+      if (t.misses > done.misses) {
+        series.misses->Increment(static_cast<double>(t.misses - done.misses));
+        done.misses = t.misses;
+      }
+      hot_rows[t.table] += t.hot_rows;
+    }
+  }
+  for (const std::string& table : gauges_) {
+    if (!hot_rows.contains(table)) metrics_->Table(table).hot_rows->Set(0);
+  }
+  for (const auto& [table, rows] : hot_rows) {
+    metrics_->Table(table).hot_rows->Set(rows);
+    gauges_.insert(table);
+  }
+  metrics_->SetHotRowsVersion(static_cast<double>(version));
+}
+
+}  // namespace fuserank::server
