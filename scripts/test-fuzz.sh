@@ -2,13 +2,18 @@
 # `make test-fuzz`: builds the libFuzzer targets of tests/fuzz with clang (build dir
 # build-fuzz, the whole build instrumented with -fsanitize=fuzzer-no-link,address,undefined)
 # and runs each for a bounded time from a temporary copy of its seed corpus, so the
-# repository is never modified. Fails when any target crashes, leaks, trips a sanitizer or
+# repository is never modified. Before fuzzing, every seed is run once to check that the
+# seeds named valid_* are accepted by the code under test and bad_* refused (a corpus that
+# no longer gets past validation would fuzz nothing). Fails (exit 1) when a seed is
+# misnamed or misjudged, or when any target crashes, leaks, times out, trips a sanitizer or
 # breaks one of its invariants; the input that did it is kept under
-# <build>/fuzz-artifacts/<target>/ with the last lines of the log printed.
+# <build>/fuzz-artifacts/<target>/ and printed (base64, so a CI log alone reproduces it)
+# with the last lines of the log and the command that replays it.
 #
 # Environment: FUZZ_SECONDS (per target, default 30), FUZZ_TARGETS (space-separated, default
 # all), FUZZ_BUILD (default build-fuzz), JOBS (build parallelism, default nproc).
 # Reproduce a crash: <build>/bin/fuzz_<target> <build>/fuzz-artifacts/<target>/crash-...
+# (from a CI log: base64 -d > crash.bin, then the same with crash.bin).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,10 +37,43 @@ built=$(date +%s)
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/fuserank-fuzz.XXXXXX")"
 trap 'rm -rf "${WORK}"' EXIT
-ARTIFACTS="${ROOT}/${BUILD}/fuzz-artifacts"
+case "${BUILD}" in /*) ARTIFACTS="${BUILD}/fuzz-artifacts" ;; *) ARTIFACTS="${ROOT}/${BUILD}/fuzz-artifacts" ;; esac
 # Sanitizer findings are crashes; leaks count (libFuzzer checks them per input too).
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}"
+
+# Runs each seed of a target once with FUSERANK_FUZZ_VERDICT set (tests/fuzz/fuzz_verdict.h)
+# and checks its verdict against its name. Prints one line per misjudged seed; returns 1 if any.
+check_seeds() {  # target binary seed_dir
+  local target="$1" bin="$2" dir="$3" bad=0 seed name verdict
+  for seed in "${dir}"/*; do
+    name="$(basename "${seed}")"
+    verdict="$(FUSERANK_FUZZ_VERDICT=1 "${bin}" -runs=1 "${seed}" 2>&1 | grep -m1 '^fuzz-verdict: ' || true)"
+    case "${name}:${verdict}" in
+      valid_*:"fuzz-verdict: accepted") ;;
+      bad_*:"fuzz-verdict: rejected: "*) ;;
+      valid_* | bad_*)
+        echo "test-fuzz: seed ${dir}/${name}: ${verdict:-no verdict (crashed? run ${bin} ${seed})}"
+        bad=1 ;;
+      *) echo "test-fuzz: seed ${dir}/${name}: name it valid_* or bad_* (tests/fuzz/make_corpus.sh)"
+        bad=1 ;;
+    esac
+  done
+  return "${bad}"
+}
+
+# Prints the inputs libFuzzer saved for a target (base64 when small) and how to replay them.
+show_artifacts() {  # target binary
+  local target="$1" bin="$2" file
+  for file in "${ARTIFACTS}/${target}"/*; do
+    [[ -f "${file}" ]] || continue
+    echo "---- reproduce: ${bin} ${file}"
+    if [[ $(stat -c %s "${file}") -le 16384 ]]; then
+      echo "---- $(basename "${file}") as base64 (base64 -d > input.bin; ${bin} input.bin):"
+      base64 -w 100 "${file}"
+    fi
+  done
+}
 
 failed=()
 summary=()
@@ -44,7 +82,13 @@ for target in ${TARGETS}; do
   seeds="tests/fuzz/corpus/${target}"
   [[ -x "${bin}" ]] || { echo "test-fuzz: ${bin} was not built" >&2; exit 1; }
   [[ -d "${seeds}" ]] || { echo "test-fuzz: no seed corpus ${seeds}" >&2; exit 1; }
+  rm -rf "${ARTIFACTS:?}/${target}"  # only this run's findings are shown and kept
   mkdir -p "${WORK}/${target}/corpus" "${ARTIFACTS}/${target}"
+  if ! check_seeds "${target}" "${bin}" "${seeds}"; then
+    failed+=("${target}")
+    summary+=("$(printf 'fuzz %-16s FAIL  seeds misjudged (see above)' "${target}")")
+    continue
+  fi
   cp -r "${seeds}/." "${WORK}/${target}/corpus/"
   seed_count=$(find "${seeds}" -type f | wc -l)
   dict=()
@@ -61,8 +105,7 @@ for target in ${TARGETS}; do
     failed+=("${target}")
     echo "---- fuzz_${target} FAILED (exit ${rc}); last lines of its log:"
     tail -n 60 "${log}"
-    echo "---- input(s) kept in ${ARTIFACTS}/${target}/:"
-    ls "${ARTIFACTS}/${target}/" || true
+    show_artifacts "${target}" "${bin}"
     summary+=("$(printf 'fuzz %-16s FAIL  %4ss  runs %-9s cov %-6s (see above)' "${target}" "${SECONDS_EACH}" "${runs:-?}" "${cov:-?}")")
   else
     summary+=("$(printf 'fuzz %-16s ok    %4ss  runs %-9s cov %-6s corpus %s -> %s' "${target}" "${SECONDS_EACH}" "${runs:-?}" "${cov:-?}" "${seed_count}" "${corpus}")")

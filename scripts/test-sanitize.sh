@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `make test-sanitize`: the C++ test suite (engine_tests, server_tests, e2e_tests; ctest
 # labels unit and e2e) under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan) and
-# under ThreadSanitizer (build-tsan), both built with g++ (the project's compiler; clang 14
-# rejects some of the C++20 the tests use) and -DFUSERANK_CUDA=OFF. Any
-# sanitizer report fails the test that produced it (UBSan does not recover; LeakSanitizer
-# is on; TSan halts on the first race).
+# under ThreadSanitizer (build-tsan, label unit), both built with g++ (the project's
+# compiler; clang 14 rejects some of the C++20 the tests use) and -DFUSERANK_CUDA=OFF. Only
+# the binaries the chosen labels need are built. Any sanitizer report fails the test that
+# produced it (UBSan does not recover; LeakSanitizer is on; TSan halts on the first race),
+# ctest prints the report, and the script prints the command that reruns each failed test
+# alone under the same sanitizer options, then exits 1.
 #
 # Abseil and gRPC come from Debian, built without TSan, so TSan cannot see absl::Mutex,
 # CondVar and Notification synchronise: tests/sanitize/tsan_absl_sync.cc is preloaded into
@@ -29,8 +31,6 @@ MODES="${SANITIZE_MODES:-asan tsan}"
 JOBS="${JOBS:-$(nproc)}"
 TIMEOUT="${SANITIZE_TIMEOUT:-900}"
 BINARIES=(engine_tests server_tests e2e_tests)
-# Programs the tests start: e2e starts the server, model_test the model generator.
-HELPERS=(fuserank-server fuserank-gen-model)
 
 for tool in gcc g++ cmake ninja ctest python3; do
   command -v "${tool}" >/dev/null || { echo "test-sanitize: ${tool} not found (scripts/install-deps.sh)" >&2; exit 1; }
@@ -51,6 +51,36 @@ print("^(" + "|".join(names) + ")$" if names else "^$")
 ' "${BINARIES[@]}"
 }
 
+# The targets to build for a ctest label regex: the test binaries of the labels it matches
+# and the programs those tests start (e2e: the server; unit: model_test runs the generator).
+targets_for() {
+  local labels="$1" targets=()
+  if [[ unit =~ ${labels} ]]; then targets+=(engine_tests server_tests fuserank-gen-model); fi
+  if [[ e2e =~ ${labels} ]]; then targets+=(e2e_tests fuserank-server); fi
+  echo "${targets[@]}"
+}
+
+# After a failed ctest run: one command per failed test that reruns it alone, with the
+# sanitizer environment of the run (paths absolute, so it works from any directory).
+print_reproducers() {  # build_dir env...
+  local dir="$1"
+  shift
+  local failed_log="${dir}/Testing/Temporary/LastTestsFailed.log"
+  [[ -f "${failed_log}" ]] || return 0
+  echo "==== reproduce each failed test alone:"
+  ctest --test-dir "${dir}" --show-only=json-v1 | python3 -c '
+import json, shlex, sys
+failed = {line.split(":", 1)[1].strip() for line in open(sys.argv[1]) if ":" in line}
+env = " ".join(shlex.quote(e) for e in sys.argv[2:])
+for test in json.load(sys.stdin).get("tests", []):
+    if test["name"] in failed:
+        cwd = next((p["value"] for p in test.get("properties", [])
+                    if p["name"] == "WORKING_DIRECTORY"), ".")
+        command = shlex.join(test["command"])
+        print(f"  (cd {shlex.quote(cwd)} && env {env} {command})")
+' "${failed_log}" "$@"
+}
+
 summary=()
 failed=()
 for mode in ${MODES}; do
@@ -59,14 +89,21 @@ for mode in ${MODES}; do
     tsan) dir=build-tsan; flags=thread ;;
     *) echo "test-sanitize: unknown mode '${mode}' (asan, tsan)" >&2; exit 1 ;;
   esac
+  labels="${ASAN_LABELS:-^(unit|e2e)\$}"
+  [[ "${mode}" == tsan ]] && labels="${TSAN_LABELS:-^unit\$}"
+  read -r -a targets <<<"$(targets_for "${labels}")"
+  if [[ ${#targets[@]} -eq 0 ]]; then
+    echo "test-sanitize: label regex '${labels}' matches neither unit nor e2e" >&2
+    exit 1
+  fi
   start=$(date +%s)
-  echo "==== ${mode}: configure and build ${dir} (-fsanitize=${flags})"
+  echo "==== ${mode}: configure and build ${dir} (-fsanitize=${flags}): ${targets[*]}"
   if [[ ! -f "${dir}/build.ninja" ]]; then
     CC=gcc CXX=g++ cmake -S . -B "${dir}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DFUSERANK_CUDA=OFF -DFUSERANK_SANITIZE="${flags}" \
       -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" >/dev/null
   fi
-  cmake --build "${dir}" --target "${BINARIES[@]}" "${HELPERS[@]}" -j "${JOBS}"
+  cmake --build "${dir}" --target "${targets[@]}" -j "${JOBS}"
 
   env=()
   case "${mode}" in
@@ -87,11 +124,10 @@ for mode in ${MODES}; do
   esac
   built=$(date +%s)
 
-  labels="${ASAN_LABELS:-^(unit|e2e)\$}"
-  [[ "${mode}" == tsan ]] && labels="${TSAN_LABELS:-^unit\$}"
   exclude="$(exclude_pattern "${dir}")"
   echo "==== ${mode}: ctest -L '${labels}' in ${dir} (not run here: ${exclude})"
   rc=0
+  rm -f "${dir}/Testing/Temporary/LastTestsFailed.log"
   # shellcheck disable=SC2086
   env "${env[@]}" ctest --test-dir "${dir}" -L "${labels}" -E "${exclude}" \
     --output-on-failure -j "${JOBS}" --timeout "${TIMEOUT}" ${CTEST_ARGS:-} || rc=$?
@@ -100,6 +136,7 @@ for mode in ${MODES}; do
   if [[ ${rc} -ne 0 ]]; then
     status=FAIL
     failed+=("${mode}")
+    print_reproducers "${dir}" "${env[@]}"
   fi
   summary+=("$(printf 'sanitize %-5s %-4s build %4d s, tests %4d s (%s)' "${mode}" "${status}" \
     $((built - start)) $((end - built)) "${flags}")")

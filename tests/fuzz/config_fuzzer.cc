@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/config.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_verdict.h"
 
 namespace {
 
@@ -33,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fuserank::server;
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<Config> config = ParseConfig(text, kFile);
+  fuserank::fuzz::FuzzVerdict(config.ok(), config.status().message());
   if (!config.ok()) {
     CheckErrorLines(config.status(), kFile);
     return 0;

@@ -2,7 +2,9 @@
 # Regenerates the seed corpus under tests/fuzz/corpus/<target>/ (the files are committed;
 # run this only to change them). RankRequest seeds are text protos encoded with
 # `protoc --encode`; safetensors seeds are written byte by byte by python3; config and
-# model spec seeds are plain YAML. Each target gets a few valid and a few invalid inputs.
+# model spec seeds are plain YAML. Each target gets a few valid and a few invalid inputs:
+# a seed named valid_* must be accepted by the code under test and bad_* refused, which
+# scripts/test-fuzz.sh checks before fuzzing (FUSERANK_FUZZ_VERDICT, tests/fuzz/fuzz_verdict.h).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${ROOT}/tests/fuzz/corpus"
@@ -38,12 +40,12 @@ request bad_weight_count 'user_dense: [0, 0] user_features {name: "user_0" ids: 
 request bad_too_many_ids 'user_dense: [0, 0]
 user_features {name: "user_0" ids: [0, 1, 2, 3, 4, 5, 6, 7, 8]}'
 request bad_item_dense_count 'user_dense: [0, 0] candidates {dense: [1, 2]}'
-: >"${OUT}/request_decoder/empty.pb"
+: >"${OUT}/request_decoder/bad_empty.pb"
 
 # --- config
-cp "${ROOT}/config/fuserank.yaml" "${OUT}/config/default.yaml"
-: >"${OUT}/config/empty.yaml"
-cat >"${OUT}/config/models_list.yaml" <<'EOF'
+cp "${ROOT}/config/fuserank.yaml" "${OUT}/config/valid_default.yaml"
+: >"${OUT}/config/valid_empty.yaml"
+cat >"${OUT}/config/valid_models_list.yaml" <<'EOF'
 server: {listen: "127.0.0.1:0", admin_listen: "", metrics_listen: "", max_candidates: 64}
 engine: {device: cpu, streams: 2, max_batch_candidates: 64, queue_capacity: 8}
 models:
@@ -66,9 +68,21 @@ models: [{name: a, path: a.yaml}, 7]
 logging: {access_log_sample: 2}
 EOF
 printf 'server: {listen: "0.0.0.0:8700"\nengine: [\n' >"${OUT}/config/bad_syntax.yaml"
+cat >"${OUT}/config/valid_cache_host.yaml" <<'EOF'
+engine: {device: cpu, cpu_threads: 2, max_batch_wait_us: 0, cuda_graphs: false}
+cache: {hot_rows_per_table: 0, policy: frequency, rebuild_interval_seconds: 5, placement: host}
+model: {path: /models/m.yaml}
+logging: {level: "off"}
+EOF
+cat >"${OUT}/config/bad_tls.yaml" <<'EOF'
+server:
+  tls: {cert_file: /nonexistent/cert.pem, key_file: "", client_ca_file: ca.pem}
+  shutdown_grace_seconds: -1
+engine: {max_batch_candidates: 1, queue_capacity: 0}
+EOF
 
 # --- model_spec
-cat >"${OUT}/model_spec/dot.yaml" <<'EOF'
+cat >"${OUT}/model_spec/valid_dot.yaml" <<'EOF'
 name: demo
 version: "7"
 weights: demo.safetensors
@@ -82,7 +96,7 @@ interaction: dot
 cross_dim: 0
 top_mlp: [64, 32, 1]
 EOF
-cat >"${OUT}/model_spec/linear_int8.yaml" <<'EOF'
+cat >"${OUT}/model_spec/valid_linear_int8.yaml" <<'EOF'
 name: lin
 weights: /abs/lin.safetensors
 embedding_dtype: int8
@@ -92,21 +106,31 @@ interaction: linear
 cross_dim: 8
 top_mlp: [1]
 EOF
-cat >"${OUT}/model_spec/dense_only.yaml" <<'EOF'
+cat >"${OUT}/model_spec/valid_dense_only.yaml" <<'EOF'
 name: m
 weights: m.safetensors
 dense: {user: 2, item: 2}
 interaction: concat
 top_mlp: [1]
 EOF
-cat >"${OUT}/model_spec/bad.yaml" <<'EOF'
+cat >"${OUT}/model_spec/bad_fields.yaml" <<'EOF'
 name: ""
 tables: [{name: a, side: left, rows: -1, dim: 0}, {name: a, side: item, rows: 2147483648, dim: 4}]
 interaction: dot
 top_mlp: [4, 2]
 EOF
+cat >"${OUT}/model_spec/bad_types.yaml" <<'EOF'
+name: t
+weights: t.safetensors
+embedding_dtype: fp64
+tables: {name: a}
+dense: {user: many, item: -3}
+interaction: cross
+top_mlp: 1
+EOF
+printf 'name: s\ntables: [{name: a, side: user\ntop_mlp: [1]\n' >"${OUT}/model_spec/bad_syntax.yaml"
 
-# --- safetensors: header length (u64 LE), JSON header, data.
+# --- safetensors: header length (u64 LE), JSON header, data; or the fuzzer's bare form.
 python3 - "${OUT}/safetensors" <<'EOF'
 import struct, sys
 out = sys.argv[1]
@@ -126,9 +150,17 @@ st("bad_past_end", '{"a":{"dtype":"F64","shape":[4],"data_offsets":[0,32]}}', by
 st("bad_count", '{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', bytes(8))
 st("bad_dtype", '{"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}}', bytes(1))
 st("bad_json", '{"a":{"dtype":"F32","shape":[1,],"data_offsets":[0,4]}', bytes(4))
+# Bare form (tests/fuzz/safetensors_fuzzer.cc): JSON header then data, no length prefix.
+def bare(name, header, data=b""):
+    with open(f"{out}/{name}.safetensors", "wb") as f:
+        f.write(header.encode() + data)
+bare("valid_bare_three", '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+     '"b":{"dtype":"I16","shape":[2,1],"data_offsets":[4,8]},'
+     '"c":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}}', bytes(11))
+bare("bad_bare_shape", '{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}', bytes(4))
 with open(f"{out}/bad_header_length.safetensors", "wb") as f:
     f.write(struct.pack("<Q", 1 << 40) + b"{}")
-with open(f"{out}/short.safetensors", "wb") as f:
+with open(f"{out}/bad_short.safetensors", "wb") as f:
     f.write(b"\x02\x00\x00")
 EOF
 find "${OUT}" -type f | sort | sed "s|${ROOT}/||"

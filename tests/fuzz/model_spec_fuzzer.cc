@@ -8,11 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model_spec.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_verdict.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fuserank::engine;
   const std::string text(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(text, "/fuzz/models");
+  fuserank::fuzz::FuzzVerdict(spec.ok(), spec.status().message());
   if (!spec.ok()) {
     FUZZ_CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument,
                spec.status().ToString());

@@ -13,6 +13,7 @@
 #include "server/request_decoder.h"
 #include "tests/fuzz/batch_invariants.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_verdict.h"
 #include "tests/fuzz/reference_decode.h"
 #include "tests/testing/test_model.h"
 
@@ -67,8 +68,8 @@ const Fixture& GetFixture() {
   return *fixture;
 }
 
-// Appends `request` to `batch` and checks the outcome against the reference.
-void CheckAppend(const Fixture& f, const v1::RankRequest& request, engine::Batch* batch) {
+// Appends `request` to `batch`, checks the outcome against the reference and returns it.
+absl::Status CheckAppend(const Fixture& f, const v1::RankRequest& request, engine::Batch* batch) {
   const engine::Batch before = *batch;
   const absl::Status status = f.decoder->Append(request, batch);
   ReferenceResult expected = ReferenceDecode(*f.model, kLimits, request);
@@ -80,7 +81,7 @@ void CheckAppend(const Fixture& f, const v1::RankRequest& request, engine::Batch
                absl::StrCat("the error names no request field: ", message));
     FUZZ_CHECK(!expected.valid, absl::StrCat("the decoder rejected a valid request: ", message));
     FUZZ_CHECK(SameBatch(before, *batch), "a failed Append changed the batch");
-    return;
+    return status;
   }
   FUZZ_CHECK(expected.valid,
              absl::StrCat("the decoder accepted an invalid request (", expected.reason, ")"));
@@ -88,6 +89,7 @@ void CheckAppend(const Fixture& f, const v1::RankRequest& request, engine::Batch
   CheckBatchInvariants(*batch, kLimits);
   CheckLastRequest(*batch, expected);
   FUZZ_CHECK(batch->num_requests() == before.num_requests() + 1, "not exactly one request added");
+  return status;
 }
 
 }  // namespace
@@ -97,15 +99,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fuserank;
   const fuzz::Fixture& f = fuzz::GetFixture();
   v1::RankRequest request;
-  if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;  // not a message
+  if (!request.ParseFromArray(data, static_cast<int>(size))) {
+    fuzz::FuzzVerdict(false, "not a serialized RankRequest");
+    return 0;
+  }
 
   engine::Batch empty;
-  fuzz::CheckAppend(f, request, &empty);
+  const absl::Status status = fuzz::CheckAppend(f, request, &empty);
+  fuzz::FuzzVerdict(status.ok(), status.message());
 
   engine::Batch after_first;
   const absl::Status first = f.decoder->Append(f.first, &after_first);
   FUZZ_CHECK(first.ok(), first.ToString());
-  fuzz::CheckAppend(f, request, &after_first);
+  const absl::Status second = fuzz::CheckAppend(f, request, &after_first);
+  FUZZ_CHECK(second.ok() == status.ok(),
+             absl::StrCat("the verdict depends on the batch's earlier request: alone ",
+                          status.ToString(), ", after another ", second.ToString()));
 
   // A batch that holds another model's request is refused whatever the request.
   engine::Batch other;

@@ -1,6 +1,7 @@
 // libFuzzer target: ParseSafetensors on any bytes. It must never crash or read outside
 // the input; on success every view lies inside the data section (after the header), holds
-// dtype size x elements bytes, and no two views overlap.
+// dtype size x elements bytes, and no two views overlap. Inputs that start with '{' get
+// their header length prepended (see LLVMFuzzerTestOneInput).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -12,19 +13,24 @@
 #include "absl/strings/str_cat.h"
 #include "engine/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_verdict.h"
 
 volatile uint8_t g_sink = 0;
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+namespace {
+
+// Parses one file image and checks what ParseSafetensors made of it.
+void CheckFile(const uint8_t* data, size_t size) {
   using namespace fuserank;
   const auto* bytes = reinterpret_cast<const std::byte*>(data);
   std::map<std::string, std::string> metadata;
   absl::StatusOr<engine::TensorMap> tensors = engine::ParseSafetensors(bytes, size, &metadata);
+  fuzz::FuzzVerdict(tensors.ok(), tensors.status().message());
   if (!tensors.ok()) {
     FUZZ_CHECK(tensors.status().code() == absl::StatusCode::kInvalidArgument,
                tensors.status().ToString());
     FUZZ_CHECK(!tensors.status().message().empty(), "an error without a message");
-    return 0;
+    return;
   }
   FUZZ_CHECK(size >= 8, absl::StrCat("accepted ", size, " bytes"));
   uint64_t header_len = 0;
@@ -60,5 +66,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(extents[i - 1].second <= extents[i].first, "two tensors overlap");
   }
   g_sink = checksum;  // keeps the reads from being optimised away
+}
+
+}  // namespace
+
+// An input is a safetensors file, or, when it starts with '{', a bare JSON header (up to and
+// including its last '}') followed by the data: the 8-byte header length is then prepended
+// here, so that mutations of the JSON are not all spoilt by a length that no longer matches.
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0 || data[0] != '{') {
+    CheckFile(data, size);
+    return 0;
+  }
+  size_t header = size;
+  while (header > 0 && data[header - 1] != '}') --header;  // 0 when there is no '}'
+  // An exact-size heap copy, so ASan still catches any read past the end.
+  std::vector<uint8_t> file(8 + size);
+  for (int i = 0; i < 8; ++i) {
+    file[i] = static_cast<uint8_t>(static_cast<uint64_t>(header) >> (8 * i));
+  }
+  std::copy(data, data + size, file.begin() + 8);
+  CheckFile(file.data(), file.size());
   return 0;
 }
