@@ -173,19 +173,15 @@ int SizeIndex(int candidates) {
   return 0;
 }
 
-void BM_EngineRun(benchmark::State& state) {
-  BenchEnv& env = Env();
-  const int candidates = static_cast<int>(state.range(0));
-  BackendOptions options;
-  options.workers = 1;
-  options.cpu_threads = static_cast<int>(state.range(1));
-  std::unique_ptr<Backend> backend = CreateCpuBackend(env.model, options);
-  const std::vector<Batch>& batches = env.batches[SizeIndex(candidates)];
+// The timed loop of the Run() benchmarks: worker 0 runs the batches in turn; returns the
+// stage seconds summed over the iterations.
+StageTimes RunBatches(benchmark::State& state, Backend& backend,
+                      const std::vector<Batch>& batches) {
   BatchResult result;
   StageTimes stages;
   size_t i = 0;
   for (auto _ : state) {
-    if (absl::Status status = backend->Run(0, batches[i++ % batches.size()], &result);
+    if (absl::Status status = backend.Run(0, batches[i++ % batches.size()], &result);
         !status.ok()) {
       state.SkipWithError(std::string(status.message()).c_str());
       break;
@@ -195,6 +191,17 @@ void BM_EngineRun(benchmark::State& state) {
     stages.dnn += result.stages.dnn;
     stages.topk += result.stages.topk;
   }
+  return stages;
+}
+
+void BM_EngineRun(benchmark::State& state) {
+  BenchEnv& env = Env();
+  const int candidates = static_cast<int>(state.range(0));
+  BackendOptions options;
+  options.workers = 1;
+  options.cpu_threads = static_cast<int>(state.range(1));
+  std::unique_ptr<Backend> backend = CreateCpuBackend(env.model, options);
+  const StageTimes stages = RunBatches(state, *backend, env.batches[SizeIndex(candidates)]);
   state.SetItemsProcessed(state.iterations() * candidates);
   const double n = static_cast<double>(std::max<int64_t>(1, state.iterations()));
   state.counters["lookup_us"] = 1e6 * stages.lookup / n;
@@ -247,16 +254,7 @@ void BM_EngineRunHot(benchmark::State& state) {
   options.hot_rows = mode >= 1 ? manager.get() : nullptr;
   options.sample_accesses = mode == 3;
   std::unique_ptr<Backend> backend = CreateCpuBackend(env.model, options);
-  const std::vector<Batch>& batches = env.batches[SizeIndex(candidates)];
-  BatchResult result;
-  size_t i = 0;
-  for (auto _ : state) {
-    if (absl::Status status = backend->Run(0, batches[i++ % batches.size()], &result);
-        !status.ok()) {
-      state.SkipWithError(std::string(status.message()).c_str());
-      break;
-    }
-  }
+  RunBatches(state, *backend, env.batches[SizeIndex(candidates)]);
   state.SetItemsProcessed(state.iterations() * candidates);
   uint64_t hits = 0, lookups = 0;
   for (const TableHotRowsStatus& t : manager->Get({})->tables) {
