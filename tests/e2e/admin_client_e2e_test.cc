@@ -27,9 +27,12 @@ struct ShellResult {
   std::string output;  // stdout and stderr
 };
 
+// Runs `command` with /bin/sh, without LD_PRELOAD: the Python client must not inherit a
+// library preloaded into this test (the TSan runs preload one that only our binaries
+// can use).
 ShellResult Shell(const std::string& command) {
   ShellResult run;
-  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
+  FILE* pipe = popen(absl::StrCat("env -u LD_PRELOAD ", command, " 2>&1").c_str(), "r");
   if (pipe == nullptr) return run;
   char buffer[4096];
   for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) run.output.append(buffer, n);
