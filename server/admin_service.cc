@@ -99,38 +99,51 @@ absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
   return status;
 }
 
-grpc::ServerUnaryReactor* AdminService::SetHotRows(grpc::CallbackServerContext* context,
-                                                   const v1::SetHotRowsRequest* request,
-                                                   v1::HotRowsStatus* response) {
+grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContext* context, Rpc rpc,
+                                                      const char* method, const std::string& model,
+                                                      v1::HotRowsStatus* response,
+                                                      HotRowsChange change) {
   const Clock::time_point start = Clock::now();
-  const absl::Status authorized = Authorize(*context, "SetHotRows");
-  if (!authorized.ok()) return Finish(context, Rpc::kSetHotRows, start, authorized);
+  const absl::Status authorized = Authorize(*context, method);
+  if (!authorized.ok()) return Finish(context, rpc, start, authorized);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  RunInBackground([this, request, response, reactor, start, peer = context->peer()] {
-    std::vector<engine::TableIds> tables;
-    tables.reserve(request->tables_size());
-    for (const v1::TableHotRows& t : request->tables()) {
-      tables.push_back({t.table(), absl::MakeConstSpan(t.ids().data(), t.ids().size())});
-    }
+  RunInBackground([this, rpc, method, &model, response, reactor, start, peer = context->peer(),
+                   change = std::move(change)] {
     std::string done;
-    const absl::Status status = models_->ChangeServingVersion(
-        request->model(), [&](const ServedModel& served) -> absl::Status {
+    const absl::Status status =
+        models_->ChangeServingVersion(model, [&](const ServedModel& served) -> absl::Status {
           RETURN_IF_ERROR(NeedsCache(served));
-          absl::StatusOr<engine::HotRowsStatus> result = served.hot_rows->Set(tables);
+          absl::StatusOr<engine::HotRowsStatus> result = change(served);
           if (!result.ok()) return result.status();
           ToProto(*result, response);
           done = Describe(served, *result);
           return absl::OkStatus();
         });
     if (status.ok()) {
-      spdlog::info("admin SetHotRows from {}: {}", peer, done);
+      spdlog::info("admin {} from {}: {}", method, peer, done);
     } else {
-      spdlog::warn("admin SetHotRows from {} refused, nothing changed: {}", peer,
+      spdlog::warn("admin {} from {} refused, nothing changed: {}", method, peer,
                    std::string(status.message()));
     }
-    Complete(reactor, Rpc::kSetHotRows, start, status);
+    Complete(reactor, rpc, start, status);
   });
   return reactor;
+}
+
+grpc::ServerUnaryReactor* AdminService::SetHotRows(grpc::CallbackServerContext* context,
+                                                   const v1::SetHotRowsRequest* request,
+                                                   v1::HotRowsStatus* response) {
+  // `request` lives until the call finishes, so the id spans stay valid in the background.
+  return ChangeHotRows(
+      context, Rpc::kSetHotRows, "SetHotRows", request->model(), response,
+      [request](const ServedModel& served) {
+        std::vector<engine::TableIds> tables;
+        tables.reserve(request->tables_size());
+        for (const v1::TableHotRows& t : request->tables()) {
+          tables.push_back({t.table(), absl::MakeConstSpan(t.ids().data(), t.ids().size())});
+        }
+        return served.hot_rows->Set(tables);
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::GetHotRows(grpc::CallbackServerContext* context,
@@ -155,38 +168,19 @@ grpc::ServerUnaryReactor* AdminService::GetHotRows(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* AdminService::RebuildHotRows(grpc::CallbackServerContext* context,
                                                        const v1::RebuildHotRowsRequest* request,
                                                        v1::HotRowsStatus* response) {
-  const Clock::time_point start = Clock::now();
-  const absl::Status authorized = Authorize(*context, "RebuildHotRows");
-  if (!authorized.ok()) return Finish(context, Rpc::kRebuildHotRows, start, authorized);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  RunInBackground([this, request, response, reactor, start, peer = context->peer()] {
-    const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
-    std::string done;
-    const absl::Status status = models_->ChangeServingVersion(
-        request->model(), [&](const ServedModel& served) -> absl::Status {
-          RETURN_IF_ERROR(NeedsCache(served));
-          if (!served.hot_rows->samples_accesses()) {
-            // The static policy observes no accesses: a rebuild would empty every set.
-            return absl::FailedPreconditionError(absl::StrCat(
-                "model '", served.name,
-                "': cache.policy is static, so no access frequencies are observed to rebuild "
-                "from; set cache.policy: frequency, or install sets with SetHotRows"));
-          }
-          absl::StatusOr<engine::HotRowsStatus> result = served.hot_rows->Rebuild(tables);
-          if (!result.ok()) return result.status();
-          ToProto(*result, response);
-          done = Describe(served, *result);
-          return absl::OkStatus();
-        });
-    if (status.ok()) {
-      spdlog::info("admin RebuildHotRows from {}: {}", peer, done);
-    } else {
-      spdlog::warn("admin RebuildHotRows from {} refused, nothing changed: {}", peer,
-                   std::string(status.message()));
-    }
-    Complete(reactor, Rpc::kRebuildHotRows, start, status);
-  });
-  return reactor;
+  return ChangeHotRows(
+      context, Rpc::kRebuildHotRows, "RebuildHotRows", request->model(), response,
+      [request](const ServedModel& served) -> absl::StatusOr<engine::HotRowsStatus> {
+        if (!served.hot_rows->samples_accesses()) {
+          // The static policy observes no accesses: a rebuild would empty every set.
+          return absl::FailedPreconditionError(absl::StrCat(
+              "model '", served.name,
+              "': cache.policy is static, so no access frequencies are observed to rebuild "
+              "from; set cache.policy: frequency, or install sets with SetHotRows"));
+        }
+        const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
+        return served.hot_rows->Rebuild(tables);
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext* context,

@@ -14,11 +14,14 @@
 #include <chrono>
 #include <functional>
 #include <list>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/hot_row_manager.h"
 #include "fuserank/v1/admin.grpc.pb.h"
 #include "server/admin_auth.h"
 #include "server/metrics.h"
@@ -62,6 +65,16 @@ class AdminService final : public v1::Admin::CallbackService {
   absl::Status Authorize(const grpc::CallbackServerContext& context, absl::string_view method);
   // Runs `work` on a thread of its own (joined by the destructor).
   void RunInBackground(std::function<void()> work);
+  // Called with the serving version of the model; returns the hot-row status after the
+  // change (or why it was refused: then nothing changed).
+  using HotRowsChange =
+      std::function<absl::StatusOr<engine::HotRowsStatus>(const ServedModel& served)>;
+  // SetHotRows / RebuildHotRows: authorizes, then runs `change` in the background under
+  // ServedModels::ChangeServingVersion (never beside a reload of `model`), fills
+  // `response`, logs the outcome and finishes the call, counted under `rpc`.
+  grpc::ServerUnaryReactor* ChangeHotRows(grpc::CallbackServerContext* context, Rpc rpc,
+                                          const char* method, const std::string& model,
+                                          v1::HotRowsStatus* response, HotRowsChange change);
 
   Metrics* const metrics_;
   ServedModels* const models_;
