@@ -23,8 +23,8 @@ struct BackendOptions {
   int max_batch_candidates = 8192;
   // The model's hot-row sets (cache.*), or null for none. The CPU backend reads hot rows
   // from the current snapshot's compact copies and adds each batch's hits and misses to
-  // the manager's counters; the CUDA backend does not use them yet. Must outlive the
-  // backend.
+  // the manager's counters; the CUDA backend has no hot-row tier yet (every table is
+  // wholly in device memory) and records every lookup as a miss. Must outlive the backend.
   HotRowManager* hot_rows = nullptr;
   // cache.policy: frequency: sample row accesses into hot_rows' frequency sketches.
   bool sample_accesses = false;

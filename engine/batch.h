@@ -64,11 +64,14 @@ struct BatchResult {
   std::vector<uint32_t> result_begin{0};
   std::vector<ScoredIndex> items;
   StageTimes stages;
+  // CUDA: graph captures that failed during this batch (it was still scored, eagerly).
+  uint32_t graph_capture_failures = 0;
 
   void Clear() {
     result_begin.assign(1, 0);
     items.clear();
     stages = {};
+    graph_capture_failures = 0;
   }
 };
 

@@ -257,6 +257,7 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   }
   RequestResult request_result;
   request_result.stages = result->stages;
+  request_result.graph_capture_failures = result->graph_capture_failures;
   request_result.batch_candidates = batch->num_candidates();
   request_result.batch_requests = static_cast<int>(parts.size());
   for (size_t r = 0; r < parts.size(); ++r) {

@@ -44,6 +44,7 @@ using BatcherClock = std::chrono::steady_clock;
 struct RequestResult {
   absl::Span<const ScoredIndex> items;  // its top-K, best first
   StageTimes stages;                    // of the whole batch it ran in
+  uint32_t graph_capture_failures = 0;  // of the whole batch (BatchResult)
   double queue_seconds = 0;             // Submit() -> the start of its batch's Run()
   int batch_candidates = 0;             // candidates of the batch it ran in
   int batch_requests = 0;               // requests of the batch it ran in

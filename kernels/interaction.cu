@@ -5,6 +5,7 @@
 
 #include "kernels/batch_layout.h"
 #include "kernels/interaction.h"
+#include "kernels/launch_error.h"
 #include "kernels/layout_math.h"
 
 namespace fuserank::kernels {
@@ -99,6 +100,7 @@ cudaError_t LaunchDotInteraction(const DotArgs& a, cudaStream_t stream) {
   if (per_warp > kMaxSharedPerBlock) return cudaErrorInvalidValue;
   int warps = static_cast<int>(kMaxSharedPerBlock / per_warp);
   if (warps > kMaxWarpsPerBlock) warps = kMaxWarpsPerBlock;
+  ClearStaleLaunchError();
   DotInteractionKernel<<<Blocks(a.max_candidates, warps), warps * 32, warps * per_warp, stream>>>(
       a);
   return cudaGetLastError();
@@ -110,6 +112,7 @@ cudaError_t LaunchConcatUser(const ConcatUserArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   constexpr int kWarps = 8;
+  ClearStaleLaunchError();
   ConcatUserKernel<<<Blocks(a.max_candidates, kWarps), kWarps * 32, 0, stream>>>(a);
   return cudaGetLastError();
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/batch_layout.h"
+#include "kernels/launch_error.h"
 #include "kernels/layout_math.h"
 #include "kernels/lookup.h"
 
@@ -302,6 +303,7 @@ cudaError_t LaunchPooledLookup(const LookupArgs& a, cudaStream_t stream) {
                          uint64_t{a.max_requests} * a.user_tables +
                          (a.d_dense_out != nullptr ? a.max_candidates : 0);
   if (tasks == 0) return cudaSuccess;
+  ClearStaleLaunchError();
   switch (a.lanes) {
     case 4:
       PooledLookupKernel<4><<<Blocks(tasks, kThreads / 4), kThreads, 0, stream>>>(a);
@@ -327,6 +329,7 @@ cudaError_t LaunchGatherUniqueRows(const GatherArgs& a, cudaStream_t stream) {
       a.stride % 16 != 0) {
     return cudaErrorInvalidValue;
   }
+  ClearStaleLaunchError();
   GatherUniqueRowsKernel<<<Blocks(a.max_unique, kThreads / 32), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }

@@ -1,3 +1,4 @@
+#include "kernels/launch_error.h"
 #include "kernels/probe.h"
 
 namespace fuserank::kernels {
@@ -9,6 +10,7 @@ __global__ void ProbeKernel(uint32_t* out) { *out = kProbeValue; }
 
 cudaError_t LaunchProbe(uint32_t* d_out, cudaStream_t stream) {
   if (d_out == nullptr) return cudaErrorInvalidValue;
+  ClearStaleLaunchError();
   ProbeKernel<<<1, 1, 0, stream>>>(d_out);
   return cudaGetLastError();
 }

@@ -5,6 +5,7 @@
 #include <cub/block/block_radix_sort.cuh>
 
 #include "kernels/batch_layout.h"
+#include "kernels/launch_error.h"
 #include "kernels/topk.h"
 #include "kernels/topk_keys.h"
 
@@ -53,6 +54,7 @@ template <int kShape>
 cudaError_t Launch(const TopKArgs& a, cudaStream_t stream) {
   constexpr TopKShape s = kTopKShapes[kShape];
   const uint32_t blocks = a.max_requests < kMaxBlocks ? a.max_requests : kMaxBlocks;
+  ClearStaleLaunchError();
   SegmentedTopKKernel<s.threads, s.items><<<blocks, s.threads, 0, stream>>>(a);
   return cudaGetLastError();
 }

@@ -45,12 +45,20 @@ FUSERANK_HD float FromOrderedBits(uint32_t k) {
   return BitsToFloat((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
 }
 
-// Key for an ascending sort that yields descending scores. Exactly invertible.
-FUSERANK_HD uint32_t DescendingKey(float score) { return ~OrderedBits(score); }
+// Key of every NaN score, whatever its sign and payload: after every number (-inf's key
+// is 0xFF800000) and before the padding, so NaNs rank last and among themselves by index,
+// as engine::RanksBefore orders them. It maps back to a (negative, quiet) NaN.
+inline constexpr uint32_t kNanKey = 0xFFFFFFFEu;
+
+// Key for an ascending sort that yields descending scores (NaN last). Exactly invertible
+// for every non-NaN score; every NaN comes back as one NaN.
+FUSERANK_HD uint32_t DescendingKey(float score) {
+  return score != score ? kNanKey : ~OrderedBits(score);
+}
 FUSERANK_HD float ScoreFromDescendingKey(uint32_t key) { return FromOrderedBits(~key); }
 
-// Key of the padding slots of a block: after every real score (stability keeps real
-// items, which come first in the input, ahead even of an equal key).
+// Key of the padding slots of a block: after every real score, NaN included (stability
+// keeps real items, which come first in the input, ahead even of an equal key).
 inline constexpr uint32_t kPaddingKey = 0xFFFFFFFFu;
 
 // The sigmoid that turns the last layer's logit into the score (SPEC section 2, step 5).

@@ -165,11 +165,18 @@ void CheckEngine(const Config& config, ConfigErrors* errors) {
 void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
   CheckRange("cache.hot_rows_per_table", cache.hot_rows_per_table, 0, 1 << 29, errors);
   CheckRange("cache.rebuild_interval_seconds", cache.rebuild_interval_seconds, 1, 86400, errors);
-  CheckRange("cache.shared_memory_rows", cache.shared_memory_rows, 0, 1 << 20, errors);
-  if (cache.shared_memory_rows > cache.hot_rows_per_table) {
+  // Reserved for the CUDA backend's hot-row tier, which does not exist yet: a value other
+  // than the default would be accepted and ignored, so it is refused.
+  if (cache.placement != CachePlacement::kDevice) {
+    errors->Add("cache.placement",
+                "only 'device' is implemented (every table stays wholly in the serving "
+                "device's memory); 'host' is not implemented yet");
+  }
+  if (cache.shared_memory_rows != 0) {
     errors->Add("cache.shared_memory_rows",
-                absl::StrCat("must not exceed cache.hot_rows_per_table (", cache.hot_rows_per_table,
-                             "), got ", cache.shared_memory_rows));
+                absl::StrCat("only 0 is implemented (no hot rows are staged in GPU shared "
+                             "memory yet), got ",
+                             cache.shared_memory_rows));
   }
 }
 

@@ -97,6 +97,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                            .Help("Candidates per batch run by the engine")
                            .Register(*registry_)
                            .Add({}, CandidateBuckets());
+  graph_capture_failures_ = &prometheus::BuildCounter()
+                                 .Name("fuserank_graph_capture_failures_total")
+                                 .Help(
+                                     "CUDA graph captures that failed; those batches ran "
+                                     "without a graph and the capture is retried with backoff")
+                                 .Register(*registry_)
+                                 .Add({});
   inflight_ = &prometheus::BuildGauge()
                    .Name("fuserank_inflight_requests")
                    .Help("Rank RPCs received and not yet finished")
@@ -195,18 +202,30 @@ void Metrics::RecordStage(Stage stage, double seconds) {
 
 void Metrics::RecordBatchCandidates(int candidates) { batch_candidates_->Observe(candidates); }
 
+void Metrics::AddGraphCaptureFailures(uint32_t failures) {
+  graph_capture_failures_->Increment(failures);
+}
+
 void Metrics::AddInflight(int delta) { inflight_->Increment(delta); }
 
 void Metrics::SetQueueDepth(int depth) { queue_depth_->Set(depth); }
 
+namespace {
+
+// The `device` label is the kind of device: "cuda:0" is exported as "cuda".
+std::string DeviceKind(const std::string& device) { return device.substr(0, device.find(':')); }
+
+}  // namespace
+
 void Metrics::SetModelInfo(const std::string& model, const std::string& version,
                            const std::string& device) {
-  model_info_->Add({{"model", model}, {"version", version}, {"device", device}}).Set(1);
+  model_info_->Add({{"model", model}, {"version", version}, {"device", DeviceKind(device)}}).Set(1);
 }
 
 void Metrics::RemoveModelInfo(const std::string& model, const std::string& version,
                               const std::string& device) {
-  const prometheus::Labels labels{{"model", model}, {"version", version}, {"device", device}};
+  const prometheus::Labels labels{
+      {"model", model}, {"version", version}, {"device", DeviceKind(device)}};
   if (model_info_->Has(labels)) model_info_->Remove(&model_info_->Add(labels));
 }
 

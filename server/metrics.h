@@ -60,9 +60,13 @@ class Metrics {
   void RecordRequest(Rpc rpc, grpc::StatusCode code, double seconds);
   void RecordStage(Stage stage, double seconds);
   void RecordBatchCandidates(int candidates);
+  // fuserank_graph_capture_failures_total: CUDA graph captures that failed (the batch
+  // was scored without a graph; the capture is retried with backoff).
+  void AddGraphCaptureFailures(uint32_t failures);
   void AddInflight(int delta);
   void SetQueueDepth(int depth);
-  // fuserank_model_info{model, version, device} = 1.
+  // fuserank_model_info{model, version, device} = 1; `device` is a Backend::device()
+  // ("cpu", "cuda:0"), exported as its kind ("cpu", "cuda").
   void SetModelInfo(const std::string& model, const std::string& version,
                     const std::string& device);
   // Drops that series (a version retired by a reload); no-op when it does not exist.
@@ -96,6 +100,7 @@ class Metrics {
   std::array<prometheus::Histogram*, kNumRpcs> request_duration_{};
   std::array<prometheus::Histogram*, kNumStages> stage_duration_{};
   prometheus::Histogram* batch_candidates_ = nullptr;
+  prometheus::Counter* graph_capture_failures_ = nullptr;
   prometheus::Gauge* inflight_ = nullptr;
   prometheus::Gauge* queue_depth_ = nullptr;
   prometheus::Gauge* hot_rows_version_ = nullptr;

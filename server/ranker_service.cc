@@ -171,6 +171,9 @@ void RankerService::OnScored(Call* call, const absl::Status& status,
     metrics_->RecordStage(Stage::kQueue, result.queue_seconds);
     if (result.position == 0) {  // once per batch
       metrics_->RecordBatchCandidates(result.batch_candidates);
+      if (result.graph_capture_failures > 0) {
+        metrics_->AddGraphCaptureFailures(result.graph_capture_failures);
+      }
       metrics_->RecordStage(Stage::kLookup, result.stages.lookup);
       metrics_->RecordStage(Stage::kCross, result.stages.cross);
       metrics_->RecordStage(Stage::kDnn, result.stages.dnn);

@@ -1,32 +1,36 @@
 #!/usr/bin/env bash
-# The GPU check of issue 4 in two halves.
+# The GPU check, in two halves (docs/gpu.md, "Running the GPU check"):
 #
-#   bench/gpu/check.sh bundle   here (no GPU needed): builds Release for sm_90 with the
-#                               CUDA backend and collects gpu_tests, fuserank-gpu-bench,
-#                               fuserank-server, libfuserank_cuda.so and the non-system
-#                               shared libraries they load into ./.bundle (stripped,
-#                               ignored by git, < 64 MiB).
-#   bench/gpu/check.sh run      on the GPU machine, from the repository root with
-#                               .bundle carried: GPU tests, one memcheck run, the kernel
-#                               and per-batch benchmarks, the PyTorch peer; logs into
-#                               $OUT (default bench/out/gpu); a short table printed last.
-#                               Stays under 8 minutes (each step has a timeout).
-# Environment: BUILD_DIR (build-cuda), CUDA_ARCH (90), JOBS (2), OUT.
+#   bench/gpu/check.sh bundle      here (no GPU needed): builds Release for sm_90 with the
+#                                  CUDA backend and collects the binaries below and the
+#                                  non-system shared libraries they load into ./.bundle
+#                                  (stripped, ignored by git, < 60 MiB).
+#   bench/gpu/check.sh run tests   on the GPU machine, from the repository root with .bundle
+#                                  carried: smoke, every GPU test suite in its own process,
+#                                  memcheck (run_tests.sh); <= CHECK_BUDGET_S (270) s.
+#   bench/gpu/check.sh run bench   on the GPU machine: kernel benchmarks, the PyTorch peer,
+#                                  the server end to end on the GPU (run_bench.sh); <= 280 s.
+#
+# Each run writes its logs, XML reports and summary.txt into $OUT (default bench/out/gpu)
+# and ends with one line, `gpu-check: PASS (...)` or `gpu-check: FAIL (...)`; the exit
+# status matches it.
+# Environment: BUILD_DIR (build-cuda), CUDA_ARCH (90), JOBS (2), OUT, CHECK_BUDGET_S.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUNDLE=$ROOT/.bundle
+export BUNDLE=$ROOT/.bundle
+BINARIES=(gpu_tests fuserank-gpu-bench fuserank-server fuserank-bench fuserank-gen-model
+  fuserank-score-compare)
 
 bundle() {
   set -e
   local build=$ROOT/${BUILD_DIR:-build-cuda}
   cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSERANK_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >/dev/null
-  cmake --build "$build" -j "${JOBS:-2}" --target gpu_tests fuserank-gpu-bench fuserank_cuda \
-    fuserank-server
+  cmake --build "$build" -j "${JOBS:-2}" --target "${BINARIES[@]}" fuserank_cuda
   rm -rf "$BUNDLE"
   mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
-  cp "$build/bin/gpu_tests" "$build/bin/fuserank-gpu-bench" "$build/bin/fuserank-server" \
-    "$BUNDLE/bin/"
+  local b
+  for b in "${BINARIES[@]}"; do cp "$build/bin/$b" "$BUNDLE/bin/"; done
   cp "$build/lib/libfuserank_cuda.so" "$BUNDLE/lib/"
   # Shared libraries to carry: all but glibc, libstdc++/libgcc_s (newer on the GPU image)
   # and the CUDA libraries (the GPU image has its own).
@@ -50,54 +54,29 @@ bundle() {
   fi
 }
 
-# Runs one step with a time limit; notes its exit status in $OUT/steps.txt.
-step() {
-  local name=$1 limit=$2 log=$3
-  shift 3
-  local t0=$SECONDS
-  echo "== $name (limit ${limit}s)"
-  timeout --kill-after=5 "$limit" "$@" >"$OUT/$log" 2>&1
-  local rc=$?
-  printf '%-12s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$log" | tee -a "$OUT/steps.txt"
-  tail -n 3 "$OUT/$log"
-}
-
 run() {
-  OUT=${OUT:-$ROOT/bench/out/gpu}
+  export OUT=${OUT:-$ROOT/bench/out/gpu}
   mkdir -p "$OUT"
-  : >"$OUT/steps.txt"
-  [[ -x $BUNDLE/bin/gpu_tests ]] || { echo "no bundle at $BUNDLE: run 'check.sh bundle' first" >&2; exit 1; }
-  local image_ld=${LD_LIBRARY_PATH:-}  # PyTorch runs on the image's own libraries
-  export LD_LIBRARY_PATH="$BUNDLE/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-  if ! ldconfig -p | grep -q 'libcublasLt.so.13' && [[ ! -e /usr/local/cuda/lib64/libcublasLt.so.13 ]]; then
-    local torch_cublas
-    torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
-    [[ -n $torch_cublas ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$torch_cublas"
+  if [[ ! -x $BUNDLE/bin/gpu_tests ]]; then
+    echo "gpu-check: FAIL (no bundle at $BUNDLE: run 'bench/gpu/check.sh bundle' first and carry .bundle)"
+    exit 1
   fi
-  {
-    nvidia-smi
-    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-    ldd "$BUNDLE/lib/libfuserank_cuda.so" "$BUNDLE/bin/gpu_tests"
-    cat "$BUNDLE/MANIFEST"
-  } >"$OUT/env.txt" 2>&1
   cd "$ROOT" || exit 1
-  step "gpu_tests" 170 gpu_tests.log "$BUNDLE/bin/gpu_tests" --gtest_brief=1
-  if command -v compute-sanitizer >/dev/null; then
-    step "memcheck" 75 memcheck.log compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$BUNDLE/bin/gpu_tests" --gtest_brief=1 \
-      --gtest_filter='Tables/LookupKernelTest.*/fp16_dim12_reorder:Widths/DotKernelTest.*/dim12_noz:Sizes/TopKKernelTest.*/127_128_129_ties:Models/CudaPipelineTest.*/dot_fp32_dim32_graphs'
-  fi
-  step "gpu_bench" 130 gpu_bench.log "$BUNDLE/bin/fuserank-gpu-bench"
-  step "torch_peer" 100 torch_peer.log env LD_LIBRARY_PATH="$image_ld" PYTHONUNBUFFERED=1 \
-    python3 "$ROOT/bench/gpu/torch_peer_gpu.py"
-  python3 "$ROOT/bench/gpu/summarize.py" "$OUT" | tee "$OUT/summary.txt"
+  case "${1:-}" in
+    tests) exec bash "$ROOT/bench/gpu/run_tests.sh" ;;
+    bench) exec bash "$ROOT/bench/gpu/run_bench.sh" ;;
+    *)
+      echo "usage: $0 run tests|bench" >&2
+      exit 2
+      ;;
+  esac
 }
 
 case "${1:-}" in
   bundle) bundle ;;
-  run) run ;;
+  run) run "${2:-}" ;;
   *)
-    echo "usage: $0 bundle|run" >&2
+    echo "usage: $0 bundle | run tests | run bench" >&2
     exit 2
     ;;
 esac

@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
-"""Prints the table of a GPU check run from the logs in OUT (check.sh run).
+"""The verdict of a GPU check run (bench/gpu/check.sh run tests|bench), from its files.
 
-Reads gpu_tests.log (gtest summary), memcheck.log, gpu_bench.log and torch_peer.log
-(one JSON object per line) and sets the figures against issue 4's targets.
-usage: summarize.py OUT
+Its last line is `gpu-check: PASS (...)` or `gpu-check: FAIL (...)` with the counts and
+the failed steps, and the exit status matches (0 / 1). The rules, so that no run can pass
+while testing nothing:
+  tests: every suite of suites.py ran in its own process and wrote its XML report; each ran
+         at least one test; none failed and none skipped (on the GPU machine a GPU test
+         that would skip fails instead, FUSERANK_REQUIRE_GPU=1); every step exited 0;
+         memcheck found no error. A memcheck that could not run is reported, not hidden.
+  bench: every step exited 0; the server on the GPU scored every compared request within
+         2e-6 of the same server on the CPU, in the same order but for exact ties; the
+         /metrics check passed.
+usage: summarize.py tests|bench OUT
 """
 
 import json
@@ -11,85 +19,228 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gtest_xml  # noqa: E402
+import suites  # noqa: E402
+
+MAX_SCORE_DIFF = 2e-6
+
+
+def read_steps(out):
+    """{name: (rc, seconds, log)} from steps.tsv (check.sh writes one line per step)."""
+    steps = {}
+    path = os.path.join(out, "steps.tsv")
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) >= 4:
+                steps[parts[0]] = (int(parts[1]), parts[2], parts[3])
+    return steps
+
+
+def last_error_line(out, log):
+    """The last line of `log` that names an error, to say where a crash happened."""
+    path = os.path.join(out, log)
+    if not os.path.exists(path):
+        return ""
+    hits = [l.strip() for l in open(path, errors="replace")
+            if re.search(r"error|Failure|FATAL|Segmentation|Aborted|illegal", l, re.I)]
+    return hits[-1][:160] if hits else ""
+
+
+def rc_text(rc):
+    return {124: "timed out", 137: "killed after its time limit", 139: "segfault",
+            134: "aborted", 133: "trapped (SIGTRAP)", 125: "not started (time budget spent)"
+            }.get(rc, f"exit {rc}")
+
+
+def summarize_suite(out, name, steps, failures):
+    """One line for suite `name`; appends to `failures` why it failed, if it did."""
+    step = steps.get(f"suite:{name}")
+    if step is None:
+        failures.append(f"{name}: not run")
+        return f"{name:12} not run"
+    rc, seconds, log = step
+    counts = gtest_xml.read(os.path.join(out, "xml", f"{name}.xml"))
+    if counts.error:
+        where = last_error_line(out, log)
+        failures.append(f"{name}: {counts.error.split(' (')[0]}, {rc_text(rc)}")
+        return f"{name:12} FAIL {counts.error}; {rc_text(rc)}; {where}"
+    line = (f"{name:12} ran {counts.ran:4}  passed {counts.passed:4}  failed {counts.failed:3}  "
+            f"skipped {counts.skipped:3}  {seconds:>4}s")
+    problems = []
+    if counts.ran == 0:
+        problems.append("no test ran")
+    if counts.failed:
+        problems.append(f"{counts.failed} failed")
+    if counts.skipped:
+        problems.append(f"{counts.skipped} skipped")
+    if rc != 0 and not counts.failed:
+        problems.append(rc_text(rc))
+    if problems:
+        first = f" (first: {counts.first_failure})" if counts.first_failure else ""
+        failures.append(f"{name}: {', '.join(problems)}{first}")
+        for test in counts.failed_tests[:5] + counts.skipped_tests[:3]:
+            line += f"\n{'':14}{test}"
+    return line
+
+
+def memcheck_state(out, steps, failures):
+    """'N errors', or why it did not run; appends a failure where it found errors."""
+    step = steps.get("memcheck")
+    path = os.path.join(out, "memcheck.log")
+    text = open(path, errors="replace").read() if os.path.exists(path) else ""
+    m = re.search(r"memcheck: not run \(([^)]*)\)", text)
+    if m:
+        return f"not run ({m.group(1)})"
+    if step is None:
+        return "not run (the run stopped before it)"
+    rc = step[0]
+    summary = re.findall(r"ERROR SUMMARY: (\d+) error", text)
+    errors = int(summary[-1]) if summary else None
+    counts = gtest_xml.read(os.path.join(out, "xml", "memcheck.xml"))
+    if errors:
+        failures.append(f"memcheck: {errors} errors")
+        return f"{errors} errors"
+    if errors is None or rc in (124, 137):
+        failures.append(f"memcheck: no summary, {rc_text(rc)}")
+        return f"no summary ({rc_text(rc)})"
+    if counts.error or counts.failed or counts.skipped or counts.ran == 0:
+        failures.append("memcheck: its tests did not all pass")
+        return f"0 errors, but its tests: ran {counts.ran}, failed {counts.failed}"
+    return f"0 errors in {counts.ran} tests"
+
+
+def verdict(failures, detail):
+    if failures:
+        print(f"gpu-check: FAIL ({'; '.join(failures)})")
+        return 1
+    print(f"gpu-check: PASS ({detail})")
+    return 0
+
+
+def summarize_tests(out):
+    steps = read_steps(out)
+    failures = []
+    print("\n==== fuserank GPU check: tests ====")
+    ldd = steps.get("ldd")
+    if ldd is not None and ldd[0] != 0:
+        failures.append(f"smoke: libraries not found ({ldd[2]})")
+    ran = 0
+    for name, _ in suites.SUITES:
+        print(summarize_suite(out, name, steps, failures))
+        counts = gtest_xml.read(os.path.join(out, "xml", f"{name}.xml"))
+        ran += counts.passed
+    memcheck = memcheck_state(out, steps, failures)
+    print(f"memcheck     {memcheck}")
+    if "suite:lookup" not in steps and any(f.startswith("smoke:") for f in failures):
+        # The run stopped at the smoke step: say why, not every step it then skipped.
+        failures = [f for f in failures if f.startswith("smoke:")]
+        failures.append("the other suites and memcheck were not run")
+    return verdict(failures, f"{ran} tests passed in {len(suites.SUITES)} suites; "
+                             f"memcheck: {memcheck}")
+
 
 def json_lines(path):
     rows = []
     if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if line.startswith("{"):
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError:
-                        pass
+        for line in open(path, errors="replace"):
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    pass
     return rows
 
 
-def gtest_summary(path):
-    if not os.path.exists(path):
-        return "not run"
-    text = open(path, errors="replace").read()
-    parts = []
-    for label in ("PASSED", "FAILED", "SKIPPED"):
-        m = re.search(r"\[\s+%s\s+\]\s+(\d+) tests?" % label, text)
-        if m:
-            parts.append(f"{m.group(1)} {label.lower()}")
-    if "ERROR SUMMARY" in text:
-        parts.append(re.search(r"ERROR SUMMARY: .*", text).group(0))
-    return ", ".join(parts) if parts else "no summary (crashed or timed out?)"
-
-
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "bench/out/gpu"
-    ours = json_lines(os.path.join(out, "gpu_bench.log"))
-    torch = json_lines(os.path.join(out, "torch_peer.log"))
-    print("\n==== fuserank GPU check ====")
-    for row in ours:
-        if row["bench"] == "device":
-            print(f"device: {row['name']} ({row['sms']:.0f} SMs)")
-    print(f"gpu_tests: {gtest_summary(os.path.join(out, 'gpu_tests.log'))}")
-    print(f"memcheck:  {gtest_summary(os.path.join(out, 'memcheck.log'))}")
-    copy = next((r["gbps"] for r in ours if r["bench"] == "copy"), None)
+def print_kernel_tables(ours, torch):
+    copy = next((r["gbps"] for r in ours if r.get("bench") == "copy"), None)
     if copy:
-        print(f"\ndevice-to-device copy: {copy:.0f} GB/s")
-    lookups = [r for r in ours if r["bench"] == "lookup"]
+        print(f"device-to-device copy: {copy:.0f} GB/s")
+    lookups = [r for r in ours if r.get("bench") == "lookup"]
     if lookups:
-        print("\nfused lookup (128-byte rows, L2 flushed)   target: >= 80% of copy at >= 64k lookups")
+        print("fused lookup (128-byte rows, L2 flushed)   target: >= 80% of copy at >= 64k lookups")
         print(f"{'lookups':>9} {'bag':>3} {'ids':>7} {'reorder':>7} {'us':>9} {'GB/s':>7} {'%copy':>6}")
         for r in lookups:
             print(f"{r['lookups']:9.0f} {r['bag']:3.0f} {r['ids']:>7} {r['reorder']:7.0f} "
                   f"{r['us']:9.1f} {r['gbps']:7.0f} {r['pct_of_copy']:6.0f}")
-    batches = {(r["candidates"], r["graphs"], r["reorder"]): r for r in ours if r["bench"] == "batch"}
+    batches = {(r["candidates"], r["graphs"], r["reorder"]): r for r in ours if r.get("bench") == "batch"}
     peers = {(r["candidates"], r["mode"]): r for r in torch if r.get("bench") == "torch"}
-    if batches or peers:
-        print("\ndevice us per batch, 1 request   targets: torch eager / ours >= 5, torch graph / ours >= 1.5")
-        print(f"{'cand':>5} {'graphs':>8} {'no graph':>9} {'reorder':>8} {'launch':>6} "
-              f"{'torch eg':>9} {'torch gr':>9} {'eager/us':>9} {'graph/us':>9}")
-        for n in (16, 256, 1024):
-            g = batches.get((n, 1, 0), {})
-            ng = batches.get((n, 0, 0), {})
-            ro = batches.get((n, 1, 1), {})
-            te = peers.get((n, "eager"), {})
-            tg = peers.get((n, "graph"), {})
-            ours_us = g.get("device_us")
+    if not (batches or peers):
+        return
+    print("device us per batch, 1 request   targets: torch eager / ours >= 5, torch graph / ours >= 1.5")
+    print(f"{'cand':>5} {'graphs':>8} {'no graph':>9} {'launch':>6} {'torch eg':>9} {'torch gr':>9} "
+          f"{'eager/us':>9} {'graph/us':>9}")
 
-            def ratio(peer):
-                return f"{peer['device_us'] / ours_us:9.1f}" if ours_us and "device_us" in peer else f"{'-':>9}"
+    def us(row):
+        return f"{row['device_us']:9.1f}" if "device_us" in row else f"{'-':>9}"
 
-            def us(row):
-                return f"{row['device_us']:9.1f}" if "device_us" in row else f"{'-':>9}"
+    for n in (16, 256, 1024):
+        g, ng = batches.get((n, 1, 0), {}), batches.get((n, 0, 0), {})
+        te, tg = peers.get((n, "eager"), {}), peers.get((n, "graph"), {})
+        ours_us = g.get("device_us")
 
-            print(f"{n:5d} {us(g)[1:]:>8} {us(ng)} {us(ro)[1:]:>8} {g.get('launches', 0):6.0f} "
-                  f"{us(te)} {us(tg)} {ratio(te)} {ratio(tg)}")
-        for r in torch:
-            if "error" in r:
-                print(f"torch {r['mode']} {r['candidates']}: {r['error']}")
-    steps = os.path.join(out, "steps.txt")
-    if os.path.exists(steps):
-        print("\nsteps:")
-        print(open(steps).read().rstrip())
+        def ratio(peer):
+            return f"{peer['device_us'] / ours_us:9.1f}" if ours_us and "device_us" in peer else f"{'-':>9}"
+
+        print(f"{n:5d} {us(g)[1:]:>8} {us(ng)} {g.get('launches', 0):6.0f} {us(te)} {us(tg)} "
+              f"{ratio(te)} {ratio(tg)}")
+
+
+def summarize_bench(out):
+    steps = read_steps(out)
+    failures = []
+    print("\n==== fuserank GPU check: bench ====")
+    ours = json_lines(os.path.join(out, "gpu_bench.log"))
+    torch = json_lines(os.path.join(out, "torch_peer.log"))
+    for r in ours:
+        if r.get("bench") == "device":
+            print(f"device: {r['name']} ({r['sms']:.0f} SMs)")
+    print_kernel_tables(ours, torch)
+    e2e = json_lines(os.path.join(out, "server_e2e.log"))
+    compares = [r for r in e2e if r.get("bench") == "compare"]
+    if compares:
+        print(f"server on cuda vs cpu, through gRPC   target: max |score diff| <= {MAX_SCORE_DIFF}")
+    for r in compares:
+        ok = r.get("max_abs_diff", 1) <= MAX_SCORE_DIFF and r.get("order_mismatches", 1) == 0 \
+            and r.get("errors", 1) == 0 and r.get("requests", 0) >= 200
+        print(f"  {r.get('model', '?'):22} {r.get('requests', 0):4} requests  max diff "
+              f"{r.get('max_abs_diff', float('nan')):.3g}  order mismatches {r.get('order_mismatches')}"
+              f"  errors {r.get('errors')}  {'ok' if ok else 'FAIL'}")
+        if not ok:
+            failures.append(f"compare {r.get('model')}: diff {r.get('max_abs_diff')}, "
+                            f"{r.get('order_mismatches')} order mismatches, {r.get('errors')} errors")
+    loads = [r for r in e2e if r.get("bench") == "load"]
+    if loads:
+        print("server on cuda, closed loop through gRPC (fuserank-bench)")
+        print(f"  {'cand':>5} {'conc':>5} {'qps':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+        for r in loads:
+            print(f"  {r['candidates']:5} {r['concurrency']:5} {r['qps']:9.0f} {r['p50_ms']:8.3f} "
+                  f"{r['p99_ms']:8.3f} {r['errors']:7}")
+    for r in e2e:
+        if r.get("bench") == "metrics":
+            print(f"/metrics: {'ok' if r.get('ok') else 'FAIL'} {'; '.join(r.get('problems', []))}")
+            if not r.get("ok"):
+                failures.append("metrics: " + "; ".join(r.get("problems", [])))
+    for name in ("gpu_bench", "torch_peer", "server_e2e"):
+        step = steps.get(name)
+        if step is None:
+            failures.append(f"{name}: not run")
+        elif step[0] != 0:
+            failures.append(f"{name}: {rc_text(step[0])} ({last_error_line(out, step[2])})")
+    if not compares and "server_e2e" in steps:
+        failures.append("server_e2e: no comparison result")
+    return verdict(failures, f"{len(compares)} models compared within {MAX_SCORE_DIFF}; "
+                             f"{len(loads)} load points")
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] not in ("tests", "bench"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    return summarize_tests(argv[2]) if argv[1] == "tests" else summarize_bench(argv[2])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv))

@@ -44,10 +44,11 @@ class BatchPacker {
   // Checks `batch` and computes its layout. INVALID_ARGUMENT names what is inconsistent
   // (a broken batch must never reach a kernel: a bad row would fault the device).
   absl::StatusOr<kernels::PackedHeader> Plan(const Batch& batch) {
-    const uint32_t requests = static_cast<uint32_t>(batch.num_requests());
+    // Nothing reads candidate_begin (num_requests(), num_candidates()) before this check.
     if (batch.candidate_begin.empty() || batch.candidate_begin.front() != 0) {
       return absl::InvalidArgumentError("batch: candidate_begin must start at 0");
     }
+    const uint32_t requests = static_cast<uint32_t>(batch.num_requests());
     if (batch.top_k.size() != requests) {
       return absl::InvalidArgumentError("batch: one top_k per request expected");
     }
@@ -64,8 +65,17 @@ class BatchPacker {
       result_begin_.push_back(result_begin_.back() + top_k_[r]);
     }
     const uint32_t candidates = static_cast<uint32_t>(batch.num_candidates());
-    if (auto st = CheckBags(batch.user, requests, info_.user_rows, "user"); !st.ok()) return st;
-    if (auto st = CheckBags(batch.item, candidates, info_.item_rows, "item"); !st.ok()) return st;
+    const size_t user_tables = info_.user_rows.size();
+    ids_per_table_.assign(user_tables + info_.item_rows.size(), 0);
+    if (auto st = CheckBags(batch.user, requests, info_.user_rows, "user", ids_per_table_.data());
+        !st.ok()) {
+      return st;
+    }
+    if (auto st = CheckBags(batch.item, candidates, info_.item_rows, "item",
+                            ids_per_table_.data() + user_tables);
+        !st.ok()) {
+      return st;
+    }
     if (batch.user_dense.size() != size_t{requests} * info_.dense_user ||
         batch.item_dense.size() != size_t{candidates} * info_.dense_item) {
       return absl::InvalidArgumentError("batch: dense sizes do not match the model");
@@ -119,6 +129,8 @@ class BatchPacker {
   const std::vector<uint32_t>& result_begin() const { return result_begin_; }
   // Reorder mode: the unique rows of the batch last planned.
   const std::vector<kernels::UniqueRow>& unique_rows() const { return unique_; }
+  // Ids of the batch last planned per table: user tables, then item tables.
+  const std::vector<uint64_t>& ids_per_table() const { return ids_per_table_; }
 
  private:
   template <typename T>
@@ -131,8 +143,9 @@ class BatchPacker {
     return std::all_of(w.begin(), w.end(), [](float x) { return x == 1.0f; });
   }
 
+  // Also adds each bag's id count to ids[table] (table: b % tables).
   static absl::Status CheckBags(const BagSet& bags, uint32_t owners,
-                                const std::vector<int64_t>& rows, const char* side) {
+                                const std::vector<int64_t>& rows, const char* side, uint64_t* ids) {
     const size_t tables = rows.size();
     if (bags.bag_begin.empty() || bags.num_bags() != size_t{owners} * tables ||
         bags.bag_begin.front() != 0 || bags.bag_begin.back() != bags.rows.size() ||
@@ -143,6 +156,7 @@ class BatchPacker {
       const uint32_t begin = bags.bag_begin[b];
       const uint32_t end = bags.bag_begin[b + 1];
       if (end < begin) return absl::InvalidArgumentError("batch: bag_begin is not ascending");
+      ids[b % tables] += end - begin;
       const int64_t limit = rows[b % tables];
       for (uint32_t j = begin; j < end; ++j) {
         if (bags.rows[j] < 0 || bags.rows[j] >= limit) {
@@ -194,6 +208,7 @@ class BatchPacker {
   bool reorder_;
   std::vector<uint32_t> top_k_;
   std::vector<uint32_t> result_begin_{0};
+  std::vector<uint64_t> ids_per_table_;
   std::vector<std::pair<uint64_t, uint32_t>> keys_;
   std::vector<kernels::UniqueRow> unique_;
   std::vector<int32_t> user_slots_;

@@ -55,6 +55,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
     sh.buckets.push_back(n);
   sh.workspace_bytes = cuda_options.workspace_bytes;
   sh.pack_info = MakePackInfo(m);
+  if (options.hot_rows != nullptr && &options.hot_rows->model() == &m) {
+    sh.hot_rows = options.hot_rows;
+  }
 
   // Algorithms are chosen once here, with a handle of the same device as the workers'.
   ASSIGN_OR_RETURN(LtHandle lt, CreateLtHandle());

@@ -9,12 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/status_macros.h"
+#include "engine/topk.h"
 #include "kernels/batch_layout.h"
 #include "kernels/interaction.h"
 #include "kernels/layout_math.h"
 #include "kernels/lookup.h"
 #include "kernels/topk.h"
 #include "kernels/topk_keys.h"
+#include "spdlog/spdlog.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -82,34 +84,37 @@ absl::Status CudaWorker::Allocate() {
 }
 
 absl::Status CudaWorker::EnsureStaging(const kernels::PackedHeader& h) {
-  bool grown = false;
+  // Everything new is allocated first; the old buffers go only once all of it succeeded.
+  PinnedBuffer h_stage;
+  DeviceBuffer d_stage;
+  DeviceBuffer d_gathered;
   if (h.total_bytes > h_stage_.bytes()) {
     const size_t bytes = std::max<size_t>(h.total_bytes, 2 * h_stage_.bytes());
-    h_stage_.Reset();
-    d_stage_.Reset();
-    ASSIGN_OR_RETURN(h_stage_, PinnedBuffer::Allocate(bytes, "batch staging"));
-    ASSIGN_OR_RETURN(d_stage_, DeviceBuffer::Allocate(bytes, "batch staging"));
-    grown = true;
+    ASSIGN_OR_RETURN(h_stage, PinnedBuffer::Allocate(bytes, "batch staging"));
+    ASSIGN_OR_RETURN(d_stage, DeviceBuffer::Allocate(bytes, "batch staging"));
   }
   const size_t gathered = size_t{h.num_unique} * shared_->layout.gather_stride;
   if (gathered > d_gathered_.bytes()) {
     const size_t bytes = std::max(gathered, 2 * d_gathered_.bytes());
-    d_gathered_.Reset();
-    ASSIGN_OR_RETURN(d_gathered_, DeviceBuffer::Allocate(bytes, "gathered rows"));
-    grown = true;
+    ASSIGN_OR_RETURN(d_gathered, DeviceBuffer::Allocate(bytes, "gathered rows"));
   }
+  const bool grown = h_stage.get() != nullptr || d_gathered.get() != nullptr;
+  if (h_stage.get() != nullptr) {
+    h_stage_ = std::move(h_stage);
+    d_stage_ = std::move(d_stage);
+  }
+  if (d_gathered.get() != nullptr) d_gathered_ = std::move(d_gathered);
   if (grown) {
     // Captured graphs hold the old pointers.
-    for (GraphExec& g : graphs_) g.Reset();
+    for (GraphSlot& g : graphs_) g.exec.Reset();
     ++stats_.staging_grows;
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool timed) {
+absl::Status CudaWorker::EnqueueLookup(uint32_t bucket) {
   const GpuLayout& g = shared_->layout;
   const DeviceModel& m = *shared_->model;
-  const uint32_t bucket = shared_->buckets[bucket_index];
   cudaStream_t s = stream_.get();
   const unsigned char* batch = d_stage_.get<unsigned char>();
   const bool gather = shared_->reorder_ids && (g.user_tables + g.item_tables) > 0;
@@ -149,15 +154,15 @@ absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool timed)
   la.lanes = g.lanes;
   RETURN_IF_CUDA_ERROR(kernels::LaunchPooledLookup(la, s), "pooled lookup");
   ++launches_;
-  if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[1].get(), s), "cudaEventRecord");
-  void* ws = workspace_.get();
-  const size_t ws_bytes = workspace_.bytes();
-  if (shared_->bottom != nullptr) {
-    RETURN_IF_ERROR(
-        shared_->bottom->Enqueue(lt_.get(), bucket_index, bottom_io_, ws, ws_bytes, s, &launches_));
-  }
-  if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[2].get(), s), "cudaEventRecord");
-  if (dot) {
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::EnqueueInteraction(uint32_t bucket) {
+  const GpuLayout& g = shared_->layout;
+  const DeviceModel& m = *shared_->model;
+  cudaStream_t s = stream_.get();
+  const unsigned char* batch = d_stage_.get<unsigned char>();
+  if (g.interaction == Interaction::kDot) {
     kernels::DotArgs da;
     da.d_batch = batch;
     da.d_slots = m.d_dot_slots();
@@ -186,19 +191,43 @@ absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool timed)
     RETURN_IF_CUDA_ERROR(kernels::LaunchConcatUser(ca, s), "concat user vectors");
     ++launches_;
   }
-  if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[3].get(), s), "cudaEventRecord");
-  RETURN_IF_ERROR(
-      shared_->top->Enqueue(lt_.get(), bucket_index, top_io_, ws, ws_bytes, s, &launches_));
-  if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[4].get(), s), "cudaEventRecord");
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::EnqueueTopK(uint32_t bucket, int shape) {
   kernels::TopKArgs ta;
-  ta.d_batch = batch;
+  ta.d_batch = d_stage_.get<unsigned char>();
   ta.d_logits = logits_.get<float>();
   ta.d_out = d_out_.get<kernels::ScoredPair>();
   ta.shape = shape;
   ta.max_requests = bucket;
-  RETURN_IF_CUDA_ERROR(kernels::LaunchSegmentedTopK(ta, s), "segmented top-K");
+  RETURN_IF_CUDA_ERROR(kernels::LaunchSegmentedTopK(ta, stream_.get()), "segmented top-K");
   ++launches_;
   return absl::OkStatus();
+}
+
+absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool timed) {
+  const uint32_t bucket = shared_->buckets[bucket_index];
+  cudaStream_t s = stream_.get();
+  auto mark = [&](int e) -> absl::Status {
+    if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[e].get(), s), "cudaEventRecord");
+    return absl::OkStatus();
+  };
+  void* ws = workspace_.get();
+  const size_t ws_bytes = workspace_.bytes();
+  RETURN_IF_ERROR(EnqueueLookup(bucket));
+  RETURN_IF_ERROR(mark(1));
+  if (shared_->bottom != nullptr) {
+    RETURN_IF_ERROR(
+        shared_->bottom->Enqueue(lt_.get(), bucket_index, bottom_io_, ws, ws_bytes, s, &launches_));
+  }
+  RETURN_IF_ERROR(mark(2));
+  RETURN_IF_ERROR(EnqueueInteraction(bucket));
+  RETURN_IF_ERROR(mark(3));
+  RETURN_IF_ERROR(
+      shared_->top->Enqueue(lt_.get(), bucket_index, top_io_, ws, ws_bytes, s, &launches_));
+  RETURN_IF_ERROR(mark(4));
+  return EnqueueTopK(bucket, shape);
 }
 
 absl::Status CudaWorker::Capture(int bucket_index, int shape) {
@@ -213,45 +242,51 @@ absl::Status CudaWorker::Capture(int bucket_index, int shape) {
   Graph graph(raw);
   RETURN_IF_ERROR(enqueued);
   RETURN_IF_CUDA_ERROR(ended, "cudaStreamEndCapture");
+  if (raw == nullptr) return absl::InternalError("cudaStreamEndCapture returned no graph");
   cudaGraphExec_t exec = nullptr;
   RETURN_IF_CUDA_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0), "cudaGraphInstantiate");
-  graphs_[bucket_index * kernels::kNumTopKShapes + shape] = GraphExec(exec);
+  graphs_[bucket_index * kernels::kNumTopKShapes + shape].exec = GraphExec(exec);
   ++stats_.graphs_captured;
   return absl::OkStatus();
 }
 
-absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
-  RETURN_IF_CUDA_ERROR(cudaSetDevice(shared_->gpu), "cudaSetDevice");
-  result->Clear();
-  const uint32_t candidates = static_cast<uint32_t>(batch.num_candidates());
-  const uint32_t requests = static_cast<uint32_t>(std::max(batch.num_requests(), 0));
-  const uint32_t rows = std::max(candidates, requests);
-  if (rows > shared_->max_bucket) {
-    return absl::InvalidArgumentError(absl::StrCat("batch of ", candidates, " candidates and ",
-                                                   requests,
-                                                   " requests exceeds the CUDA "
-                                                   "backend's ",
-                                                   shared_->max_bucket));
+void CudaWorker::MaybeCapture(int bucket_index, int shape, BatchResult* result) {
+  GraphSlot& slot = graphs_[bucket_index * kernels::kNumTopKShapes + shape];
+  slot.retry.RanEagerly();
+  if (!slot.retry.ShouldCapture()) return;
+  const absl::Status captured = Capture(bucket_index, shape);
+  // A failed capture may leave an error for the next call to report: clear it.
+  static_cast<void>(cudaGetLastError());
+  if (captured.ok()) {
+    slot.retry.CaptureSucceeded();
+    return;
   }
-  ASSIGN_OR_RETURN(const kernels::PackedHeader h, packer_.Plan(batch));
-  result->result_begin.assign(packer_.result_begin().begin(), packer_.result_begin().end());
-  if (h.total_results == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(EnsureStaging(h));
-  packer_.Write(batch, h, h_stage_.get());
+  // The batch is scored; this key runs eagerly and is captured again after a backoff.
+  slot.retry.CaptureFailed();
+  ++stats_.graph_capture_failures;
+  ++result->graph_capture_failures;
+  stats_.graph_error = std::string(captured.message());
+  const uint32_t bucket = shared_->buckets[bucket_index];
+  if (slot.retry.failures() == 1) {
+    spdlog::warn(
+        "cuda:{}: capturing the graph of size bucket {} (top-K shape {}) failed; that bucket "
+        "runs without a graph and is retried with backoff: {}",
+        shared_->gpu, bucket, shape, stats_.graph_error);
+  } else {
+    spdlog::debug("cuda:{}: graph capture of size bucket {} failed again ({} times): {}",
+                  shared_->gpu, bucket, slot.retry.failures(), stats_.graph_error);
+  }
+}
 
-  const int bucket_index = kernels::BucketIndex(kernels::CandidateBucket(rows));
-  const int shape = kernels::TopKShapeIndex(h.max_segment);
-  const bool use_graphs = shared_->cuda_graphs && !graphs_broken_;
-  GraphExec& graph = graphs_[bucket_index * kernels::kNumTopKShapes + shape];
-  const bool replay = use_graphs && static_cast<bool>(graph);
-  const bool timed = !use_graphs;
+absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_index, int shape,
+                                 bool replay, bool timed) {
   cudaStream_t s = stream_.get();
-  launches_ = 0;
   RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[0].get(), s), "cudaEventRecord");
   RETURN_IF_CUDA_ERROR(
       cudaMemcpyAsync(d_stage_.get(), h_stage_.get(), h.total_bytes, cudaMemcpyHostToDevice, s),
       "copy batch to device");
   if (replay) {
+    const GraphExec& graph = graphs_[bucket_index * kernels::kNumTopKShapes + shape].exec;
     RETURN_IF_CUDA_ERROR(cudaGraphLaunch(graph.get(), s), "cudaGraphLaunch");
     ++launches_;
     ++stats_.graph_launches;
@@ -262,30 +297,60 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
                                        size_t{h.total_results} * sizeof(kernels::ScoredPair),
                                        cudaMemcpyDeviceToHost, s),
                        "copy results to host");
-  const bool long_requests = h.max_segment > kernels::kMaxTopKSegment;
-  if (long_requests) {
-    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(h_logits_.get(), logits_.get(), candidates * sizeof(float),
-                                         cudaMemcpyDeviceToHost, s),
-                         "copy logits to host");
+  if (h.max_segment > kernels::kMaxTopKSegment) {
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(h_logits_.get(), logits_.get(), size_t{h.num_candidates} * sizeof(float),
+                        cudaMemcpyDeviceToHost, s),
+        "copy logits to host");
   }
   RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[5].get(), s), "cudaEventRecord");
   RETURN_IF_CUDA_ERROR(cudaEventSynchronize(events_[5].get()), "batch on the GPU");
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
+  RETURN_IF_CUDA_ERROR(cudaSetDevice(shared_->gpu), "cudaSetDevice");
+  // An error left by an earlier, handled failure must not fail this batch's launches.
+  static_cast<void>(cudaGetLastError());
+  result->Clear();
+  ASSIGN_OR_RETURN(const kernels::PackedHeader h, packer_.Plan(batch));  // checks the batch
+  const uint32_t rows = std::max(h.num_candidates, h.num_requests);
+  if (rows > shared_->max_bucket) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch of ", h.num_candidates, " candidates and ", h.num_requests,
+                     " requests exceeds the CUDA backend's ", shared_->max_bucket));
+  }
+  result->result_begin.assign(packer_.result_begin().begin(), packer_.result_begin().end());
+  if (h.total_results == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(EnsureStaging(h));
+  packer_.Write(batch, h, h_stage_.get());
+
+  const int bucket_index = kernels::BucketIndex(kernels::CandidateBucket(rows));
+  const int shape = kernels::TopKShapeIndex(h.max_segment);
+  const bool use_graphs = shared_->cuda_graphs;
+  const bool replay =
+      use_graphs && static_cast<bool>(graphs_[bucket_index * kernels::kNumTopKShapes + shape].exec);
+  const bool timed = !replay;
+  launches_ = 0;
+  RETURN_IF_ERROR(Execute(h, bucket_index, shape, replay, timed));
   result->items.resize(h.total_results);
   std::memcpy(result->items.data(), h_out_.get(), h.total_results * sizeof(kernels::ScoredPair));
-  if (long_requests) RankLongRequestsOnHost(batch, result);
+  if (h.max_segment > kernels::kMaxTopKSegment) RankLongRequestsOnHost(batch, result);
   FillStageTimes(timed, result);
   ++stats_.batches;
   stats_.last_launches = launches_;
   stats_.last_used_graph = replay;
-  if (use_graphs && !replay) {
-    const absl::Status captured = Capture(bucket_index, shape);
-    if (!captured.ok()) {
-      // The batch is scored; the worker goes on without graphs rather than failing.
-      graphs_broken_ = true;
-      stats_.graph_error = std::string(captured.message());
-    }
-  }
+  if (use_graphs && !replay) MaybeCapture(bucket_index, shape, result);
+  RecordLookups();
   return absl::OkStatus();
+}
+
+void CudaWorker::RecordLookups() {
+  if (shared_->hot_rows == nullptr) return;
+  const std::vector<uint64_t>& ids = packer_.ids_per_table();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    shared_->hot_rows->RecordLookups(shared_->layout.lookup_spec_index[k], /*hits=*/0, ids[k]);
+  }
 }
 
 void CudaWorker::FillStageTimes(bool timed, BatchResult* result) {
@@ -311,21 +376,11 @@ void CudaWorker::RankLongRequestsOnHost(const Batch& batch, BatchResult* result)
     const uint32_t count = batch.candidate_begin[r + 1] - begin;
     if (count <= kernels::kMaxTopKSegment) continue;
     scratch_score_.resize(count);
-    scratch_index_.resize(count);
-    for (uint32_t i = 0; i < count; ++i) {
-      scratch_score_[i] = kernels::Sigmoid(logits[begin + i]);
-      scratch_index_[i] = i;
-    }
+    for (uint32_t i = 0; i < count; ++i) scratch_score_[i] = kernels::Sigmoid(logits[begin + i]);
     const uint32_t k = result->result_begin[r + 1] - result->result_begin[r];
-    std::partial_sort(scratch_index_.begin(), scratch_index_.begin() + k, scratch_index_.end(),
-                      [&](uint32_t a, uint32_t b) {
-                        const float sa = scratch_score_[a];
-                        const float sb = scratch_score_[b];
-                        return sa > sb || (sa == sb && a < b);
-                      });
-    ScoredIndex* out = result->items.data() + result->result_begin[r];
-    for (uint32_t i = 0; i < k; ++i)
-      out[i] = {scratch_index_[i], scratch_score_[scratch_index_[i]]};
+    // The engine's top-K: the one order rule (score descending, NaN last, ties by index).
+    TopK(scratch_score_.data(), static_cast<int>(count), static_cast<int>(k),
+         result->items.data() + result->result_begin[r]);
   }
 }
 

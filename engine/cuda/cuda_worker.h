@@ -17,7 +17,9 @@
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/gpu_layout.h"
+#include "engine/cuda/graph_retry.h"
 #include "engine/cuda/mlp_plan.h"
+#include "engine/hot_row_manager.h"
 
 namespace fuserank::engine::cuda {
 
@@ -34,19 +36,23 @@ struct BackendShared {
   const DeviceModel* model = nullptr;
   const MlpPlan* bottom = nullptr;  // nullptr without a bottom MLP
   const MlpPlan* top = nullptr;
+  // The model's hot-row counters, or null. The CUDA backend has no hot-row tier yet (every
+  // table lives wholly in device memory), so every lookup is recorded as a miss.
+  HotRowManager* hot_rows = nullptr;
 };
 
 struct WorkerStats {
   uint64_t batches = 0;
   uint64_t graph_launches = 0;
   uint64_t graphs_captured = 0;
+  uint64_t graph_capture_failures = 0;  // also reported per batch in BatchResult
   uint64_t staging_grows = 0;
   // Launch calls of the last batch: kernels and cuBLASLt matmuls, or 1 for a replayed
   // graph (the two copies and the timing events are not counted).
   int last_launches = 0;
   bool last_used_graph = false;
   double last_device_seconds = 0;  // from before the copy in to after the copy out
-  std::string graph_error;         // why capture failed (graphs then stay off), if it did
+  std::string graph_error;         // why the last failed capture failed ("" if none did)
 };
 
 class CudaWorker {
@@ -59,14 +65,34 @@ class CudaWorker {
   const WorkerStats& stats() const { return stats_; }
 
  private:
+  // One captured graph per (size bucket, top-K shape), and when to capture it again after
+  // a capture failed.
+  struct GraphSlot {
+    GraphExec exec;
+    GraphRetry retry;
+  };
+
   explicit CudaWorker(const BackendShared* shared);
   absl::Status Allocate();
+  // Grows the staging and gather buffers for `h`, all or nothing: on failure the worker
+  // keeps its old buffers (and graphs) and serves later batches that fit them.
   absl::Status EnsureStaging(const kernels::PackedHeader& h);
   // Enqueues the whole forward pass for `bucket_index` (graph capture or eager). With
   // `timed`, records stage events 1..4 between the stages.
   absl::Status EnqueueForward(int bucket_index, int shape, bool timed);
+  absl::Status EnqueueLookup(uint32_t bucket);
+  absl::Status EnqueueInteraction(uint32_t bucket);
+  absl::Status EnqueueTopK(uint32_t bucket, int shape);
+  // The copy in, the graph or the eager forward pass, the copies out, and the wait.
+  absl::Status Execute(const kernels::PackedHeader& h, int bucket_index, int shape, bool replay,
+                       bool timed);
   absl::Status Capture(int bucket_index, int shape);
+  // After an eager batch: captures its key's graph when the retry policy says so; a failed
+  // capture is counted in `result` and logged (once per key at warning level).
+  void MaybeCapture(int bucket_index, int shape, BatchResult* result);
   void RankLongRequestsOnHost(const Batch& batch, BatchResult* result);
+  // Adds the batch's lookups to the hot-row counters (all misses: no hot tier on the GPU).
+  void RecordLookups();
   void FillStageTimes(bool timed, BatchResult* result);
 
   const BackendShared* shared_;
@@ -84,11 +110,9 @@ class CudaWorker {
   DeviceBuffer x_, h_, user_, item_, hidden0_, hidden1_, logits_;
   std::vector<LayerIo> bottom_io_;
   std::vector<LayerIo> top_io_;
-  std::vector<GraphExec> graphs_;  // [bucket_index * kNumTopKShapes + shape]
-  bool graphs_broken_ = false;
+  std::vector<GraphSlot> graphs_;  // [bucket_index * kNumTopKShapes + shape]
   int launches_ = 0;
-  std::vector<uint32_t> scratch_index_;
-  std::vector<float> scratch_score_;
+  std::vector<float> scratch_score_;  // host top-K of requests over kMaxTopKSegment
   WorkerStats stats_;
 };
 

@@ -1,13 +1,19 @@
 #include "engine/cuda/mlp_plan.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/device_memory.h"
 #include "engine/status_macros.h"
 
 namespace fuserank::engine::cuda {
 namespace {
+
+// Algorithms asked of the heuristic per (layer, size bucket), best first.
+constexpr int kHeuristicResults = 8;
 
 absl::StatusOr<LtLayout> Layout(uint64_t rows, uint64_t cols, int64_t ld) {
   cublasLtMatrixLayout_t layout = nullptr;
@@ -42,6 +48,69 @@ absl::StatusOr<LtMatmulDesc> MatmulDesc(const MlpLayerShape& s, bool allow_tf32)
   return owned;
 }
 
+// Buffers and a stream on which each candidate algorithm is run once when a plan is
+// built: a NOT_SUPPORTED (or any failure) then costs a fallback at load, not every batch.
+struct Trial {
+  Stream stream;
+  DeviceBuffer in, out, workspace;
+};
+
+absl::StatusOr<Trial> MakeTrial(const std::vector<MlpLayerShape>& layers, uint32_t max_rows,
+                                size_t workspace_bytes) {
+  size_t in_floats = 0;
+  size_t out_floats = 0;
+  for (const MlpLayerShape& s : layers) {
+    in_floats = std::max(in_floats, size_t{max_rows} * s.in_ld);
+    out_floats = std::max(out_floats, size_t{max_rows} * s.out_ld);
+  }
+  Trial t;
+  ASSIGN_OR_RETURN(t.stream, CreateStream());
+  ASSIGN_OR_RETURN(t.in, DeviceBuffer::Allocate(in_floats * sizeof(float), "MLP trial input"));
+  ASSIGN_OR_RETURN(t.out, DeviceBuffer::Allocate(out_floats * sizeof(float), "MLP trial output"));
+  ASSIGN_OR_RETURN(t.workspace, DeviceBuffer::Allocate(workspace_bytes, "MLP trial workspace"));
+  return t;
+}
+
+// Runs `algo` once on the trial buffers and waits for it.
+absl::Status TryAlgo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const MlpLayerShape& s,
+                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+                     const cublasLtMatmulAlgo_t& algo, const Trial& t) {
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  RETURN_IF_CUBLAS_ERROR(
+      cublasLtMatmul(handle, desc, &alpha, s.d_weight, a, t.in.get(), b, &beta, t.out.get(), d,
+                     t.out.get(), d, &algo, t.workspace.get(), t.workspace.bytes(), t.stream.get()),
+      "cublasLtMatmul");
+  RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(t.stream.get()), "cudaStreamSynchronize");
+  return absl::OkStatus();
+}
+
+// The first of the heuristic's algorithms (best first) that reports success and runs.
+absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                                const MlpLayerShape& s, cublasLtMatrixLayout_t a,
+                                                cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+                                                cublasLtMatmulPreference_t pref, const Trial& t) {
+  cublasLtMatmulHeuristicResult_t results[kHeuristicResults] = {};
+  int found = 0;
+  RETURN_IF_CUBLAS_ERROR(cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, pref,
+                                                        kHeuristicResults, results, &found),
+                         "cublasLtMatmulAlgoGetHeuristic");
+  std::string tried;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) {
+      absl::StrAppend(&tried, "; candidate ", i, ": state ", static_cast<int>(results[i].state));
+      continue;
+    }
+    const absl::Status ran = TryAlgo(handle, desc, s, a, b, d, results[i].algo, t);
+    if (ran.ok()) return results[i].algo;
+    // A failed trial may leave an error for the next call to report.
+    static_cast<void>(cudaGetLastError());
+    absl::StrAppend(&tried, "; candidate ", i, ": ", ran.message());
+  }
+  return absl::InternalError(
+      absl::StrCat("cuBLASLt has no algorithm that runs (", found, " proposed", tried, ")"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle,
@@ -50,6 +119,7 @@ absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle
                                                          bool allow_tf32, size_t workspace_bytes) {
   std::unique_ptr<MlpPlan> plan(new MlpPlan());
   plan->buckets_ = std::move(buckets);
+  if (plan->buckets_.empty()) return absl::InternalError("MlpPlan: no size buckets");
   cublasLtMatmulPreference_t pref_raw = nullptr;
   RETURN_IF_CUBLAS_ERROR(cublasLtMatmulPreferenceCreate(&pref_raw),
                          "cublasLtMatmulPreferenceCreate");
@@ -58,6 +128,7 @@ absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle
       cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes, sizeof(workspace_bytes)),
       "set MAX_WORKSPACE_BYTES");
+  ASSIGN_OR_RETURN(const Trial trial, MakeTrial(layers, plan->buckets_.back(), workspace_bytes));
   for (size_t l = 0; l < layers.size(); ++l) {
     const MlpLayerShape& s = layers[l];
     const std::string where = absl::StrCat("MLP layer ", l, " (", s.in, " -> ", s.out, ")");
@@ -68,19 +139,12 @@ absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle
     for (uint32_t n : plan->buckets_) {
       ASSIGN_OR_RETURN(LtLayout b, Layout(s.in, n, s.in_ld));
       ASSIGN_OR_RETURN(LtLayout d, Layout(s.out, n, s.out_ld));
-      cublasLtMatmulHeuristicResult_t result = {};
-      int found = 0;
-      RETURN_IF_CUBLAS_ERROR(
-          cublasLtMatmulAlgoGetHeuristic(handle, layer.desc.get(), layer.a.get(), b.get(), d.get(),
-                                         d.get(), pref_raw, 1, &result, &found),
-          absl::StrCat(where, ": cublasLtMatmulAlgoGetHeuristic for ", n, " rows"));
-      if (found == 0) {
-        return absl::InternalError(
-            absl::StrCat(where, ": cuBLASLt has no algorithm for ", n, " rows"));
-      }
+      absl::StatusOr<cublasLtMatmulAlgo_t> algo =
+          ChooseAlgo(handle, layer.desc.get(), s, layer.a.get(), b.get(), d.get(), pref_raw, trial);
+      if (!algo.ok()) return WithContext(algo.status(), absl::StrCat(where, ", ", n, " rows"));
       layer.b.push_back(std::move(b));
       layer.d.push_back(std::move(d));
-      layer.algo.push_back(result.algo);
+      layer.algo.push_back(*algo);
     }
     plan->layers_.push_back(std::move(layer));
   }

@@ -1,7 +1,9 @@
 // One MLP (the bottom or the top stack) on cuBLASLt: per layer a matmul descriptor with
 // the bias (+ReLU) epilogue, and per (layer, size bucket) the matrix layouts and the
-// algorithm chosen once by cublasLtMatmulAlgoGetHeuristic. Built once per model; then
-// read-only and shared by every worker (each passes its own handle, buffers, workspace).
+// algorithm, chosen once: the first of cublasLtMatmulAlgoGetHeuristic's proposals (up to
+// 8, best first) whose state is success and that runs when tried once at build time (which
+// also loads its kernels). Built once per model; then read-only and shared by every
+// worker (each passes its own handle, buffers, workspace).
 #ifndef FUSERANK_ENGINE_CUDA_MLP_PLAN_H_
 #define FUSERANK_ENGINE_CUDA_MLP_PLAN_H_
 

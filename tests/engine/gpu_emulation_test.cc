@@ -19,6 +19,7 @@
 #include "kernels/topk_keys.h"
 #include "tests/engine/cpu_reference_util.h"
 #include "tests/testing/test_model.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -190,8 +191,8 @@ class GpuEmulationTest : public ::testing::TestWithParam<EmulationCase> {};
 
 TEST_P(GpuEmulationTest, PackedBatchAndLayoutGiveTheReferenceScores) {
   const EmulationCase p = GetParam();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   ModelSpec spec = fuserank::testing::SmallSpec(2, 3, 40, p.dim);
   std::swap(spec.tables[1], spec.tables[3]);  // interleave user and item tables

@@ -4,6 +4,7 @@
 #include "engine/cuda/gpu_layout.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -18,6 +19,7 @@
 #include "kernels/topk_keys.h"
 #include "tests/engine/cpu_reference_util.h"
 #include "tests/testing/test_model.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -60,8 +62,8 @@ TEST(GpuLayoutMathTest, LanesCoverTheWidestRow) {
 }
 
 TEST(GpuLayoutMathTest, RequestOfCandidateMatchesALinearScan) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   for (int trial = 0; trial < 50; ++trial) {
     std::vector<uint32_t> begin{0};
@@ -133,14 +135,18 @@ TEST(TopKKeysTest, KeysOrderScoresDescendingAndInvertExactly) {
 // The GPU top-K is a stable ascending sort of (DescendingKey(sigmoid(logit)), index);
 // on the host that must give exactly the CPU engine's TopK order, ties included.
 TEST(TopKKeysTest, StableKeySortIsTheEngineTopK) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   for (int n : {1, 2, 16, 129, 4096}) {
     std::vector<float> scores(n);
     for (float& s : scores) {
-      // Few distinct logits (many ties), and logits that saturate the sigmoid.
-      const float logit = static_cast<float>(static_cast<int>(rng() % 9) - 4) * 7.0f;
+      // Few distinct logits (many ties), logits that saturate the sigmoid, and NaNs of
+      // both signs (which rank last, by index).
+      const int pick = static_cast<int>(rng() % 11);
+      const float logit = pick < 9    ? static_cast<float>(pick - 4) * 7.0f
+                          : pick == 9 ? std::numeric_limits<float>::quiet_NaN()
+                                      : -std::numeric_limits<float>::quiet_NaN();
       s = kernels::Sigmoid(logit);
     }
     std::vector<std::pair<uint32_t, uint32_t>> keyed(n);
@@ -152,8 +158,30 @@ TEST(TopKKeysTest, StableKeySortIsTheEngineTopK) {
     TopK(scores.data(), n, k, expected.data());
     for (int i = 0; i < k; ++i) {
       ASSERT_EQ(keyed[i].second, expected[i].index) << "n " << n << " rank " << i;
-      ASSERT_EQ(kernels::ScoreFromDescendingKey(keyed[i].first), expected[i].score);
+      const float back = kernels::ScoreFromDescendingKey(keyed[i].first);
+      if (std::isnan(expected[i].score)) {
+        ASSERT_TRUE(std::isnan(back)) << "n " << n << " rank " << i;
+      } else {
+        ASSERT_EQ(back, expected[i].score);
+      }
     }
+  }
+}
+
+TEST(TopKKeysTest, EveryNanSortsAfterEveryNumberAndBeforePadding) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nans[] = {std::numeric_limits<float>::quiet_NaN(),
+                        -std::numeric_limits<float>::quiet_NaN(),
+                        std::numeric_limits<float>::signaling_NaN(),
+                        kernels::BitsToFloat(0x7F800001u), kernels::BitsToFloat(0xFFFFFFFFu)};
+  for (float nan : nans) {
+    const uint32_t key = kernels::DescendingKey(nan);
+    EXPECT_EQ(key, kernels::kNanKey) << kernels::FloatBits(nan);
+    EXPECT_LT(key, kernels::kPaddingKey);
+    for (float number : {-inf, -1.0f, -0.0f, 0.0f, 0.5f, 1.0f, inf}) {
+      EXPECT_GT(key, kernels::DescendingKey(number)) << number;
+    }
+    EXPECT_TRUE(std::isnan(kernels::ScoreFromDescendingKey(key)));
   }
 }
 
@@ -241,8 +269,8 @@ std::vector<T> Read(const std::vector<unsigned char>& buf, uint32_t offset, size
 }
 
 TEST(BatchPackerTest, WritesEverySectionOfTheBatch) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   Fixture f = MakeFixture(fuserank::testing::SmallSpec(2, 3, 50, 8), seed, {5, 0, 1, 9});
   ASSERT_NE(f.model, nullptr);
   BatchPacker packer(MakePackInfo(*f.model), /*reorder_ids=*/false);
@@ -319,11 +347,14 @@ TEST(BatchPackerTest, RejectsABatchThatWouldFaultTheDevice) {
   bad = f.batch;
   bad.user.bag_begin.pop_back();
   EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = f.batch;
+  bad.candidate_begin.clear();  // nothing may read its back() before the check
+  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BatchPackerTest, ReorderListsEachTableRowOnceInOrder) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   Fixture f = MakeFixture(fuserank::testing::SmallSpec(2, 3, 7, 4), seed, {6, 3, 8});
   ASSERT_NE(f.model, nullptr);
   BatchPacker packer(MakePackInfo(*f.model), /*reorder_ids=*/true);

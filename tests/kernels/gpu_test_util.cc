@@ -21,6 +21,11 @@ std::string NoGpuReason() {
   return "";
 }
 
+bool GpuRequired() {
+  const char* required = std::getenv("FUSERANK_REQUIRE_GPU");
+  return required != nullptr && std::string(required) == "1";
+}
+
 void UseBuiltModule() {
 #ifdef FUSERANK_CUDA_MODULE
   if (std::getenv("FUSERANK_CUDA_MODULE") == nullptr &&

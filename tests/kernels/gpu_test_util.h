@@ -20,11 +20,22 @@ namespace fuserank::engine::cuda::gpu_test {
 // Makes no other CUDA call before the device count says there is a device.
 std::string NoGpuReason();
 
-// Skips the current test without a usable GPU, saying why.
+// True when FUSERANK_REQUIRE_GPU=1 (bench/gpu/check.sh sets it on the GPU machine): a GPU
+// test that would skip fails instead, so a run cannot pass while testing nothing.
+bool GpuRequired();
+
+// Skips the current test without a usable GPU, saying why; fails it instead when
+// GpuRequired(). (Only CudaBackendTest.WithoutAGpuCreationSaysWhy, which checks the
+// behaviour without a GPU, skips on a GPU machine.)
 #define FUSERANK_SKIP_WITHOUT_GPU()                                                         \
   do {                                                                                      \
     const std::string fuserank_no_gpu_ = ::fuserank::engine::cuda::gpu_test::NoGpuReason(); \
-    if (!fuserank_no_gpu_.empty()) GTEST_SKIP() << "no CUDA device: " << fuserank_no_gpu_;  \
+    if (!fuserank_no_gpu_.empty()) {                                                        \
+      if (::fuserank::engine::cuda::gpu_test::GpuRequired()) {                              \
+        GTEST_FAIL() << "FUSERANK_REQUIRE_GPU=1 but no CUDA device: " << fuserank_no_gpu_;  \
+      }                                                                                     \
+      GTEST_SKIP() << "no CUDA device: " << fuserank_no_gpu_;                               \
+    }                                                                                       \
   } while (0)
 
 // Points FUSERANK_CUDA_MODULE at this build's module when it is not set and the build

@@ -15,6 +15,7 @@
 #include "kernels/batch_layout.h"
 #include "kernels/layout_math.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -52,8 +53,8 @@ class DotKernelTest : public ::testing::TestWithParam<DotCase> {};
 TEST_P(DotKernelTest, MatchesTheCpuDotInteraction) {
   FUSERANK_SKIP_WITHOUT_GPU();
   const DotCase p = GetParam();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const int d = p.dim;
   // Six tables, user and item mixed: user 0 at col 0, item 0, user 1 at col d, ...
@@ -142,8 +143,8 @@ INSTANTIATE_TEST_SUITE_P(Widths, DotKernelTest,
 
 TEST(ConcatUserKernelTest, CopiesEachRequestsUserVectorsIntoItsCandidates) {
   FUSERANK_SKIP_WITHOUT_GPU();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const std::vector<kernels::ConcatSlot> slots = {{0, 3, 4}, {4, 20, 100}, {104, 130, 12}};
   const int user_ld = 120;

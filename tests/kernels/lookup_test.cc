@@ -19,11 +19,14 @@
 #include "tests/engine/cpu_reference_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/testing/test_model.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank::engine::cuda {
 namespace {
 
-enum class Mode { kUnweighted, kWeighted, kReorder };
+// kMisaligned: every output row starts one float past a 16-byte boundary, so the vector
+// path must take its scalar-store fallback.
+enum class Mode { kUnweighted, kWeighted, kReorder, kMisaligned };
 
 struct LookupCase {
   DType dtype;
@@ -32,7 +35,7 @@ struct LookupCase {
 };
 
 std::string CaseName(const ::testing::TestParamInfo<LookupCase>& info) {
-  const char* modes[] = {"unweighted", "weighted", "reorder"};
+  const char* modes[] = {"unweighted", "weighted", "reorder", "misaligned"};
   return std::string(DTypeName(info.param.dtype)) + "_dim" + std::to_string(info.param.dim) + "_" +
          modes[static_cast<int>(info.param.mode)];
 }
@@ -64,8 +67,8 @@ void ExpectBlock(const std::vector<float>& got, const std::vector<float>& want, 
 TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
   FUSERANK_SKIP_WITHOUT_GPU();
   const LookupCase p = GetParam();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   ModelSpec spec = fuserank::testing::SmallSpec(2, 3, 1000, p.dim);
   spec.embedding_dtype = p.dtype;
@@ -143,19 +146,30 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       ga.max_unique = h->num_unique;
       ASSERT_EQ(kernels::LaunchGatherUniqueRows(ga, nullptr), cudaSuccess);
     }
+    // Misaligned: the blocks start one float into their buffers (ld stays a multiple of 4,
+    // so every row's vectors are 4 bytes off a 16-byte boundary); that float stays poisoned.
+    const size_t shift = p.mode == Mode::kMisaligned ? 1 : 0;
+    auto download = [&](const DeviceBuffer& d, size_t n_floats, const char* what) {
+      std::vector<float> v = gpu_test::Download<float>(d, n_floats + shift);
+      if (shift != 0) {
+        EXPECT_TRUE(gpu_test::IsPoison(v[0])) << what << ": written before the block";
+        v.erase(v.begin());
+      }
+      return v;
+    };
     for (int lanes : {4, 8, 16, 32}) {
       SCOPED_TRACE(::testing::Message() << "lanes " << lanes << ", candidates " << n);
-      DeviceBuffer d_user = gpu_test::Poisoned(want_user.size() * sizeof(float));
-      DeviceBuffer d_item = gpu_test::Poisoned(want_item.size() * sizeof(float));
+      DeviceBuffer d_user = gpu_test::Poisoned((want_user.size() + shift) * sizeof(float));
+      DeviceBuffer d_item = gpu_test::Poisoned((want_item.size() + shift) * sizeof(float));
       DeviceBuffer d_x = gpu_test::Poisoned(want_x.size() * sizeof(float));
       kernels::LookupArgs a;
       a.d_batch = d_batch.get<unsigned char>();
       a.d_tables = (*dm)->d_tables();
       a.user_tables = g.user_tables;
       a.item_tables = g.item_tables;
-      a.d_user_out = d_user.get<float>();
+      a.d_user_out = d_user.get<float>() + shift;
       a.user_ld = g.user_ld;
-      a.d_item_out = d_item.get<float>();
+      a.d_item_out = d_item.get<float>() + shift;
       a.item_ld = g.item_ld;
       a.d_dense_out = d_x.get<float>();
       a.dense_ld = g.x_ld;
@@ -170,9 +184,9 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       a.lanes = lanes;
       ASSERT_EQ(kernels::LaunchPooledLookup(a, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      ExpectBlock(gpu_test::Download<float>(d_user, want_user.size()), want_user, r, g.user_ld,
+      ExpectBlock(download(d_user, want_user.size(), "user block"), want_user, r, g.user_ld,
                   user_cols, "user block");
-      ExpectBlock(gpu_test::Download<float>(d_item, want_item.size()), want_item, n, g.item_ld,
+      ExpectBlock(download(d_item, want_item.size(), "item block"), want_item, n, g.item_ld,
                   item_cols, "item block");
       ExpectBlock(gpu_test::Download<float>(d_x, want_x.size()), want_x, n, g.x_ld, {{0, dense}},
                   "dense rows");
@@ -189,6 +203,10 @@ std::vector<LookupCase> AllCases() {
         cases.push_back({dtype, dim, mode});
       }
     }
+  }
+  // The vector path (fp32 dim % 4 == 0, fp16 dim % 8 == 0) into unaligned output rows.
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (int dim : {8, 128}) cases.push_back({dtype, dim, Mode::kMisaligned});
   }
   return cases;
 }

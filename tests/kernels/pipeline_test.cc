@@ -18,6 +18,7 @@
 #include "tests/engine/cpu_reference_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/testing/test_model.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -31,13 +32,16 @@ struct PipelineCase {
   bool graphs;
   bool bottom = true;
   bool reorder = false;
+  int user_tables = 2;
+  int item_tables = 3;
 };
 
 std::string CaseName(const ::testing::TestParamInfo<PipelineCase>& info) {
   const PipelineCase& p = info.param;
   return std::string(InteractionName(p.interaction)) + "_" + std::string(DTypeName(p.dtype)) +
          "_dim" + std::to_string(p.dim) + (p.graphs ? "_graphs" : "_nographs") +
-         (p.bottom ? "" : "_nobottom") + (p.reorder ? "_reorder" : "");
+         (p.bottom ? "" : "_nobottom") + (p.reorder ? "_reorder" : "") +
+         (p.user_tables == 0 ? "_nouser" : "") + (p.item_tables == 0 ? "_noitem" : "");
 }
 
 struct TestSetup {
@@ -46,9 +50,9 @@ struct TestSetup {
 };
 
 TestSetup MakeModel(const PipelineCase& p, uint64_t seed) {
-  ModelSpec spec = fuserank::testing::SmallSpec(2, 3, 1000, p.dim);
-  std::swap(spec.tables[1], spec.tables[3]);  // user, item, item, user, item
-  spec.tables[2].pooling = Pooling::kMean;
+  ModelSpec spec = fuserank::testing::SmallSpec(p.user_tables, p.item_tables, 1000, p.dim);
+  if (spec.tables.size() >= 4) std::swap(spec.tables[1], spec.tables[3]);  // user, item, item, ..
+  spec.tables.back().pooling = Pooling::kMean;
   spec.embedding_dtype = p.dtype;
   spec.interaction = p.interaction;
   if (p.interaction == Interaction::kLinear) spec.cross_dim = 24;
@@ -104,8 +108,8 @@ class CudaPipelineTest : public ::testing::TestWithParam<PipelineCase> {};
 TEST_P(CudaPipelineTest, MatchesTheCpuBackendAndTheReference) {
   FUSERANK_SKIP_WITHOUT_GPU();
   const PipelineCase p = GetParam();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const TestSetup s = MakeModel(p, seed);
   ASSERT_NE(s.model, nullptr);
@@ -160,14 +164,88 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{Interaction::kConcat, DType::kBF16, 128, false, false},
                       PipelineCase{Interaction::kConcat, DType::kF16, 100, true, true, true},
                       PipelineCase{Interaction::kLinear, DType::kF32, 4, true},
-                      PipelineCase{Interaction::kLinear, DType::kF16, 128, false}),
+                      PipelineCase{Interaction::kLinear, DType::kF16, 128, false},
+                      PipelineCase{Interaction::kDot, DType::kF32, 16, true, true, false, 0, 3},
+                      PipelineCase{Interaction::kDot, DType::kBF16, 16, true, true, false, 2, 0},
+                      PipelineCase{Interaction::kConcat, DType::kF32, 12, true, true, false, 0, 2},
+                      PipelineCase{Interaction::kConcat, DType::kF16, 8, false, true, false, 3, 0}),
     CaseName);
+
+// Runs `batch` on the GPU and on the CPU backend and checks the GPU's result; `replayed`
+// says whether the GPU run must have replayed a captured graph (one launch).
+void RunAndCompare(const TestSetup& s, CudaBackend& gpu, Backend& cpu,
+                   const std::vector<RefRequest>& requests, bool replayed) {
+  const Batch batch = engine::test::MakeBatch(s.model, requests);
+  BatchResult want, got;
+  ASSERT_TRUE(cpu.Run(0, batch, &want).ok());
+  const absl::Status ran = gpu.Run(0, batch, &got);
+  ASSERT_TRUE(ran.ok()) << ran;
+  EXPECT_EQ(gpu.stats(0).graph_error, "");
+  EXPECT_EQ(gpu.stats(0).last_used_graph, replayed);
+  if (replayed) EXPECT_EQ(gpu.stats(0).last_launches, 1);
+  ExpectMatches(s, requests, batch, got, want, 1e-5);
+}
+
+// Requests with exactly these candidate counts, their top_k random (0: all).
+std::vector<RefRequest> Sized(const TestSetup& s, std::vector<int> sizes, std::mt19937_64& rng) {
+  return MakeRequests(s.model->spec(), sizes, rng);
+}
+
+// A graph captured on one batch is replayed on other batches of the same size bucket and
+// top-K shape: other ids, candidate counts and request splits. The graph reads every
+// count from the staged header, so each must score like the CPU.
+TEST(CudaGraphReplayTest, ReplaysOnOtherBatchesOfTheSameBucket) {
+  FUSERANK_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  const TestSetup s = MakeModel({Interaction::kDot, DType::kF32, 16, true}, seed);
+  ASSERT_NE(s.model, nullptr);
+  BackendOptions options;
+  options.workers = 1;
+  auto gpu = CudaBackend::Create(s.model, options, CudaOptions{});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = CreateCpuBackend(s.model, options);
+  // Buckets of 64 rows, every request <= 128 candidates (top-K shape 0).
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, {3, 60}, rng), false));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, {20, 1, 40, 0}, rng), true));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, {64}, rng), true));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, {33}, rng), true));
+  EXPECT_EQ((*gpu)->stats(0).graphs_captured, 1u);
+}
+
+// More requests than candidates (the bucket follows the requests), and more than 4096
+// requests in one batch (the top-K kernel's grid-stride loop over requests).
+TEST(CudaGraphReplayTest, ManyMoreRequestsThanCandidates) {
+  FUSERANK_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  const TestSetup s = MakeModel({Interaction::kConcat, DType::kF16, 12, true}, seed);
+  ASSERT_NE(s.model, nullptr);
+  BackendOptions options;
+  options.workers = 1;
+  options.max_batch_candidates = 8192;
+  auto gpu = CudaBackend::Create(s.model, options, CudaOptions{});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = CreateCpuBackend(s.model, options);
+  std::vector<int> sparse(40, 0);
+  sparse[3] = 2;
+  sparse[17] = 1;
+  sparse[39] = 5;
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, sparse, rng), false));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, sparse, rng), true));
+  std::vector<int> many(5000, 1);
+  many[4999] = 3;
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, many, rng), false));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, many, rng), true));
+}
 
 TEST(CudaModuleTest, CreateBackendLoadsTheModuleAndScoresLikeTheCpu) {
   FUSERANK_SKIP_WITHOUT_GPU();
   gpu_test::UseBuiltModule();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const TestSetup s = MakeModel({Interaction::kDot, DType::kF32, 16, true}, seed);
   ASSERT_NE(s.model, nullptr);
@@ -189,58 +267,85 @@ TEST(CudaModuleTest, CreateBackendLoadsTheModuleAndScoresLikeTheCpu) {
 
 TEST(CudaBackendTest, WorkersRunConcurrently) {
   FUSERANK_SKIP_WITHOUT_GPU();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const TestSetup s = MakeModel({Interaction::kDot, DType::kF16, 32, true}, seed);
   ASSERT_NE(s.model, nullptr);
+  constexpr int kWorkers = 4;
+  constexpr int kReps = 20;
   BackendOptions options;
-  options.workers = 4;
+  options.workers = kWorkers;
   auto gpu = CudaBackend::Create(s.model, options, CudaOptions{});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   auto cpu = CreateCpuBackend(s.model, options);
   std::vector<std::vector<RefRequest>> requests;
   std::vector<Batch> batches;
-  std::vector<BatchResult> want(4), got(4);
-  for (int w = 0; w < 4; ++w) {
+  std::vector<BatchResult> want(kWorkers);
+  for (int w = 0; w < kWorkers; ++w) {
     requests.push_back(MakeRequests(s.model->spec(), {50 * (w + 1), 7}, rng));
     batches.push_back(engine::test::MakeBatch(s.model, requests.back()));
     ASSERT_TRUE(cpu->Run(0, batches.back(), &want[w]).ok());
   }
-  std::vector<absl::Status> status(4);
+  // Every repetition's result and whether it replayed a graph, checked after the join.
+  std::vector<std::vector<BatchResult>> got(kWorkers, std::vector<BatchResult>(kReps));
+  std::vector<std::vector<bool>> replayed(kWorkers, std::vector<bool>(kReps));
+  std::vector<absl::Status> status(kWorkers);
   std::vector<std::thread> threads;
-  for (int w = 0; w < 4; ++w) {
+  for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([&, w] {
-      for (int rep = 0; rep < 20 && status[w].ok(); ++rep) {
-        status[w] = (*gpu)->Run(w, batches[w], &got[w]);
+      for (int rep = 0; rep < kReps && status[w].ok(); ++rep) {
+        status[w] = (*gpu)->Run(w, batches[w], &got[w][rep]);
+        replayed[w][rep] = (*gpu)->stats(w).last_used_graph;
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  for (int w = 0; w < 4; ++w) {
+  for (int w = 0; w < kWorkers; ++w) {
+    SCOPED_TRACE(::testing::Message() << "worker " << w);
     ASSERT_TRUE(status[w].ok()) << status[w];
-    ExpectMatches(s, requests[w], batches[w], got[w], want[w], 1e-5);
+    EXPECT_EQ((*gpu)->stats(w).graph_error, "");
+    EXPECT_EQ((*gpu)->stats(w).graph_capture_failures, 0u);
+    for (int rep = 0; rep < kReps; ++rep) {
+      SCOPED_TRACE(::testing::Message() << "repetition " << rep);
+      EXPECT_EQ(replayed[w][rep], rep > 0);
+      ExpectMatches(s, requests[w], batches[w], got[w][rep], want[w], 1e-5);
+      if (HasFatalFailure()) return;
+    }
   }
 }
 
 TEST(CudaBackendTest, Tf32IsUsedOnlyWhenAllowedAndStaysClose) {
   FUSERANK_SKIP_WITHOUT_GPU();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const TestSetup s = MakeModel({Interaction::kConcat, DType::kF32, 128, true}, seed);
   ASSERT_NE(s.model, nullptr);
   BackendOptions options;
   options.allow_tf32 = true;
-  auto gpu = CudaBackend::Create(s.model, options, CudaOptions{});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto tf32 = CudaBackend::Create(s.model, options, CudaOptions{});
+  ASSERT_TRUE(tf32.ok()) << tf32.status();
+  options.allow_tf32 = false;
+  auto fp32 = CudaBackend::Create(s.model, options, CudaOptions{});
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
   auto cpu = CreateCpuBackend(s.model, options);
-  const std::vector<RefRequest> requests = MakeRequests(s.model->spec(), {300}, rng);
+  std::vector<RefRequest> requests = MakeRequests(s.model->spec(), {300}, rng);
+  requests[0].top_k = 0;  // every candidate, so every score is compared
   const Batch batch = engine::test::MakeBatch(s.model, requests);
-  BatchResult got, want;
-  ASSERT_TRUE((*gpu)->Run(0, batch, &got).ok());
+  BatchResult got, exact, want;
+  ASSERT_TRUE((*tf32)->Run(0, batch, &got).ok());
+  ASSERT_TRUE((*fp32)->Run(0, batch, &exact).ok());
   ASSERT_TRUE(cpu->Run(0, batch, &want).ok());
   ExpectMatches(s, requests, batch, got, want, 5e-3);  // TF32: 10-bit mantissa products
+  ExpectMatches(s, requests, batch, exact, want, 1e-5);
+  // TF32 must actually be in use: its scores are not the fp32 ones.
+  std::vector<float> tf32_score(300), fp32_score(300);
+  for (const ScoredIndex& item : got.items) tf32_score[item.index] = item.score;
+  for (const ScoredIndex& item : exact.items) fp32_score[item.index] = item.score;
+  int differ = 0;
+  for (int c = 0; c < 300; ++c) differ += tf32_score[c] != fp32_score[c] ? 1 : 0;
+  EXPECT_GT(differ, 0) << "allow_tf32 gave the fp32 scores bit for bit: TF32 was not used";
 }
 
 TEST(CudaBackendTest, RefusesABatchOfAnotherModelOrWorker) {

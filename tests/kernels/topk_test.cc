@@ -6,6 +6,9 @@
 #include "engine/topk.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "kernels/topk.h"
 #include "kernels/topk_keys.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -24,6 +28,7 @@ namespace {
 struct Segments {
   std::vector<uint32_t> sizes;
   bool ties;
+  bool nans = false;  // about one logit in five is NaN (both signs): they rank last
 };
 
 class TopKKernelTest : public ::testing::TestWithParam<Segments> {};
@@ -31,8 +36,8 @@ class TopKKernelTest : public ::testing::TestWithParam<Segments> {};
 TEST_P(TopKKernelTest, MatchesTheCpuTopK) {
   FUSERANK_SKIP_WITHOUT_GPU();
   const Segments p = GetParam();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const uint32_t requests = static_cast<uint32_t>(p.sizes.size());
   kernels::PackedCounts counts;
@@ -60,6 +65,11 @@ TEST_P(TopKKernelTest, MatchesTheCpuTopK) {
   std::vector<float> logits(counts.num_candidates);
   std::uniform_real_distribution<float> u(-12.0f, 12.0f);
   for (float& x : logits) x = p.ties ? static_cast<float>(static_cast<int>(rng() % 7) - 3) : u(rng);
+  if (p.nans) {
+    for (float& x : logits) {
+      if (rng() % 5 == 0) x = (rng() % 2 ? 1.0f : -1.0f) * std::numeric_limits<float>::quiet_NaN();
+    }
+  }
   std::vector<float> scores(logits.size());
   Sigmoid(logits.data(), static_cast<int>(logits.size()), 1, scores.data());
 
@@ -90,6 +100,14 @@ TEST_P(TopKKernelTest, MatchesTheCpuTopK) {
       }
       std::vector<ScoredIndex> want(k);
       TopK(scores.data() + begin[r], static_cast<int>(n), static_cast<int>(k), want.data());
+      if (p.nans) {  // NaN scores: the exact order of engine::TopK (NaN last, by index)
+        for (uint32_t i = 0; i < k; ++i) {
+          ASSERT_EQ(g[i].index, want[i].index) << "rank " << i;
+          ASSERT_EQ(std::isnan(g[i].score), std::isnan(want[i].score)) << "rank " << i;
+          if (!std::isnan(want[i].score)) ASSERT_NEAR(g[i].score, want[i].score, 1e-6) << i;
+        }
+        continue;
+      }
       const std::vector<float> score_of(scores.begin() + begin[r], scores.begin() + begin[r + 1]);
       gpu_test::ExpectSameTopK(g, want.data(), k, score_of, 1e-6, "request " + std::to_string(r));
       if (p.ties) {  // equal logits give equal scores on both sides: exact order
@@ -105,11 +123,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Segments{{1}, false}, Segments{{1}, true}, Segments{{127, 128, 129}, true},
                       Segments{{511, 512, 513}, false}, Segments{{2047, 2048, 2049}, true},
                       Segments{{4095}, false}, Segments{{4096}, true}, Segments{{4096}, false},
-                      Segments{{3, 0, 17, 250, 1, 64}, false}, Segments{{5000, 3, 129}, true}),
+                      Segments{{3, 0, 17, 250, 1, 64}, false}, Segments{{5000, 3, 129}, true},
+                      Segments{{1, 2, 100, 129}, true, true}, Segments{{4096, 700}, true, true}),
     [](const ::testing::TestParamInfo<Segments>& info) {
       std::string name;
       for (uint32_t s : info.param.sizes) name += std::to_string(s) + "_";
-      return name + (info.param.ties ? "ties" : "continuous");
+      return name + (info.param.ties ? "ties" : "continuous") + (info.param.nans ? "_nans" : "");
     });
 
 TEST(TopKLaunchTest, NoRequestsReturnsAtOnce) {

@@ -76,8 +76,8 @@ cache:
   hot_rows_per_table: 10
   policy: frequency
   rebuild_interval_seconds: 5
-  placement: host
-  shared_memory_rows: 4
+  placement: device
+  shared_memory_rows: 0
 model:
   path: /models/m.yaml
 logging: {level: debug, format: json, access_log_sample: 0.25}
@@ -103,8 +103,8 @@ logging: {level: debug, format: json, access_log_sample: 0.25}
   EXPECT_EQ(config->cache.hot_rows_per_table, 10);
   EXPECT_EQ(config->cache.policy, CachePolicy::kFrequency);
   EXPECT_EQ(config->cache.rebuild_interval_seconds, 5);
-  EXPECT_EQ(config->cache.placement, CachePlacement::kHost);
-  EXPECT_EQ(config->cache.shared_memory_rows, 4);
+  EXPECT_EQ(config->cache.placement, CachePlacement::kDevice);
+  EXPECT_EQ(config->cache.shared_memory_rows, 0);
   ASSERT_EQ(config->models.size(), 1u);
   EXPECT_EQ(config->models[0].path, "/models/m.yaml");
   EXPECT_EQ(config->logging.level, "debug");
@@ -141,7 +141,7 @@ TEST(ConfigTest, EffectiveConfigReadsBackToTheSameConfig) {
   const char* yaml = R"(
 server: {listen: "127.0.0.1:0", admin_listen: "", metrics_listen: "127.0.0.1:0"}
 engine: {device: cuda, streams: 2, cuda_graphs: false}
-cache: {policy: frequency, placement: host}
+cache: {policy: frequency, placement: device}
 models: [{name: x, path: "/tmp/a b.yaml"}, {name: y, path: y.yaml}]
 logging: {level: warn, format: json, access_log_sample: 0.1}
 )";
@@ -266,9 +266,12 @@ INSTANTIATE_TEST_SUITE_P(
                       "cache.hot_rows_per_table: must be in 0..536870912, got -1"},
         BadConfigCase{"rebuild", "cache: {rebuild_interval_seconds: 0}",
                       "cache.rebuild_interval_seconds: must be in 1..86400, got 0"},
-        BadConfigCase{"shared_rows", "cache: {hot_rows_per_table: 4, shared_memory_rows: 8}",
-                      "cache.shared_memory_rows: must not exceed cache.hot_rows_per_table (4), "
-                      "got 8"},
+        BadConfigCase{"shared_rows", "cache: {shared_memory_rows: 8}",
+                      "cache.shared_memory_rows: only 0 is implemented (no hot rows are staged "
+                      "in GPU shared memory yet), got 8"},
+        BadConfigCase{"placement_host", "cache: {placement: host}",
+                      "cache.placement: only 'device' is implemented (every table stays wholly "
+                      "in the serving device's memory); 'host' is not implemented yet"},
         BadConfigCase{"model_path_empty", "model: {path: \"\"}", "model.path: must not be empty"},
         BadConfigCase{"model_unknown_key", "model: {file: a.yaml}", "model.file: unknown key"},
         BadConfigCase{"model_and_models", "model: {path: a.yaml}\nmodels: [{path: b.yaml}]",

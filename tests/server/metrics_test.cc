@@ -16,6 +16,7 @@ TEST(MetricsTest, DefinesEveryFamilyOfTheSpec) {
   EXPECT_EQ((*metrics)->port(), 0);
   (*metrics)->Table("user_id");
   (*metrics)->SetModelInfo("demo", "1", "cpu");
+  (*metrics)->SetModelInfo("gpu", "2", "cuda:0");
   const std::string text = (*metrics)->Scrape();
   for (const char* family :
        {"# TYPE fuserank_requests_total counter",
@@ -24,10 +25,12 @@ TEST(MetricsTest, DefinesEveryFamilyOfTheSpec) {
         "# TYPE fuserank_batch_candidates histogram",
         "# TYPE fuserank_embedding_cache_lookups_total counter", "# TYPE fuserank_hot_rows gauge",
         "# TYPE fuserank_hot_rows_version gauge", "# TYPE fuserank_inflight_requests gauge",
-        "# TYPE fuserank_queue_depth gauge", "# TYPE fuserank_model_info gauge"}) {
+        "# TYPE fuserank_queue_depth gauge", "# TYPE fuserank_model_info gauge",
+        "# TYPE fuserank_graph_capture_failures_total counter"}) {
     EXPECT_THAT(text, HasSubstr(family));
   }
   EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cpu",model="demo",version="1"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cuda",model="gpu",version="2"} 1)"));
   EXPECT_THAT(
       text, HasSubstr(R"(fuserank_embedding_cache_lookups_total{result="hit",table="user_id"} 0)"));
   EXPECT_THAT(text, HasSubstr(R"(fuserank_hot_rows{table="user_id"} 0)"));

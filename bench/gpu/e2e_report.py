@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""JSON lines of server_e2e.sh: a load point from fuserank-bench, and the /metrics check.
+
+usage: e2e_report.py load CANDIDATES CONCURRENCY < fuserank-bench --json's last line
+       e2e_report.py metrics PORT DEVICE
+Each prints one JSON line; exit 1 when the load point had errors or the check failed.
+"""
+
+import json
+import re
+import sys
+import urllib.request
+
+
+def load(candidates, concurrency):
+    text = sys.stdin.read().strip()
+    try:
+        r = json.loads(text)
+    except ValueError:
+        print(json.dumps({"bench": "load", "candidates": candidates, "concurrency": concurrency,
+                          "qps": 0, "p50_ms": 0, "p99_ms": 0, "errors": -1,
+                          "problem": f"no JSON from fuserank-bench: {text[:200]}"}))
+        return 1
+    row = {"bench": "load", "candidates": candidates, "concurrency": concurrency,
+           "qps": r.get("qps", 0), "p50_ms": r.get("p50_ms", 0), "p99_ms": r.get("p99_ms", 0),
+           "errors": r.get("errors", 0), "ok": r.get("ok", 0)}
+    print(json.dumps(row))
+    return 0 if row["errors"] == 0 and row["ok"] > 0 else 1
+
+
+def series(text, name):
+    """{labels string: value} of every sample of metric `name`."""
+    out = {}
+    for m in re.finditer(r"^%s(\{[^}]*\})? ([^ \n]+)" % re.escape(name), text, re.M):
+        out[m.group(1) or ""] = float(m.group(2))
+    return out
+
+
+def metrics(port, device):
+    problems = []
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    except OSError as e:
+        print(json.dumps({"bench": "metrics", "ok": False, "problems": [f"scrape failed: {e}"]}))
+        return 1
+    counts = series(text, "fuserank_stage_duration_seconds_count")
+    for stage in ("decode", "queue", "dnn", "encode"):
+        if counts.get('{stage="%s"}' % stage, 0) <= 0:
+            problems.append(f"stage {stage} histogram did not move")
+    lookups = series(text, "fuserank_embedding_cache_lookups_total")
+    if sum(lookups.values()) <= 0:
+        problems.append("fuserank_embedding_cache_lookups_total did not move")
+    info = series(text, "fuserank_model_info")
+    if not any(f'device="{device}"' in labels and v == 1 for labels, v in info.items()):
+        problems.append(f'no fuserank_model_info with device="{device}" (got {list(info)})')
+    failures = series(text, "fuserank_graph_capture_failures_total").get("", 0)
+    if failures:
+        problems.append(f"{failures:.0f} graph captures failed")
+    ok = not problems
+    print(json.dumps({"bench": "metrics", "ok": ok, "problems": problems,
+                      "dnn_count": counts.get('{stage="dnn"}', 0),
+                      "lookups": sum(lookups.values())}))
+    return 0 if ok else 1
+
+
+def main(argv):
+    if len(argv) == 4 and argv[1] == "load":
+        return load(int(argv[2]), int(argv[3]))
+    if len(argv) == 4 and argv[1] == "metrics":
+        return metrics(int(argv[2]), argv[3])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# fuserank-server end to end on one device, checked against the same server on the CPU:
+#   - small models covering dot / concat / linear, fp32 / fp16 / bf16, sum / mean, and the
+#     bench model: for each, a server on E2E_DEVICE and one on the CPU get the same 200
+#     requests (one-hot and multi-hot bags, with and without weights, 16 to 1000
+#     candidates) and fuserank-score-compare reports the largest score difference;
+#   - the bench model under closed-loop load (fuserank-bench, concurrency 16 and 64,
+#     16/256/1024 candidates): qps, p50, p99;
+#   - a /metrics scrape: stage histograms and the cache lookup series moved, and
+#     fuserank_model_info says device="<E2E_DEVICE>".
+# Prints one JSON line per result on stdout (summarize.py reads them); progress on stderr.
+# Runs on the GPU machine (run_bench.sh) and, with E2E_DEVICE=cpu E2E_QUICK=1, in CI
+# (tests/bench/gpu_check_test.py), which checks the script itself.
+# Environment: BIN (the binaries), E2E_DEVICE (cuda), E2E_QUICK (0: also the bench model
+# and the load points), WORK (scratch: the generated models and configs), PORT_BASE (18700).
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BIN=${BIN:?set BIN to the folder of fuserank-server and the tools}
+DEVICE=${E2E_DEVICE:-cuda}
+QUICK=${E2E_QUICK:-0}
+WORK=${WORK:-$(mktemp -d /tmp/fuserank-e2e.XXXXXX)}
+PORT=${PORT_BASE:-18700}
+mkdir -p "$WORK"
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null' EXIT
+failed=0
+
+log() { echo "server_e2e: $*" >&2; }
+
+gen() {  # gen NAME FLAGS...: a seeded model at $WORK/NAME.yaml
+  local name=$1
+  shift
+  "$BIN/fuserank-gen-model" --out="$WORK/$name.yaml" --seed=11 "$@" >/dev/null
+}
+
+# serve NAME DEVICE MODEL PORT: starts a server in the background and waits until it listens.
+serve() {
+  local name=$1 device=$2 model=$3 port=$4
+  cat >"$WORK/$name.config.yaml" <<YAML
+server: {listen: "127.0.0.1:$port", admin_listen: "", metrics_listen: "127.0.0.1:$((port + 1))"}
+engine: {device: $device, streams: 4}
+model: {path: "$model", watch_interval_seconds: 0}
+logging: {level: warn}
+YAML
+  "$BIN/fuserank-server" --config "$WORK/$name.config.yaml" >"$WORK/$name.log" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 600); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log "$name exited: $(tail -n 3 "$WORK/$name.log")"
+      return 1
+    fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  log "$name does not listen on $port after 60 s"
+  return 1
+}
+
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  pids=()
+}
+
+# compare NAME: the model NAME on DEVICE against the CPU; leaves the DEVICE server running.
+compare() {
+  local name=$1 model="$WORK/$1.yaml"
+  serve "$name-test-$DEVICE" "$DEVICE" "$model" "$PORT" || return 1
+  serve "$name-reference-cpu" cpu "$model" $((PORT + 2)) || return 1
+  "$BIN/fuserank-score-compare" --test="127.0.0.1:$PORT" --reference="127.0.0.1:$((PORT + 2))" \
+    --model="$model" --label="$name" --requests=200 || failed=1
+}
+
+log "models into $WORK"
+gen dot_fp32_sum --user_tables=2 --item_tables=4 --rows=5000 --dim=16 --dense_user=2 \
+  --dense_item=3 --bottom_mlp=32,16 --interaction=dot --top_mlp=64,32,1 --dtype=fp32 --pooling=sum
+gen concat_fp16_mean --user_tables=2 --item_tables=3 --rows=3000 --dim=12 --dense_user=3 \
+  --dense_item=2 --bottom_mlp=16,8 --interaction=concat --top_mlp=32,1 --dtype=fp16 --pooling=mean
+gen linear_bf16_sum --user_tables=1 --item_tables=3 --rows=2000 --dim=8 --dense_user=2 \
+  --dense_item=2 --bottom_mlp=8 --interaction=linear --cross_dim=24 --top_mlp=16,1 --dtype=bf16
+gen dot_bf16_mean_nodense --user_tables=3 --item_tables=3 --rows=4000 --dim=32 \
+  --interaction=dot --top_mlp=64,1 --dtype=bf16 --pooling=mean
+for name in dot_fp32_sum concat_fp16_mean linear_bf16_sum dot_bf16_mean_nodense; do
+  compare "$name" || failed=1
+  stop_all
+done
+
+if [[ $QUICK == 1 ]]; then
+  load_model="$WORK/dot_fp32_sum.yaml"
+  serve "load-$DEVICE" "$DEVICE" "$load_model" "$PORT" || exit 1
+  points=("16 4")
+  duration=1
+else
+  bash "$ROOT/bench/models/gen_bench_model.sh" "$BIN/fuserank-gen-model" "$WORK/bench.yaml" >/dev/null
+  compare bench || failed=1  # the bench-model server on DEVICE keeps running for the load
+  load_model="$WORK/bench.yaml"
+  points=("16 16" "16 64" "256 16" "256 64" "1024 16" "1024 64")
+  duration=3
+fi
+for point in "${points[@]}"; do
+  read -r candidates concurrency <<<"$point"
+  "$BIN/fuserank-bench" --target="127.0.0.1:$PORT" --model="$load_model" \
+    --candidates="$candidates" --concurrency="$concurrency" --duration="$duration" --warmup=1 \
+    --threads=4 --channels=4 --top_k=100 --json 2>/dev/null | tail -n 1 |
+    python3 "$HERE/e2e_report.py" load "$candidates" "$concurrency" || failed=1
+done
+python3 "$HERE/e2e_report.py" metrics $((PORT + 1)) "$DEVICE" || failed=1
+stop_all
+exit $failed

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The GPU check's own rules, tested on the CPU (bench/gpu/summarize.py, suites.py,
+run_tests.sh, server_e2e.sh).
+
+  verdicts    recorded runs (testdata/gpu_check, see record.sh there): all-pass -> PASS;
+              all-skip, a crash (no XML), a partial failure, memcheck errors -> FAIL; the
+              exit status matches the last line.
+  partition   every test of this build's gpu_tests is in exactly one suite.
+  no GPU      run_tests.sh on this machine (no GPU) with this build as the bundle must FAIL:
+              on a GPU run a GPU test that would skip is a failure.
+  server      (with --server-e2e) server_e2e.sh with E2E_DEVICE=cpu E2E_QUICK=1: every
+              comparison within 2e-6 (here: the same engine, so 0), the /metrics check ok.
+usage: gpu_check_test.py BIN_DIR [--server-e2e]
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GPU = os.path.join(ROOT, "bench", "gpu")
+FIXTURES = os.path.join(ROOT, "tests", "bench", "testdata", "gpu_check")
+BIN = ""
+BUNDLED = ["gpu_tests", "fuserank-gpu-bench", "fuserank-server", "fuserank-bench",
+           "fuserank-gen-model", "fuserank-score-compare"]
+
+
+def summarize(mode, out):
+    p = subprocess.run([sys.executable, os.path.join(GPU, "summarize.py"), mode, out],
+                       capture_output=True, text=True)
+    last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+    return p.returncode, last, p.stdout + p.stderr
+
+
+def has_gpu():
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+class Verdicts(unittest.TestCase):
+    def check(self, fixture, passed, words=()):
+        rc, last, text = summarize("tests", os.path.join(FIXTURES, fixture))
+        self.assertTrue(last.startswith("gpu-check: PASS" if passed else "gpu-check: FAIL"), text)
+        self.assertEqual(rc, 0 if passed else 1, text)
+        for w in words:
+            self.assertIn(w, last)
+
+    def test_all_pass_passes(self):
+        self.check("all_pass", True, ["memcheck: not run (tool missing)"])
+
+    def test_all_skip_fails(self):
+        self.check("all_skip", False, ["skipped"])
+
+    def test_a_crash_without_a_report_fails(self):
+        self.check("crash", False, ["pipeline: no XML report"])
+
+    def test_a_partial_failure_fails(self):
+        self.check("partial_fail", False, ["lookup: 3 failed"])
+
+    def test_memcheck_errors_fail(self):
+        self.check("memcheck_errors", False, ["memcheck: 3 errors"])
+
+    def test_a_missing_run_fails(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.check_empty(out)
+
+    def check_empty(self, out):
+        rc, last, text = summarize("tests", out)
+        self.assertEqual(rc, 1, text)
+        self.assertTrue(last.startswith("gpu-check: FAIL"), text)
+
+
+def binary(name):
+    path = os.path.join(BIN, name)
+    return path if os.path.exists(path) else None
+
+
+class ThisBuild(unittest.TestCase):
+    def test_the_suites_partition_gpu_tests(self):
+        gpu_tests = binary("gpu_tests")
+        if gpu_tests is None:
+            self.skipTest("no gpu_tests in this build (CUDA off)")
+        listing = subprocess.run([gpu_tests, "--gtest_list_tests"], capture_output=True,
+                                 text=True, check=True).stdout
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+            f.write(listing)
+            f.flush()
+            p = subprocess.run([sys.executable, os.path.join(GPU, "suites.py"), "check", f.name],
+                               capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_a_run_without_a_gpu_fails(self):
+        if any(binary(b) is None for b in BUNDLED):
+            self.skipTest("this build lacks some bundled binaries (CUDA off)")
+        if has_gpu():
+            self.skipTest("this machine has a GPU")
+        with tempfile.TemporaryDirectory() as tmp:
+            bundle, out = os.path.join(tmp, "bundle"), os.path.join(tmp, "out")
+            os.makedirs(os.path.join(bundle, "bin"))
+            os.makedirs(os.path.join(bundle, "lib"))
+            for b in BUNDLED:
+                os.symlink(os.path.join(BIN, b), os.path.join(bundle, "bin", b))
+            module = os.path.join(os.path.dirname(BIN), "lib", "libfuserank_cuda.so")
+            os.symlink(module, os.path.join(bundle, "lib", "libfuserank_cuda.so"))
+            open(os.path.join(bundle, "MANIFEST"), "w").write("this build\n")
+            env = dict(os.environ, BUNDLE=bundle, OUT=out)
+            p = subprocess.run(["bash", os.path.join(GPU, "run_tests.sh")], env=env,
+                               capture_output=True, text=True, timeout=120)
+            last = p.stdout.strip().splitlines()[-1]
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertTrue(last.startswith("gpu-check: FAIL (smoke:"), last)
+            self.assertIn("FUSERANK_REQUIRE_GPU=1 but no CUDA device", last)
+
+
+class ServerEndToEnd(unittest.TestCase):
+    def test_the_server_check_on_the_cpu(self):
+        missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model",
+                               "fuserank-score-compare") if binary(b) is None]
+        if missing:
+            self.skipTest(f"not built: {missing}")
+        work = tempfile.mkdtemp(prefix="fuserank-e2e-test.")
+        try:
+            env = dict(os.environ, BIN=BIN, E2E_DEVICE="cpu", E2E_QUICK="1", WORK=work,
+                       # below the ephemeral range (32768+), so no client socket holds it
+                       PORT_BASE=str(20000 + 4 * (os.getpid() % 3000)))
+            p = subprocess.run(["bash", os.path.join(GPU, "server_e2e.sh")], env=env,
+                               capture_output=True, text=True, timeout=240)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+            compares = [r for r in rows if r["bench"] == "compare"]
+            self.assertEqual(len(compares), 4, p.stdout)
+            for r in compares:
+                self.assertEqual(r["requests"], 200, r)
+                self.assertEqual(r["errors"], 0, r)
+                self.assertEqual(r["max_abs_diff"], 0, r)  # the same engine on both sides
+                self.assertEqual(r["order_mismatches"], 0, r)
+            metrics = [r for r in rows if r["bench"] == "metrics"]
+            self.assertEqual(len(metrics), 1, p.stdout)
+            self.assertTrue(metrics[0]["ok"], metrics[0])
+            loads = [r for r in rows if r["bench"] == "load"]
+            self.assertTrue(loads and loads[0]["errors"] == 0 and loads[0]["qps"] > 0, loads)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    BIN = os.path.abspath(args[0]) if args else os.path.join(ROOT, "build", "bin")
+    selected = [Verdicts, ThisBuild] if "--server-e2e" not in sys.argv else [ServerEndToEnd]
+    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in selected)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
