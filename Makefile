@@ -6,7 +6,8 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build serve test test-unit test-fuzz test-sanitize bench format-check clean
+.PHONY: all deps configure build serve test test-unit test-fuzz test-sanitize bench format-check \
+	check-layers lint clean
 
 all: build
 
@@ -43,6 +44,13 @@ bench:
 
 format-check:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format --dry-run -Werror
+
+# Includes against the layers of scripts/layers.txt (docs/testing.md, "Layers").
+check-layers:
+	python3 scripts/check_layers.py
+
+# What CI checks before it builds: formatting and layering.
+lint: deps format-check check-layers
 
 clean:
 	rm -rf $(BUILD)

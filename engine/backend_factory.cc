@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/cpu_backend.h"
-#include "engine/cuda/module_abi.h"
+#include "engine/cuda_module_abi.h"
 #include "spdlog/spdlog.h"
 
 namespace fuserank::engine {

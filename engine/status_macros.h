@@ -9,10 +9,10 @@
 #define FUSERANK_CONCAT_(a, b) FUSERANK_CONCAT_INNER_(a, b)
 
 // Returns the status of `expr` from the enclosing function when it is not OK.
-#define RETURN_IF_ERROR(expr)                                 \
-  do {                                                        \
-    ::absl::Status fuserank_status_ = (expr);                 \
-    if (!fuserank_status_.ok()) return fuserank_status_;      \
+#define RETURN_IF_ERROR(expr)                            \
+  do {                                                   \
+    ::absl::Status fuserank_status_ = (expr);            \
+    if (!fuserank_status_.ok()) return fuserank_status_; \
   } while (0)
 
 // `lhs = value of expr` or return its error status from the enclosing function.

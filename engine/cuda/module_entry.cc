@@ -1,11 +1,11 @@
-// The two symbols the server resolves in libfuserank_cuda.so (see module_abi.h).
+// The two symbols the server resolves in libfuserank_cuda.so (see engine/cuda_module_abi.h).
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_probe.h"
-#include "engine/cuda/module_abi.h"
+#include "engine/cuda_module_abi.h"
 
 namespace {
 
