@@ -24,6 +24,7 @@
 #include "tests/e2e/rank_check_util.h"
 #include "tests/e2e/reference_util.h"
 #include "tests/testing/test_model.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank {
 namespace {
@@ -197,7 +198,7 @@ TEST_P(HotRowsSwapE2eTest, SwapsUnderLoadFailNothingAndChangeNoScoreBit) {
   }
   ASSERT_FALSE(HasFailure());
 
-  const uint64_t seed = std::random_device()();
+  const uint64_t seed = testing::TestSeed();
   std::atomic<bool> stop{false};
   SwapTally swaps;
   std::vector<ClientTally> clients(kClients);
@@ -210,7 +211,7 @@ TEST_P(HotRowsSwapE2eTest, SwapsUnderLoadFailNothingAndChangeNoScoreBit) {
   stop.store(true);
   for (std::thread& t : threads) t.join();
 
-  SCOPED_TRACE(absl::StrCat("swap seed ", seed));
+  SCOPED_TRACE(absl::StrCat("swap ", testing::SeedTrace(seed)));
   EXPECT_EQ(swaps.problem, "");
   EXPECT_GE(swaps.swaps, 50) << "too few swaps to prove anything";
   EXPECT_GE(swaps.refused, 5);

@@ -171,74 +171,75 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{Interaction::kConcat, DType::kF16, 8, false, true, false, 3, 0}),
     CaseName);
 
-// Runs `batch` on the GPU and on the CPU backend and checks the GPU's result; `replayed`
-// says whether the GPU run must have replayed a captured graph (one launch).
-void RunAndCompare(const TestSetup& s, CudaBackend& gpu, Backend& cpu,
-                   const std::vector<RefRequest>& requests, bool replayed) {
-  const Batch batch = engine::test::MakeBatch(s.model, requests);
-  BatchResult want, got;
-  ASSERT_TRUE(cpu.Run(0, batch, &want).ok());
-  const absl::Status ran = gpu.Run(0, batch, &got);
-  ASSERT_TRUE(ran.ok()) << ran;
-  EXPECT_EQ(gpu.stats(0).graph_error, "");
-  EXPECT_EQ(gpu.stats(0).last_used_graph, replayed);
-  if (replayed) EXPECT_EQ(gpu.stats(0).last_launches, 1);
-  ExpectMatches(s, requests, batch, got, want, 1e-5);
-}
+// One model on a one-worker CUDA backend (graphs on) and on the CPU backend, and batches
+// of given request sizes run on both and compared.
+class CudaGraphReplayTest : public ::testing::Test {
+ protected:
+  // Builds the model of `p` and both backends. Call through ASSERT_NO_FATAL_FAILURE.
+  void Start(const PipelineCase& p) {
+    s_ = MakeModel(p, seed_);
+    ASSERT_NE(s_.model, nullptr);
+    BackendOptions options;
+    options.workers = 1;
+    options.max_batch_candidates = 8192;
+    auto gpu = CudaBackend::Create(s_.model, options, CudaOptions{});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    gpu_ = *std::move(gpu);
+    cpu_ = CreateCpuBackend(s_.model, options);
+  }
 
-// Requests with exactly these candidate counts, their top_k random (0: all).
-std::vector<RefRequest> Sized(const TestSetup& s, std::vector<int> sizes, std::mt19937_64& rng) {
-  return MakeRequests(s.model->spec(), sizes, rng);
-}
+  // Requests of exactly these candidate counts (top_k random, 0: all) on both backends;
+  // `replayed`: the GPU run must have replayed a captured graph (one launch).
+  void RunAndCompare(const std::vector<int>& sizes, bool replayed) {
+    const std::vector<RefRequest> requests = MakeRequests(s_.model->spec(), sizes, rng_);
+    const Batch batch = engine::test::MakeBatch(s_.model, requests);
+    BatchResult want, got;
+    ASSERT_TRUE(cpu_->Run(0, batch, &want).ok());
+    const absl::Status ran = gpu_->Run(0, batch, &got);
+    ASSERT_TRUE(ran.ok()) << ran;
+    EXPECT_EQ(gpu_->stats(0).graph_error, "");
+    EXPECT_EQ(gpu_->stats(0).last_used_graph, replayed);
+    if (replayed) EXPECT_EQ(gpu_->stats(0).last_launches, 1);
+    ExpectMatches(s_, requests, batch, got, want, 1e-5);
+  }
+
+  const uint64_t seed_ = fuserank::testing::TestSeed();
+  const ::testing::ScopedTrace trace_{__FILE__, __LINE__, fuserank::testing::SeedTrace(seed_)};
+  std::mt19937_64 rng_{seed_};
+  TestSetup s_;
+  std::unique_ptr<CudaBackend> gpu_;
+  std::unique_ptr<Backend> cpu_;
+};
 
 // A graph captured on one batch is replayed on other batches of the same size bucket and
 // top-K shape: other ids, candidate counts and request splits. The graph reads every
 // count from the staged header, so each must score like the CPU.
-TEST(CudaGraphReplayTest, ReplaysOnOtherBatchesOfTheSameBucket) {
+TEST_F(CudaGraphReplayTest, ReplaysOnOtherBatchesOfTheSameBucket) {
   FUSERANK_SKIP_WITHOUT_GPU();
-  const uint64_t seed = fuserank::testing::TestSeed();
-  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
-  std::mt19937_64 rng(seed);
-  const TestSetup s = MakeModel({Interaction::kDot, DType::kF32, 16, true}, seed);
-  ASSERT_NE(s.model, nullptr);
-  BackendOptions options;
-  options.workers = 1;
-  auto gpu = CudaBackend::Create(s.model, options, CudaOptions{});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto cpu = CreateCpuBackend(s.model, options);
+  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}));
   // Buckets of 64 rows, every request <= 128 candidates (top-K shape 0).
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, {3, 60}, rng), false));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, {20, 1, 40, 0}, rng), true));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, {64}, rng), true));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, {33}, rng), true));
-  EXPECT_EQ((*gpu)->stats(0).graphs_captured, 1u);
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({3, 60}, false));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({20, 1, 40, 0}, true));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({64}, true));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({33}, true));
+  EXPECT_EQ(gpu_->stats(0).graphs_captured, 1u);
 }
 
 // More requests than candidates (the bucket follows the requests), and more than 4096
 // requests in one batch (the top-K kernel's grid-stride loop over requests).
-TEST(CudaGraphReplayTest, ManyMoreRequestsThanCandidates) {
+TEST_F(CudaGraphReplayTest, ManyMoreRequestsThanCandidates) {
   FUSERANK_SKIP_WITHOUT_GPU();
-  const uint64_t seed = fuserank::testing::TestSeed();
-  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
-  std::mt19937_64 rng(seed);
-  const TestSetup s = MakeModel({Interaction::kConcat, DType::kF16, 12, true}, seed);
-  ASSERT_NE(s.model, nullptr);
-  BackendOptions options;
-  options.workers = 1;
-  options.max_batch_candidates = 8192;
-  auto gpu = CudaBackend::Create(s.model, options, CudaOptions{});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto cpu = CreateCpuBackend(s.model, options);
+  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kConcat, DType::kF16, 12, true}));
   std::vector<int> sparse(40, 0);
   sparse[3] = 2;
   sparse[17] = 1;
   sparse[39] = 5;
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, sparse, rng), false));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, sparse, rng), true));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(sparse, false));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(sparse, true));
   std::vector<int> many(5000, 1);
   many[4999] = 3;
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, many, rng), false));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(s, **gpu, *cpu, Sized(s, many, rng), true));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(many, false));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare(many, true));
 }
 
 TEST(CudaModuleTest, CreateBackendLoadsTheModuleAndScoresLikeTheCpu) {

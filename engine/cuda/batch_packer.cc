@@ -1,0 +1,169 @@
+#include "engine/cuda/batch_packer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
+
+namespace fuserank::engine::cuda {
+namespace {
+
+template <typename T>
+void Put(void* dst, uint32_t offset, const std::vector<T>& v) {
+  if (!v.empty()) {
+    std::memcpy(static_cast<unsigned char*>(dst) + offset, v.data(), v.size() * sizeof(T));
+  }
+}
+
+bool AllOnes(const std::vector<float>& w) {
+  return std::all_of(w.begin(), w.end(), [](float x) { return x == 1.0f; });
+}
+
+// Checks one side's bags against `owners` (requests or candidates) x tables, every row in
+// range; adds each bag's id count to ids[table] (table: b % tables).
+absl::Status CheckBags(const BagSet& bags, uint32_t owners, const std::vector<int64_t>& rows,
+                       const char* side, uint64_t* ids) {
+  const size_t tables = rows.size();
+  if (bags.bag_begin.empty() || bags.num_bags() != size_t{owners} * tables ||
+      bags.bag_begin.front() != 0 || bags.bag_begin.back() != bags.rows.size() ||
+      bags.weights.size() != bags.rows.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bags do not match"));
+  }
+  for (size_t b = 0; b < bags.num_bags(); ++b) {
+    const uint32_t begin = bags.bag_begin[b];
+    const uint32_t end = bags.bag_begin[b + 1];
+    if (end < begin) return absl::InvalidArgumentError("batch: bag_begin is not ascending");
+    ids[b % tables] += end - begin;
+    const int64_t limit = rows[b % tables];
+    for (uint32_t j = begin; j < end; ++j) {
+      if (bags.rows[j] < 0 || bags.rows[j] >= limit) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: ", side, " row ", bags.rows[j], " out of range [0, ", limit, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PackInfo MakePackInfo(const Model& model) {
+  PackInfo info;
+  info.dense_user = static_cast<uint32_t>(model.spec().dense_user);
+  info.dense_item = static_cast<uint32_t>(model.spec().dense_item);
+  for (int s : model.user_tables()) info.user_rows.push_back(model.tables()[s].rows);
+  for (int s : model.item_tables()) info.item_rows.push_back(model.tables()[s].rows);
+  return info;
+}
+
+absl::StatusOr<kernels::PackedHeader> BatchPacker::Plan(const Batch& batch) {
+  // Nothing reads candidate_begin (num_requests(), num_candidates()) before this check.
+  if (batch.candidate_begin.empty() || batch.candidate_begin.front() != 0) {
+    return absl::InvalidArgumentError("batch: candidate_begin must start at 0");
+  }
+  const uint32_t requests = static_cast<uint32_t>(batch.num_requests());
+  if (batch.top_k.size() != requests) {
+    return absl::InvalidArgumentError("batch: one top_k per request expected");
+  }
+  top_k_.resize(requests);
+  result_begin_.assign(1, 0);
+  uint32_t max_segment = 0;
+  for (uint32_t r = 0; r < requests; ++r) {
+    if (batch.candidate_begin[r + 1] < batch.candidate_begin[r]) {
+      return absl::InvalidArgumentError("batch: candidate_begin is not ascending");
+    }
+    const uint32_t count = batch.candidate_begin[r + 1] - batch.candidate_begin[r];
+    max_segment = std::max(max_segment, count);
+    top_k_[r] = std::min(batch.top_k[r], count);
+    result_begin_.push_back(result_begin_.back() + top_k_[r]);
+  }
+  const uint32_t candidates = static_cast<uint32_t>(batch.num_candidates());
+  const size_t user_tables = info_.user_rows.size();
+  ids_per_table_.assign(user_tables + info_.item_rows.size(), 0);
+  RETURN_IF_ERROR(CheckBags(batch.user, requests, info_.user_rows, "user", ids_per_table_.data()));
+  RETURN_IF_ERROR(CheckBags(batch.item, candidates, info_.item_rows, "item",
+                            ids_per_table_.data() + user_tables));
+  if (batch.user_dense.size() != size_t{requests} * info_.dense_user ||
+      batch.item_dense.size() != size_t{candidates} * info_.dense_item) {
+    return absl::InvalidArgumentError("batch: dense sizes do not match the model");
+  }
+  if (reorder_) Deduplicate(batch);
+  kernels::PackedCounts counts;
+  counts.num_requests = requests;
+  counts.num_candidates = candidates;
+  counts.user_tables = static_cast<uint32_t>(user_tables);
+  counts.item_tables = static_cast<uint32_t>(info_.item_rows.size());
+  counts.num_user_ids = static_cast<uint32_t>(batch.user.rows.size());
+  counts.num_item_ids = static_cast<uint32_t>(batch.item.rows.size());
+  counts.dense_user = info_.dense_user;
+  counts.dense_item = info_.dense_item;
+  counts.has_weights = !AllOnes(batch.user.weights) || !AllOnes(batch.item.weights);
+  counts.num_unique = reorder_ ? static_cast<uint32_t>(unique_.size()) : 0;
+  kernels::PackedHeader h;
+  if (!kernels::ComputePackedLayout(counts, &h)) {
+    return absl::InvalidArgumentError("batch: too large for 32-bit offsets");
+  }
+  h.total_results = result_begin_.back();
+  h.max_segment = max_segment;
+  return h;
+}
+
+void BatchPacker::Write(const Batch& batch, const kernels::PackedHeader& h, void* dst) const {
+  std::memcpy(dst, &h, sizeof(h));
+  Put(dst, h.candidate_begin, batch.candidate_begin);
+  Put(dst, h.top_k, top_k_);
+  Put(dst, h.result_begin, result_begin_);
+  Put(dst, h.user_bag_begin, batch.user.bag_begin);
+  Put(dst, h.item_bag_begin, batch.item.bag_begin);
+  if (reorder_) {
+    Put(dst, h.user_rows, user_slots_);
+    Put(dst, h.item_rows, item_slots_);
+    Put(dst, h.unique_rows, unique_);
+  } else {
+    Put(dst, h.user_rows, batch.user.rows);
+    Put(dst, h.item_rows, batch.item.rows);
+  }
+  if (h.has_weights) {
+    Put(dst, h.user_weights, batch.user.weights);
+    Put(dst, h.item_weights, batch.item.weights);
+  }
+  Put(dst, h.user_dense, batch.user_dense);
+  Put(dst, h.item_dense, batch.item_dense);
+}
+
+void BatchPacker::Deduplicate(const Batch& batch) {
+  keys_.clear();
+  const uint32_t user_tables = static_cast<uint32_t>(info_.user_rows.size());
+  const uint32_t item_tables = static_cast<uint32_t>(info_.item_rows.size());
+  auto collect = [&](const BagSet& bags, uint32_t tables, uint32_t table_base, uint32_t occ) {
+    for (size_t b = 0; b < bags.num_bags(); ++b) {
+      const uint64_t table = table_base + b % tables;
+      for (uint32_t j = bags.bag_begin[b]; j < bags.bag_begin[b + 1]; ++j) {
+        keys_.push_back({(table << 32) | static_cast<uint32_t>(bags.rows[j]), occ + j});
+      }
+    }
+  };
+  const uint32_t user_ids = static_cast<uint32_t>(batch.user.rows.size());
+  collect(batch.user, user_tables, 0, 0);
+  collect(batch.item, item_tables, user_tables, user_ids);
+  std::sort(keys_.begin(), keys_.end());
+  unique_.clear();
+  user_slots_.resize(user_ids);
+  item_slots_.resize(batch.item.rows.size());
+  for (size_t k = 0; k < keys_.size(); ++k) {
+    if (k == 0 || keys_[k].first != keys_[k - 1].first) {
+      unique_.push_back({static_cast<uint32_t>(keys_[k].first >> 32),
+                         static_cast<int32_t>(keys_[k].first & 0xFFFFFFFFu)});
+    }
+    const int32_t slot = static_cast<int32_t>(unique_.size() - 1);
+    const uint32_t occ = keys_[k].second;
+    if (occ < user_ids) {
+      user_slots_[occ] = slot;
+    } else {
+      item_slots_[occ - user_ids] = slot;
+    }
+  }
+}
+
+}  // namespace fuserank::engine::cuda

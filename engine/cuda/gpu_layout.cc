@@ -1,0 +1,145 @@
+#include "engine/cuda/gpu_layout.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
+
+namespace fuserank::engine::cuda {
+
+kernels::RowType RowTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return kernels::RowType::kF16;
+    case DType::kBF16:
+      return kernels::RowType::kBF16;
+    default:
+      return kernels::RowType::kF32;
+  }
+}
+
+int ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+namespace {
+
+// Dense widths, z and the bottom MLP's input pitch.
+absl::Status SetDense(const Model& model, GpuLayout* g) {
+  const ModelSpec& spec = model.spec();
+  g->interaction = spec.interaction;
+  g->user_tables = static_cast<int>(model.user_tables().size());
+  g->item_tables = static_cast<int>(model.item_tables().size());
+  g->dense_user = spec.dense_user;
+  g->dense_item = spec.dense_item;
+  g->bottom_mlp = !model.bottom_mlp().empty();
+  const int dense = spec.dense_user + spec.dense_item;
+  if (g->bottom_mlp && dense == 0) return absl::InternalError("bottom MLP without dense features");
+  g->z_width = g->bottom_mlp ? model.bottom_mlp().back().out : dense;
+  g->x_ld = g->bottom_mlp ? PaddedLd(dense) : 0;
+  if (g->bottom_mlp && model.bottom_mlp().front().in != dense) {
+    return absl::InternalError("bottom MLP input width is not the dense width");
+  }
+  return absl::OkStatus();
+}
+
+// The lookup's lane group and the reorder pass's row stride; int8 is refused here.
+absl::Status SetLookupShape(const Model& model, GpuLayout* g) {
+  int max_units = 1;
+  size_t max_row_bytes = 0;
+  for (const EmbeddingTable& t : model.tables()) {
+    if (t.dtype == DType::kInt8) {
+      return absl::UnimplementedError(
+          absl::StrCat("table '", t.name, "': int8 tables are not served by the CUDA backend"));
+    }
+    max_units = std::max(max_units, kernels::RowUnits(t.dim, ElementBytes(t.dtype)));
+    max_row_bytes = std::max(max_row_bytes, t.row_bytes);
+  }
+  g->lanes = kernels::LookupLanes(max_units);
+  g->gather_stride = kernels::RoundUp(static_cast<uint32_t>(max_row_bytes), 16);
+  return absl::OkStatus();
+}
+
+// Columns of each table's pooled vector (out_col): the user block in user-table order; the
+// item block (dot) in item-table order, or h itself (concat, linear) in spec order; and
+// the interaction's slots and widths.
+absl::Status SetColumns(const Model& model, GpuLayout* g, std::vector<int>* out_col) {
+  const auto& tables = model.tables();
+  out_col->assign(tables.size(), 0);
+  std::vector<int> h_col(tables.size(), 0);
+  int user_width = 0;
+  int item_width = 0;
+  int concat_width = g->z_width;
+  for (size_t s = 0; s < tables.size(); ++s) {
+    h_col[s] = concat_width;
+    concat_width += tables[s].dim;
+  }
+  for (int s : model.user_tables()) {
+    (*out_col)[s] = user_width;
+    user_width += tables[s].dim;
+  }
+  const bool dot = g->interaction == Interaction::kDot;
+  for (int s : model.item_tables()) {
+    (*out_col)[s] = dot ? item_width : h_col[s];
+    item_width += tables[s].dim;
+  }
+  g->user_ld = PaddedLd(user_width);
+  if (dot) {
+    g->dim = tables.empty() ? g->z_width : tables.front().dim;
+    for (const EmbeddingTable& t : tables) {
+      if (t.dim != g->dim) return absl::InternalError("dot interaction with unequal widths");
+    }
+    if (g->z_width != 0 && g->z_width != g->dim) {
+      return absl::InternalError("dot interaction: z width differs from the table width");
+    }
+    const int n = static_cast<int>(tables.size()) + (g->z_width > 0 ? 1 : 0);
+    g->h_width = g->z_width + static_cast<int>(kernels::NumPairs(n));
+    g->item_ld = PaddedLd(item_width);
+    for (size_t s = 0; s < tables.size(); ++s) {
+      g->dot_slots.push_back({tables[s].side == Side::kUser ? 1 : 0, (*out_col)[s]});
+    }
+  } else {
+    g->h_width = concat_width;
+    for (int s : model.user_tables()) {
+      g->concat_slots.push_back({(*out_col)[s], h_col[s], tables[s].dim});
+    }
+  }
+  g->h_ld = PaddedLd(g->h_width);
+  if (!dot) g->item_ld = g->h_ld;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GpuLayout> ComputeGpuLayout(const Model& model) {
+  GpuLayout g;
+  RETURN_IF_ERROR(SetDense(model, &g));
+  RETURN_IF_ERROR(SetLookupShape(model, &g));
+  std::vector<int> out_col;
+  RETURN_IF_ERROR(SetColumns(model, &g, &out_col));
+  if (model.top_mlp().empty() || model.top_mlp().front().in != g.h_width ||
+      model.top_mlp().back().out != 1) {
+    return absl::InternalError(
+        absl::StrCat("top MLP does not take the interaction width ", g.h_width, " to one logit"));
+  }
+  g.hidden_ld = 4;
+  for (const auto* mlp : {&model.bottom_mlp(), &model.top_mlp()}) {
+    for (const DenseLayer& l : *mlp) g.hidden_ld = std::max(g.hidden_ld, PaddedLd(l.out));
+  }
+  const auto& tables = model.tables();
+  auto add = [&](int s) {
+    const EmbeddingTable& t = tables[s];
+    kernels::LookupTable d;
+    d.row_bytes = static_cast<uint32_t>(t.row_bytes);
+    d.dim = t.dim;
+    d.type = RowTypeOf(t.dtype);
+    d.mean = t.pooling == Pooling::kMean ? 1 : 0;
+    d.vector = kernels::UseVectorLoads(t.dim, ElementBytes(t.dtype)) && t.row_bytes % 16 == 0;
+    d.out_col = out_col[s];
+    g.lookup.push_back(d);
+    g.lookup_spec_index.push_back(s);
+  };
+  for (int s : model.user_tables()) add(s);
+  for (int s : model.item_tables()) add(s);
+  return g;
+}
+
+}  // namespace fuserank::engine::cuda
