@@ -28,6 +28,11 @@ failed=0
 
 log() { echo "server_e2e: $*" >&2; }
 
+# problem KIND NAME TEXT: a JSON line for a step that could not run (summarize.py fails it).
+problem() {
+  python3 -c 'import json, sys; print(json.dumps({"bench": sys.argv[1], "model": sys.argv[2], "requests": 0, "errors": 1, "problem": sys.argv[3]}))' "$@"
+}
+
 gen() {  # gen NAME FLAGS...: a seeded model at $WORK/NAME.yaml
   local name=$1
   shift
@@ -48,13 +53,15 @@ YAML
   pids+=("$pid")
   for _ in $(seq 1 600); do
     if ! kill -0 "$pid" 2>/dev/null; then
-      log "$name exited: $(tail -n 3 "$WORK/$name.log")"
+      START_ERROR="$name exited: $(tail -n 1 "$WORK/$name.log" | cut -c1-400)"
+      log "$START_ERROR"
       return 1
     fi
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
     sleep 0.1
   done
-  log "$name does not listen on $port after 60 s"
+  START_ERROR="$name does not listen on $port after 60 s"
+  log "$START_ERROR"
   return 1
 }
 
@@ -67,8 +74,11 @@ stop_all() {
 # compare NAME: the model NAME on DEVICE against the CPU; leaves the DEVICE server running.
 compare() {
   local name=$1 model="$WORK/$1.yaml"
-  serve "$name-test-$DEVICE" "$DEVICE" "$model" "$PORT" || return 1
-  serve "$name-reference-cpu" cpu "$model" $((PORT + 2)) || return 1
+  if ! serve "$name-test-$DEVICE" "$DEVICE" "$model" "$PORT" ||
+    ! serve "$name-reference-cpu" cpu "$model" $((PORT + 2)); then
+    problem compare "$name" "$START_ERROR"
+    return 1
+  fi
   "$BIN/fuserank-score-compare" --test="127.0.0.1:$PORT" --reference="127.0.0.1:$((PORT + 2))" \
     --model="$model" --label="$name" --requests=200 || failed=1
 }
@@ -89,12 +99,19 @@ done
 
 if [[ $QUICK == 1 ]]; then
   load_model="$WORK/dot_fp32_sum.yaml"
-  serve "load-$DEVICE" "$DEVICE" "$load_model" "$PORT" || exit 1
+  if ! serve "load-$DEVICE" "$DEVICE" "$load_model" "$PORT"; then
+    problem load dot_fp32_sum "$START_ERROR"
+    exit 1
+  fi
   points=("16 4")
   duration=1
 else
   bash "$ROOT/bench/models/gen_bench_model.sh" "$BIN/fuserank-gen-model" "$WORK/bench.yaml" >/dev/null
-  compare bench || failed=1  # the bench-model server on DEVICE keeps running for the load
+  # The bench-model server on DEVICE keeps running for the load.
+  if ! compare bench; then
+    problem load bench "no server on $DEVICE to load: ${START_ERROR:-the comparison failed}"
+    exit 1
+  fi
   load_model="$WORK/bench.yaml"
   points=("16 16" "16 64" "256 16" "256 64" "1024 16" "1024 64")
   duration=3

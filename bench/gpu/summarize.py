@@ -44,7 +44,7 @@ def last_error_line(out, log):
     if not os.path.exists(path):
         return ""
     hits = [l.strip() for l in open(path, errors="replace")
-            if re.search(r"error|Failure|FATAL|Segmentation|Aborted|illegal", l, re.I)]
+            if re.search(r"error|Failure|FATAL|Segmentation|Aborted|illegal|no CUDA|cannot", l, re.I)]
     return hits[-1][:160] if hits else ""
 
 
@@ -202,16 +202,27 @@ def summarize_bench(out):
     compares = [r for r in e2e if r.get("bench") == "compare"]
     if compares:
         print(f"server on cuda vs cpu, through gRPC   target: max |score diff| <= {MAX_SCORE_DIFF}")
+    unstarted = {}  # the tail of a start error -> the models it stopped
     for r in compares:
         ok = r.get("max_abs_diff", 1) <= MAX_SCORE_DIFF and r.get("order_mismatches", 1) == 0 \
             and r.get("errors", 1) == 0 and r.get("requests", 0) >= 200
+        if "problem" in r:
+            print(f"  {r.get('model', '?'):22} not compared: {r['problem']}")
+            unstarted.setdefault(r["problem"].split(": ", 2)[-1][-150:], []).append(r.get("model"))
+            continue
         print(f"  {r.get('model', '?'):22} {r.get('requests', 0):4} requests  max diff "
               f"{r.get('max_abs_diff', float('nan')):.3g}  order mismatches {r.get('order_mismatches')}"
-              f"  errors {r.get('errors')}  {'ok' if ok else 'FAIL'}")
+              f"  near-tie swaps {r.get('near_tie_swaps')}  errors {r.get('errors')}  "
+              f"{'ok' if ok else 'FAIL'}")
         if not ok:
             failures.append(f"compare {r.get('model')}: diff {r.get('max_abs_diff')}, "
                             f"{r.get('order_mismatches')} order mismatches, {r.get('errors')} errors")
-    loads = [r for r in e2e if r.get("bench") == "load"]
+    for why, models in unstarted.items():
+        failures.append(f"compare {', '.join(models)}: not run: ...{why}")
+    for r in e2e:
+        if r.get("bench") == "load" and "problem" in r:
+            failures.append("load: not run (no server on the device)")
+    loads = [r for r in e2e if r.get("bench") == "load" and "problem" not in r]
     if loads:
         print("server on cuda, closed loop through gRPC (fuserank-bench)")
         print(f"  {'cand':>5} {'conc':>5} {'qps':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
@@ -231,6 +242,8 @@ def summarize_bench(out):
             failures.append(f"{name}: {rc_text(step[0])} ({last_error_line(out, step[2])})")
     if not compares and "server_e2e" in steps:
         failures.append("server_e2e: no comparison result")
+    if len(failures) > 6:  # one line: the first few reasons, and how many more
+        failures = failures[:6] + [f"and {len(failures) - 6} more (summary.txt)"]
     return verdict(failures, f"{len(compares)} models compared within {MAX_SCORE_DIFF}; "
                              f"{len(loads)} load points")
 
