@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace fuserank::engine::test {
 namespace {
@@ -191,6 +192,24 @@ RefRequest RandomRequest(const ModelSpec& spec, const RequestShape& shape, std::
     request.candidates.push_back(std::move(candidate));
   }
   return request;
+}
+
+BatchFixture MakeBatchFixture(ModelSpec spec, uint64_t seed, const std::vector<int>& candidates) {
+  BatchFixture f;
+  f.test_model = fuserank::testing::MakeRandomModel(spec, seed);
+  auto model = fuserank::testing::BuildTestModel(f.test_model);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return f;
+  f.model = *model;
+  std::mt19937_64 rng(seed);
+  for (int n : candidates) {
+    RequestShape shape;
+    shape.candidates = n;
+    f.requests.push_back(RandomRequest(spec, shape, rng));
+    f.requests.back().top_k = static_cast<uint32_t>(rng() % (n + 2));
+  }
+  f.batch = MakeBatch(f.model, f.requests);
+  return f;
 }
 
 }  // namespace fuserank::engine::test

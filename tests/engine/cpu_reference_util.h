@@ -52,6 +52,16 @@ struct RequestShape {
 // int64 extremes), bags whose weights sum to exactly 0.
 RefRequest RandomRequest(const ModelSpec& spec, const RequestShape& shape, std::mt19937_64& rng);
 
+// A model with seeded random weights and a batch of random requests of the given sizes
+// (top_k random, 0: all), for tests of what is built from a batch (GPU layout, packer).
+struct BatchFixture {
+  fuserank::testing::TestModel test_model;
+  std::shared_ptr<const Model> model;  // null when the model does not build (a test failure)
+  std::vector<RefRequest> requests;
+  Batch batch;
+};
+BatchFixture MakeBatchFixture(ModelSpec spec, uint64_t seed, const std::vector<int>& candidates);
+
 }  // namespace fuserank::engine::test
 
 #endif  // FUSERANK_TESTS_ENGINE_CPU_REFERENCE_UTIL_H_

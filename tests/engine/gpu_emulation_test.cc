@@ -27,31 +27,8 @@ namespace {
 using kernels::PackedHeader;
 using kernels::Section;
 
-struct Fixture {
-  fuserank::testing::TestModel test_model;
-  std::shared_ptr<const Model> model;
-  std::vector<test::RefRequest> requests;
-  Batch batch;
-};
-
-// A model for `spec` and a batch of random requests of the given sizes.
-Fixture MakeFixture(ModelSpec spec, uint64_t seed, std::vector<int> candidates) {
-  Fixture f;
-  f.test_model = fuserank::testing::MakeRandomModel(spec, seed);
-  auto model = fuserank::testing::BuildTestModel(f.test_model);
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return f;
-  f.model = *model;
-  std::mt19937_64 rng(seed);
-  for (int n : candidates) {
-    test::RequestShape shape;
-    shape.candidates = n;
-    f.requests.push_back(test::RandomRequest(spec, shape, rng));
-    f.requests.back().top_k = static_cast<uint32_t>(rng() % (n + 2));
-  }
-  f.batch = test::MakeBatch(f.model, f.requests);
-  return f;
-}
+using Fixture = test::BatchFixture;
+constexpr auto MakeFixture = test::MakeBatchFixture;
 
 float RowElement(const EmbeddingTable& t, int32_t row, int e) {
   const std::byte* p = t.data + static_cast<size_t>(row) * t.row_bytes;

@@ -235,31 +235,8 @@ TEST(PackedLayoutTest, SectionsAreAlignedOrderedAndDisjoint) {
   }
 }
 
-// A model and a batch of random requests (empty bags, repeated ids, weights).
-struct Fixture {
-  fuserank::testing::TestModel test_model;
-  std::shared_ptr<const Model> model;
-  std::vector<test::RefRequest> requests;
-  Batch batch;
-};
-
-Fixture MakeFixture(ModelSpec spec, uint64_t seed, std::vector<int> candidates) {
-  Fixture f;
-  f.test_model = fuserank::testing::MakeRandomModel(spec, seed);
-  auto model = fuserank::testing::BuildTestModel(f.test_model);
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return f;
-  f.model = *model;
-  std::mt19937_64 rng(seed);
-  for (int n : candidates) {
-    test::RequestShape shape;
-    shape.candidates = n;
-    f.requests.push_back(test::RandomRequest(spec, shape, rng));
-    f.requests.back().top_k = static_cast<uint32_t>(rng() % (n + 2));
-  }
-  f.batch = test::MakeBatch(f.model, f.requests);
-  return f;
-}
+using Fixture = test::BatchFixture;
+constexpr auto MakeFixture = test::MakeBatchFixture;
 
 template <typename T>
 std::vector<T> Read(const std::vector<unsigned char>& buf, uint32_t offset, size_t n) {
