@@ -49,8 +49,9 @@ absl::StatusOr<int64_t> ElementCount(absl::string_view name, absl::Span<const in
   int64_t count = 1;
   for (int64_t dim : shape) {
     if (dim < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": shape ", ShapeString(shape), " has a negative dimension; send the actual sizes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": shape ", ShapeString(shape),
+                       " has a negative dimension; send the actual sizes"));
     }
     if (__builtin_mul_overflow(count, dim, &count) || count > (int64_t{1} << 40)) {
       return absl::InvalidArgumentError(
@@ -102,8 +103,8 @@ absl::StatusOr<TensorView> ViewInput(const ModelInferRequest& request, int index
   const ModelInferRequest::InferInputTensor& input = request.inputs(index);
   const absl::string_view name = input.name();
   if (input.datatype() != TensorTypeName(type)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": datatype '", input.datatype(),
-                                                   "', expected ", TensorTypeName(type)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": datatype '", input.datatype(), "', expected ", TensorTypeName(type)));
   }
   TensorView view;
   view.shape = absl::MakeConstSpan(input.shape().data(), input.shape().size());

@@ -38,6 +38,7 @@ class Column {
 
   int64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  const char* bytes() const { return data_; }  // where element 0 is
   T operator[](int64_t i) const {
     T value;
     std::memcpy(&value, data_ + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
@@ -45,8 +46,9 @@ class Column {
   }
   // Copies elements [begin, begin + count) to `out` (memcpy: no per-element work).
   void CopyTo(int64_t begin, int64_t count, T* out) const {
-    if (count > 0) std::memcpy(out, data_ + begin * static_cast<int64_t>(sizeof(T)),
-                               static_cast<size_t>(count) * sizeof(T));
+    if (count > 0)
+      std::memcpy(out, data_ + begin * static_cast<int64_t>(sizeof(T)),
+                  static_cast<size_t>(count) * sizeof(T));
   }
 
  private:

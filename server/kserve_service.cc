@@ -216,14 +216,13 @@ absl::Status KServeService::SelectOutputs(Call* call) const {
       if (requested[i].name() == OutputName(static_cast<Output>(o))) found = o;
     }
     if (found < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "outputs[", i, "]: model '", call->model->name, "' has no output named '",
-          requested[i].name(), "' (outputs: scores, indices, item_ids)"));
+      return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "]: model '", call->model->name,
+                                                     "' has no output named '", requested[i].name(),
+                                                     "' (outputs: scores, indices, item_ids)"));
     }
     if ((seen & (1u << found)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "]: output '",
-                                                     requested[i].name(),
-                                                     "' is requested twice; ask once"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "outputs[", i, "]: output '", requested[i].name(), "' is requested twice; ask once"));
     }
     seen |= 1u << found;
     call->outputs[call->num_outputs++] = static_cast<Output>(found);
@@ -292,8 +291,8 @@ absl::Status KServeService::Encode(Call* call, const engine::RequestResult& resu
     const absl::string_view name = OutputName(call->outputs[o]);
     switch (call->outputs[o]) {
       case Output::kScores:
-        AddOutput<float>(name, "FP32", items.size(), [&](size_t i) { return items[i].score; },
-                         &response);
+        AddOutput<float>(
+            name, "FP32", items.size(), [&](size_t i) { return items[i].score; }, &response);
         break;
       case Output::kIndices:
         AddOutput<int32_t>(
@@ -301,8 +300,9 @@ absl::Status KServeService::Encode(Call* call, const engine::RequestResult& resu
             [&](size_t i) { return static_cast<int32_t>(items[i].index); }, &response);
         break;
       case Output::kItemIds:
-        AddOutput<int64_t>(name, "INT64", items.size(),
-                           [&](size_t i) { return item_ids[items[i].index]; }, &response);
+        AddOutput<int64_t>(
+            name, "INT64", items.size(), [&](size_t i) { return item_ids[items[i].index]; },
+            &response);
         break;
     }
   }

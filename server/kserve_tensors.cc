@@ -56,9 +56,9 @@ std::vector<TensorSpec> ModelOutputs() {
 
 namespace {
 
-void AddTensor(const TensorSpec& tensor,
-               google::protobuf::RepeatedPtrField<
-                   inference::ModelMetadataResponse::TensorMetadata>* out) {
+void AddTensor(
+    const TensorSpec& tensor,
+    google::protobuf::RepeatedPtrField<inference::ModelMetadataResponse::TensorMetadata>* out) {
   inference::ModelMetadataResponse::TensorMetadata* meta = out->Add();
   meta->set_name(tensor.name);
   meta->set_datatype(std::string(DatatypeName(tensor.type)));

@@ -26,8 +26,8 @@ namespace fuserank::server {
 namespace {
 
 constexpr const char* kRpcNames[kNumRpcs] = {
-    "Rank",       "SetHotRows",  "GetHotRows",  "RebuildHotRows", "ReloadModel",
-    "ModelInfer", "ServerLive",  "ServerReady", "ModelReady",     "ServerMetadata",
+    "Rank",          "SetHotRows",  "GetHotRows",     "RebuildHotRows", "ReloadModel",
+    "ModelInfer",    "ServerLive",  "ServerReady",    "ModelReady",     "ServerMetadata",
     "ModelMetadata", "ModelConfig", "RepositoryIndex"};
 // In the order of enum Stage.
 constexpr const char* kStageNames[kNumStages] = {"decode", "queue", "lookup", "cross",

@@ -127,11 +127,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   auto where = [](const std::string& address, int port) {
     return address.empty() ? std::string("off") : absl::StrCat(address, " (port ", port, ")");
   };
-  spdlog::info("serving fuserank.v1.Ranker and inference.GRPCInferenceService on {}; admin: {}; "
-               "metrics: {}",
-               where(config.server.listen, server->port_),
-               where(config.server.admin_listen, server->admin_port_),
-               where(config.server.metrics_listen, server->metrics_port()));
+  spdlog::info(
+      "serving fuserank.v1.Ranker and inference.GRPCInferenceService on {}; admin: {}; "
+      "metrics: {}",
+      where(config.server.listen, server->port_),
+      where(config.server.admin_listen, server->admin_port_),
+      where(config.server.metrics_listen, server->metrics_port()));
   return server;
 }
 

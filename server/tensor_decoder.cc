@@ -119,7 +119,8 @@ absl::Status TensorDecoder::AppendImpl(const ModelInferRequest& request, engine:
         "item_ids: missing; send the candidates' item ids (INT64 [N], N candidates; N = 0 "
         "for none)");
   }
-  ASSIGN_OR_RETURN(const TensorView ids, ViewInput(request, inputs.item_ids, TensorType::kInt64, 1));
+  ASSIGN_OR_RETURN(const TensorView ids,
+                   ViewInput(request, inputs.item_ids, TensorType::kInt64, 1));
   if (ids.elements > limits_.max_candidates) {
     return absl::InvalidArgumentError(absl::StrCat("item_ids: ", ids.elements,
                                                    " candidates exceed server.max_candidates (",
@@ -170,9 +171,9 @@ absl::Status TensorDecoder::Resolve(const ModelInferRequest& request, Inputs* in
         break;
     }
     if (*slot >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": input '", name,
-                                                     "' is given twice (inputs[", *slot,
-                                                     "] and inputs[", k, "]); send each once"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": input '", name, "' is given twice (inputs[", *slot, "] and inputs[",
+                       k, "]); send each input once"));
     }
     *slot = k;
   }
@@ -184,9 +185,9 @@ absl::Status TensorDecoder::UnknownInput(absl::string_view name) const {
   if (absl::EndsWith(table, kLengthsSuffix)) table.remove_suffix(kLengthsSuffix.size());
   if (absl::EndsWith(table, kWeightsSuffix)) table.remove_suffix(kWeightsSuffix.size());
   return absl::InvalidArgumentError(absl::StrCat(
-      name, ": model '", model_name_, "' has no table named '", table,
-      "' (user-side tables: ", TableNames(Side::kUser), "; item-side tables: ",
-      TableNames(Side::kItem), "; per table t the inputs are t, t__lengths and t__weights; "
+      name, ": model '", model_name_, "' has no table named '", table, "' (user-side tables: ",
+      TableNames(Side::kUser), "; item-side tables: ", TableNames(Side::kItem),
+      "; per table t the inputs are t, t__lengths and t__weights; "
       "the others are user_dense, item_dense and item_ids)"));
 }
 
@@ -199,28 +200,25 @@ absl::Status TensorDecoder::ViewTable(const ModelInferRequest& request,
     out->ids = AsColumn<int64_t>(ids);
   }
   if (sent[1] >= 0) {
-    ASSIGN_OR_RETURN(const TensorView lengths,
-                     ViewInput(request, sent[1], TensorType::kInt32, 1));
+    ASSIGN_OR_RETURN(const TensorView lengths, ViewInput(request, sent[1], TensorType::kInt32, 1));
     const bool user = table.side == Side::kUser;
     const int64_t bags = user ? 1 : candidates;
     if (lengths.elements != bags) {
       return absl::InvalidArgumentError(absl::StrCat(
           table.name, kLengthsSuffix, ": table '", table.name, "' is ",
           user ? "a user-side table; send one bag (shape [1])"
-               : absl::StrCat("an item-side table; send one bag per candidate (shape [",
-                              candidates, "], as item_ids)"),
+               : absl::StrCat("an item-side table; send one bag per candidate (shape [", candidates,
+                              "], as item_ids)"),
           ", got shape ", ShapeString(lengths.shape)));
     }
     out->lengths = AsColumn<int32_t>(lengths);
   } else if (!out->ids.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         table.name, ": ", out->ids.size(), " ids but no input ", table.name, kLengthsSuffix,
-        "; send the length of every bag (INT32, ", table.side == Side::kUser ? "[1]" : "[N]",
-        ")"));
+        "; send the length of every bag (INT32, ", table.side == Side::kUser ? "[1]" : "[N]", ")"));
   }
   if (sent[2] >= 0) {
-    ASSIGN_OR_RETURN(const TensorView weights,
-                     ViewInput(request, sent[2], TensorType::kFp32, 1));
+    ASSIGN_OR_RETURN(const TensorView weights, ViewInput(request, sent[2], TensorType::kFp32, 1));
     out->weights = AsColumn<float>(weights);
     if (out->weights.size() != out->ids.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -243,8 +241,8 @@ absl::Status TensorDecoder::CheckLengths(const Table& table, const Columns& colu
   for (int64_t b = 0; b < columns.lengths.size(); ++b) {
     const int32_t length = columns.lengths[b];
     if (length < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(table.name, kLengthsSuffix, "[", b, "]: ",
-                                                     length, " is no bag length (>= 0)"));
+      return absl::InvalidArgumentError(absl::StrCat(table.name, kLengthsSuffix, "[", b,
+                                                     "]: ", length, " is no bag length (>= 0)"));
     }
     if (length > limits_.max_ids_per_feature) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -255,8 +253,8 @@ absl::Status TensorDecoder::CheckLengths(const Table& table, const Columns& colu
   }
   if (total != columns.ids.size()) {
     return absl::InvalidArgumentError(absl::StrCat(table.name, kLengthsSuffix, ": the bags hold ",
-                                                   total, " ids in all, but ", table.name,
-                                                   " has ", columns.ids.size()));
+                                                   total, " ids in all, but ", table.name, " has ",
+                                                   columns.ids.size()));
   }
   return absl::OkStatus();
 }
@@ -267,9 +265,9 @@ absl::Status TensorDecoder::AppendUserDense(const ModelInferRequest& request, in
   if (input >= 0) {
     ASSIGN_OR_RETURN(const TensorView view, ViewInput(request, input, TensorType::kFp32, 2));
     if (view.shape[0] != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "user_dense: shape ", ShapeString(view.shape), ": send one row (shape [1, ",
-          dense_user_, "]): one user per request"));
+      return absl::InvalidArgumentError(absl::StrCat("user_dense: shape ", ShapeString(view.shape),
+                                                     ": send one row (shape [1, ", dense_user_,
+                                                     "]): one user per request"));
     }
     values = AsColumn<float>(view);
   }
@@ -283,8 +281,8 @@ absl::Status TensorDecoder::AppendUserDense(const ModelInferRequest& request, in
   values.CopyTo(0, dense_user_, out->data() + base);
   const int64_t bad = FirstNonFinite(out->data() + base, dense_user_);
   if (bad >= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "user_dense[", bad, "]: must be a finite number, got ", (*out)[base + bad]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("user_dense[", bad, "]: must be a finite number, got ", (*out)[base + bad]));
   }
   return absl::OkStatus();
 }
@@ -293,9 +291,8 @@ absl::StatusOr<Column<float>> TensorDecoder::ViewItemDense(const ModelInferReque
                                                            int input, int candidates) const {
   if (input < 0) {
     if (dense_item_ > 0 && candidates > 0) {
-      return absl::InvalidArgumentError(absl::StrCat("item_dense: model '", model_name_,
-                                                     "' takes ", dense_item_,
-                                                     " item dense values, got 0"));
+      return absl::InvalidArgumentError(absl::StrCat("item_dense: model '", model_name_, "' takes ",
+                                                     dense_item_, " item dense values, got 0"));
     }
     return Column<float>();
   }

@@ -80,8 +80,7 @@ class TensorDecoder {
   absl::Status Resolve(const inference::ModelInferRequest& request, Inputs* inputs) const;
   absl::Status UnknownInput(absl::string_view name) const;
   absl::Status ViewTable(const inference::ModelInferRequest& request,
-                         const std::array<int, 3>& sent, int t, int candidates,
-                         Columns* out) const;
+                         const std::array<int, 3>& sent, int t, int candidates, Columns* out) const;
   absl::Status CheckLengths(const Table& table, const Columns& columns) const;
   absl::Status AppendUserDense(const inference::ModelInferRequest& request, int input,
                                std::vector<float>* out) const;
@@ -97,7 +96,7 @@ class TensorDecoder {
   int dense_user_ = 0;
   int dense_item_ = 0;
   DecodeLimits limits_;
-  std::vector<Table> tables_;  // spec order
+  std::vector<Table> tables_;    // spec order
   std::vector<int> user_order_;  // tables_ indices in Model::user_tables() order
   std::vector<int> item_order_;  // tables_ indices in Model::item_tables() order
   absl::flat_hash_map<std::string, InputRef> inputs_;
