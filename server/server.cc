@@ -128,7 +128,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
     return address.empty() ? std::string("off") : absl::StrCat(address, " (port ", port, ")");
   };
   spdlog::info(
-      "serving fuserank.v1.Ranker and inference.GRPCInferenceService on {}; admin: {}; "
+      "serving fuserank.v1.Ranker on {} with inference.GRPCInferenceService; admin: {}; "
       "metrics: {}",
       where(config.server.listen, server->port_),
       where(config.server.admin_listen, server->admin_port_),
