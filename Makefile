@@ -6,8 +6,8 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build serve test test-unit test-fuzz test-sanitize bench format-check \
-	check-layers lint clean
+.PHONY: all deps configure build serve test test-unit test-fuzz test-sanitize bench bench-kserve \
+	format-check check-layers lint clean
 
 all: build
 
@@ -41,6 +41,13 @@ bench:
 	bash scripts/install-deps.sh --bench
 	$(MAKE) build BUILD=$(BUILD)
 	BUILD=$(BUILD) bash bench/run_cpu_bench.sh
+
+# Triton's perf_analyzer through the KServe v2 protocol beside fuserank-bench (docs/kserve.md);
+# not part of `make bench`: it fetches perf_analyzer from PyPI and, on Debian 12, a newer
+# glibc runtime from Debian's archive to start it.
+bench-kserve:
+	$(MAKE) build BUILD=$(BUILD)
+	BUILD=$(BUILD) bash bench/run_kserve_bench.sh
 
 format-check:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format --dry-run -Werror

@@ -25,8 +25,10 @@
 namespace fuserank::server {
 namespace {
 
-constexpr const char* kRpcNames[kNumRpcs] = {"Rank", "SetHotRows", "GetHotRows", "RebuildHotRows",
-                                             "ReloadModel"};
+constexpr const char* kRpcNames[kNumRpcs] = {
+    "Rank",          "SetHotRows",  "GetHotRows",     "RebuildHotRows", "ReloadModel",
+    "ModelInfer",    "ServerLive",  "ServerReady",    "ModelReady",     "ServerMetadata",
+    "ModelMetadata", "ModelConfig", "RepositoryIndex"};
 // In the order of enum Stage.
 constexpr const char* kStageNames[kNumStages] = {"decode", "queue", "lookup", "cross",
                                                  "dnn",    "topk",  "encode"};
@@ -106,7 +108,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                  .Add({});
   inflight_ = &prometheus::BuildGauge()
                    .Name("fuserank_inflight_requests")
-                   .Help("Rank RPCs received and not yet finished")
+                   .Help("Rank and ModelInfer RPCs received and not yet finished")
                    .Register(*registry_)
                    .Add({});
   queue_depth_ = &prometheus::BuildGauge()

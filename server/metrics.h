@@ -30,9 +30,25 @@ class Family;
 
 namespace fuserank::server {
 
-// `rpc` label values: Rank, SetHotRows, GetHotRows, RebuildHotRows, ReloadModel.
-enum class Rpc { kRank, kSetHotRows, kGetHotRows, kRebuildHotRows, kReloadModel };
-inline constexpr int kNumRpcs = 5;
+// `rpc` label values: Rank, SetHotRows, GetHotRows, RebuildHotRows, ReloadModel, and the
+// KServe v2 calls (kserve_service.h): ModelInfer, ServerLive, ServerReady, ModelReady,
+// ServerMetadata, ModelMetadata, ModelConfig, RepositoryIndex.
+enum class Rpc {
+  kRank,
+  kSetHotRows,
+  kGetHotRows,
+  kRebuildHotRows,
+  kReloadModel,
+  kModelInfer,
+  kServerLive,
+  kServerReady,
+  kModelReady,
+  kServerMetadata,
+  kModelMetadata,
+  kModelConfig,
+  kRepositoryIndex,
+};
+inline constexpr int kNumRpcs = 13;
 
 // `stage` label values: decode, queue, lookup, cross, dnn, topk, encode.
 enum class Stage { kDecode, kQueue, kLookup, kCross, kDnn, kTopk, kEncode };

@@ -22,6 +22,7 @@ namespace fuserank::server {
 namespace {
 
 constexpr char kRankerServiceName[] = "fuserank.v1.Ranker";
+constexpr char kKServeServiceName[] = "inference.GRPCInferenceService";
 
 std::string ModelKey(const Config& config, size_t i) {
   return config.models.size() == 1 && config.models[i].name.empty()
@@ -110,6 +111,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   ranker_options.access_log_sample = config.logging.access_log_sample;
   server->ranker_ = std::make_unique<RankerService>(server->models_.get(), server->metrics_.get(),
                                                     ranker_options);
+  KServeOptions kserve_options;
+  kserve_options.max_request_bytes = config.server.max_request_bytes;
+  kserve_options.limits = {config.server.max_candidates, config.server.max_ids_per_feature};
+  kserve_options.server_version = FUSERANK_VERSION;
+  server->kserve_ = std::make_unique<KServeService>(server->models_.get(), server->metrics_.get(),
+                                                    kserve_options);
   server->admin_ = std::make_unique<AdminService>(server->metrics_.get(), server->models_.get(),
                                                   std::move(*auth));
   if (config.model_watch_interval_seconds > 0) {
@@ -120,10 +127,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   auto where = [](const std::string& address, int port) {
     return address.empty() ? std::string("off") : absl::StrCat(address, " (port ", port, ")");
   };
-  spdlog::info("serving fuserank.v1.Ranker on {}; admin: {}; metrics: {}",
-               where(config.server.listen, server->port_),
-               where(config.server.admin_listen, server->admin_port_),
-               where(config.server.metrics_listen, server->metrics_port()));
+  spdlog::info(
+      "serving fuserank.v1.Ranker on {} with inference.GRPCInferenceService; admin: {}; "
+      "metrics: {}",
+      where(config.server.listen, server->port_),
+      where(config.server.admin_listen, server->admin_port_),
+      where(config.server.metrics_listen, server->metrics_port()));
   return server;
 }
 
@@ -144,6 +153,7 @@ absl::Status Server::StartGrpc() {
   // and silently share it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(ranker_.get());
+  builder.RegisterService(kserve_.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat(config_.file, ": server.listen: cannot listen on '",
@@ -154,6 +164,7 @@ absl::Status Server::StartGrpc() {
   if (health != nullptr) {
     health->SetServingStatus(true);
     health->SetServingStatus(kRankerServiceName, true);
+    health->SetServingStatus(kKServeServiceName, true);
   }
 
   if (!config_.server.admin_listen.empty()) {
@@ -185,8 +196,11 @@ void Server::Shutdown() {
   // wait for our calls here and then stop gRPC at once. (A call that reaches gRPC in
   // that last instant may see gRPC's CANCELLED instead of our UNAVAILABLE.)
   if (ranker_ != nullptr) {
+    const absl::Time grace = absl::Now() + absl::Seconds(config_.server.shutdown_grace_seconds);
     ranker_->StartShutdown();
-    if (!ranker_->WaitIdle(absl::Now() + absl::Seconds(config_.server.shutdown_grace_seconds))) {
+    if (kserve_ != nullptr) kserve_->StartShutdown();
+    const bool kserve_idle = kserve_ == nullptr || kserve_->WaitIdle(grace);
+    if (!ranker_->WaitIdle(grace) || !kserve_idle) {
       spdlog::warn(
           "calls still in flight after server.shutdown_grace_seconds ({} s) are "
           "cancelled",
@@ -208,6 +222,7 @@ Server::~Server() {
   grpc_server_.reset();
   admin_.reset();
   ranker_.reset();
+  kserve_.reset();
   watcher_.reset();
   hot_row_metrics_.reset();
   models_.reset();

@@ -1,5 +1,6 @@
 // The whole fuserank server in one object: metrics, the served models (backend, decoder,
-// batcher each), the Ranker + health + reflection gRPC server on server.listen and the
+// batcher each), the Ranker + KServe v2 (inference.GRPCInferenceService) + health +
+// reflection gRPC server on server.listen and the
 // Admin server on server.admin_listen. main() runs one; tests run several in-process on
 // 127.0.0.1:0. Start/Shutdown from one thread; the ports and metrics are safe to read.
 #ifndef FUSERANK_SERVER_SERVER_H_
@@ -16,6 +17,7 @@
 #include "server/admin_service.h"
 #include "server/config.h"
 #include "server/hot_row_metrics.h"
+#include "server/kserve_service.h"
 #include "server/metrics.h"
 #include "server/model_watcher.h"
 #include "server/ranker_service.h"
@@ -54,6 +56,7 @@ class Server {
   std::unique_ptr<HotRowMetrics> hot_row_metrics_;  // reads models_ when metrics_ is scraped
   std::unique_ptr<ModelWatcher> watcher_;           // null when model.watch_interval_seconds is 0
   std::unique_ptr<RankerService> ranker_;
+  std::unique_ptr<KServeService> kserve_;  // on the ranking port, into the same batchers
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<grpc::Server> admin_server_;

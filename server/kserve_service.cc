@@ -1,0 +1,370 @@
+#include "server/kserve_service.h"
+
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
+#include "server/grpc_status.h"
+#include "server/kserve_tensors.h"
+
+// ThreadSanitizer cannot see gRPC order Finish() before OnDone() (Debian's gRPC core is
+// not instrumented); as in ranker_service.cc, these tell it, in TSan builds only.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#define FUSERANK_KSERVE_TSAN_RELEASE(p) __tsan_release(p)
+#define FUSERANK_KSERVE_TSAN_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define FUSERANK_KSERVE_TSAN_RELEASE(p) static_cast<void>(p)
+#define FUSERANK_KSERVE_TSAN_ACQUIRE(p) static_cast<void>(p)
+#endif
+
+namespace fuserank::server {
+namespace {
+
+using Clock = engine::BatcherClock;
+
+constexpr size_t kMaxPooledCalls = 256;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The call's gRPC deadline on the batcher's clock (max() when there is none).
+Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  const auto system_now = std::chrono::system_clock::now();
+  if (deadline >= system_now + std::chrono::hours(24)) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - system_now);
+}
+
+bool SameModel(const std::weak_ptr<const engine::Model>& a,
+               const std::shared_ptr<const engine::Model>& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
+// Appends one output tensor of `count` elements of T, written by `value(i)`.
+template <typename T, typename ValueFn>
+void AddOutput(absl::string_view name, absl::string_view datatype, size_t count, ValueFn value,
+               inference::ModelInferResponse* response) {
+  inference::ModelInferResponse::InferOutputTensor* output = response->add_outputs();
+  output->set_name(name.data(), name.size());
+  output->set_datatype(datatype.data(), datatype.size());
+  output->add_shape(static_cast<int64_t>(count));
+  std::string* raw = response->add_raw_output_contents();
+  raw->resize(count * sizeof(T));
+  char* out = raw->data();
+  for (size_t i = 0; i < count; ++i) {
+    const T v = value(i);
+    std::memcpy(out + i * sizeof(T), &v, sizeof(T));
+  }
+}
+
+}  // namespace
+
+struct KServeService::Call {
+  // A reactor serves one call only, so it is rebuilt in place for each (no allocation).
+  class Reactor final : public grpc::ServerUnaryReactor {
+   public:
+    Reactor(KServeService* service, Call* call) : service_(service), call_(call) {}
+    void OnCancel() override { call_->cancelled.store(true, std::memory_order_release); }
+    void OnDone() override { service_->OnCallDone(call_); }  // destroys *this
+
+   private:
+    KServeService* const service_;
+    Call* const call_;
+  };
+
+  inference::ModelInferRequest request;
+  inference::ModelInferResponse response;
+  std::optional<Reactor> reactor;
+  grpc::ByteBuffer* response_buffer = nullptr;
+  ModelHandle model;
+  std::shared_ptr<const TensorDecoder> decoder;
+  InferRequestInfo info;
+  std::array<Output, kNumOutputs> outputs{};
+  int num_outputs = 0;
+  std::atomic<bool> cancelled{false};
+  bool accepted = false;
+  Clock::time_point start;
+};
+
+KServeService::KServeService(const ServedModels* models, Metrics* metrics, KServeOptions options)
+    : models_(models), metrics_(metrics), options_(std::move(options)) {}
+
+KServeService::~KServeService() = default;
+
+grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  Call* call = AcquireCall().release();  // gRPC's until OnDone hands it back to the pool
+  call->start = Clock::now();
+  call->response_buffer = response;
+  call->cancelled.store(false, std::memory_order_relaxed);
+  call->accepted = false;
+  call->request.Clear();
+  call->info = InferRequestInfo{};
+  grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
+  metrics_->AddInflight(1);
+  const absl::Status status = Start(context, *request, call);
+  if (!status.ok()) Finish(call, ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::StatusOr<ModelHandle> KServeService::FindModel(const std::string& name,
+                                                     const std::string& version) const {
+  ASSIGN_OR_RETURN(ModelHandle model, models_->Acquire(name));
+  if (!version.empty() && version != model->version()) {
+    return absl::NotFoundError(absl::StrCat("model '", model->name, "' has no version '", version,
+                                            "' (serving version '", model->version(),
+                                            "'; an empty version means that one)"));
+  }
+  return model;
+}
+
+std::shared_ptr<const TensorDecoder> KServeService::DecoderFor(const ServedModel& model) {
+  {
+    absl::MutexLock lock(&decoders_mu_);
+    auto it = decoders_.find(model.name);
+    if (it != decoders_.end() && SameModel(it->second.model, model.model)) {
+      return it->second.decoder;
+    }
+  }
+  // The first request of a version (or of a reload's new one): build outside the lock.
+  auto decoder = std::make_shared<const TensorDecoder>(*model.model, options_.limits);
+  absl::MutexLock lock(&decoders_mu_);
+  decoders_[model.name] = CachedDecoder{model.model, decoder};
+  return decoder;
+}
+
+absl::Status KServeService::Admit(const ServedModel& model) {
+  // Overloaded: refuse before spending a decode on a request the queue cannot take.
+  return model.batcher->Admission();
+}
+
+absl::Status KServeService::Start(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer& request, Call* call) {
+  if (shutting_down_.load(std::memory_order_relaxed)) {
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  const Clock::time_point deadline = SteadyDeadline(*context);
+  if (deadline <= call->start) {
+    return absl::DeadlineExceededError(
+        "the deadline passed before the request was read; it was not computed");
+  }
+  const size_t bytes = request.Length();
+  if (bytes > static_cast<size_t>(options_.max_request_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("the request is ", bytes,
+                                                   " bytes, more than server.max_request_bytes (",
+                                                   options_.max_request_bytes, ")"));
+  }
+  grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
+  const grpc::Status parsed =
+      grpc::GenericDeserialize<grpc::ProtoBufferReader, inference::ModelInferRequest>(
+          &wire, &call->request);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request is not a valid inference.ModelInferRequest: ", parsed.error_message()));
+  }
+  ASSIGN_OR_RETURN(call->model,
+                   FindModel(call->request.model_name(), call->request.model_version()));
+  RETURN_IF_ERROR(SelectOutputs(call));
+  call->decoder = DecoderFor(*call->model);
+  engine::Batcher& batcher = *call->model->batcher;
+  RETURN_IF_ERROR(Admit(*call->model));
+  std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
+  const absl::Status decoded =
+      call->decoder->Append(call->request, call->model->model, batch.get(), &call->info);
+  metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
+  absl::Status accepted = decoded;
+  if (accepted.ok()) accepted = Accept(call);
+  if (!accepted.ok() || batch->num_candidates() == 0) {
+    batcher.ReleaseBatch(std::move(batch));
+    if (!accepted.ok()) return accepted;
+    OnScored(call, absl::OkStatus(), engine::RequestResult{});  // no candidates: empty outputs
+    return absl::OkStatus();
+  }
+  const absl::Status queued = batcher.Submit(
+      std::move(batch), deadline,
+      [this, call](const absl::Status& status, const engine::RequestResult& result) {
+        OnScored(call, status, result);
+      },
+      &call->cancelled);
+  if (!queued.ok()) Unaccept(call);  // refused after all (the queue filled meanwhile)
+  metrics_->SetQueueDepth(models_->QueueDepth());
+  return queued;
+}
+
+absl::Status KServeService::SelectOutputs(Call* call) const {
+  const auto& requested = call->request.outputs();
+  call->num_outputs = 0;
+  if (requested.empty()) {
+    call->outputs = {Output::kScores, Output::kIndices, Output::kItemIds};
+    call->num_outputs = kNumOutputs;
+    return absl::OkStatus();
+  }
+  unsigned seen = 0;
+  for (int i = 0; i < requested.size(); ++i) {
+    int found = -1;
+    for (int o = 0; o < kNumOutputs; ++o) {
+      if (requested[i].name() == OutputName(static_cast<Output>(o))) found = o;
+    }
+    if (found < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "]: model '", call->model->name,
+                                                     "' has no output named '", requested[i].name(),
+                                                     "' (outputs: scores, indices, item_ids)"));
+    }
+    if ((seen & (1u << found)) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "outputs[", i, "]: output '", requested[i].name(), "' is requested twice; ask once"));
+    }
+    seen |= 1u << found;
+    call->outputs[call->num_outputs++] = static_cast<Output>(found);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KServeService::Accept(Call* call) {
+  absl::MutexLock lock(&accepted_mu_);
+  if (refusing_) {
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  ++accepted_;
+  call->accepted = true;
+  return absl::OkStatus();
+}
+
+void KServeService::Unaccept(Call* call) {
+  absl::MutexLock lock(&accepted_mu_);
+  --accepted_;
+  call->accepted = false;
+}
+
+void KServeService::OnScored(Call* call, const absl::Status& status,
+                             const engine::RequestResult& result) {
+  if (result.batch_requests > 0) {  // it ran in a batch (dropped requests did not)
+    metrics_->RecordStage(Stage::kQueue, result.queue_seconds);
+    if (result.position == 0) {  // once per batch
+      metrics_->RecordBatchCandidates(result.batch_candidates);
+      if (result.graph_capture_failures > 0) {
+        metrics_->AddGraphCaptureFailures(result.graph_capture_failures);
+      }
+      metrics_->RecordStage(Stage::kLookup, result.stages.lookup);
+      metrics_->RecordStage(Stage::kCross, result.stages.cross);
+      metrics_->RecordStage(Stage::kDnn, result.stages.dnn);
+      metrics_->RecordStage(Stage::kTopk, result.stages.topk);
+    }
+  }
+  metrics_->SetQueueDepth(models_->QueueDepth());
+  if (!status.ok()) {
+    Finish(call, ToGrpcStatus(status));
+    return;
+  }
+  const Clock::time_point encode_start = Clock::now();
+  const absl::Status encoded = Encode(call, result);
+  metrics_->RecordStage(Stage::kEncode, SecondsSince(encode_start));
+  Finish(call, ToGrpcStatus(encoded));
+}
+
+absl::Status KServeService::Encode(Call* call, const engine::RequestResult& result) {
+  const int n = call->info.num_candidates;
+  for (const engine::ScoredIndex& scored : result.items) {
+    if (scored.index >= static_cast<uint32_t>(n)) {
+      return absl::InternalError(
+          absl::StrCat("the engine returned candidate ", scored.index, " of a request with ", n));
+    }
+  }
+  inference::ModelInferResponse& response = call->response;
+  response.Clear();
+  response.set_model_name(call->model->name);
+  response.set_model_version(call->model->version());
+  response.set_id(call->request.id());
+  const auto items = result.items;
+  const Column<int64_t>& item_ids = call->info.item_ids;
+  for (int o = 0; o < call->num_outputs; ++o) {
+    const absl::string_view name = OutputName(call->outputs[o]);
+    switch (call->outputs[o]) {
+      case Output::kScores:
+        AddOutput<float>(
+            name, "FP32", items.size(), [&](size_t i) { return items[i].score; }, &response);
+        break;
+      case Output::kIndices:
+        AddOutput<int32_t>(
+            name, "INT32", items.size(),
+            [&](size_t i) { return static_cast<int32_t>(items[i].index); }, &response);
+        break;
+      case Output::kItemIds:
+        AddOutput<int64_t>(
+            name, "INT64", items.size(), [&](size_t i) { return item_ids[items[i].index]; },
+            &response);
+        break;
+    }
+  }
+  bool own_buffer = false;
+  const grpc::Status serialized =
+      grpc::GenericSerialize<grpc::ProtoBufferWriter, inference::ModelInferResponse>(
+          response, call->response_buffer, &own_buffer);
+  if (!serialized.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot serialize the response: ", serialized.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+void KServeService::Finish(Call* call, const grpc::Status& status) {
+  metrics_->RecordRequest(Rpc::kModelInfer, status.error_code(), SecondsSince(call->start));
+  FUSERANK_KSERVE_TSAN_RELEASE(call);
+  call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
+}
+
+void KServeService::OnCallDone(Call* call) {
+  FUSERANK_KSERVE_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
+  call->reactor.reset();               // inside its OnDone: nothing touches it after this
+  const bool accepted = call->accepted;
+  ReleaseCall(std::unique_ptr<Call>(call));
+  metrics_->AddInflight(-1);
+  if (accepted) {
+    absl::MutexLock lock(&accepted_mu_);
+    --accepted_;
+  }
+}
+
+void KServeService::StartShutdown() {
+  shutting_down_.store(true);
+  absl::MutexLock lock(&accepted_mu_);
+  refusing_ = true;
+}
+
+bool KServeService::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&accepted_mu_);
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return accepted_ == 0; };
+  return accepted_mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+std::unique_ptr<KServeService::Call> KServeService::AcquireCall() {
+  {
+    absl::MutexLock lock(&pool_mu_);
+    if (!pool_.empty()) {
+      std::unique_ptr<Call> call = std::move(pool_.back());
+      pool_.pop_back();
+      return call;
+    }
+  }
+  return std::make_unique<Call>();
+}
+
+void KServeService::ReleaseCall(std::unique_ptr<Call> call) {
+  call->model.reset();  // a retired version is freed once its last call lets go
+  call->decoder.reset();
+  call->response_buffer = nullptr;
+  absl::MutexLock lock(&pool_mu_);
+  if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
+}
+
+}  // namespace fuserank::server

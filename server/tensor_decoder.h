@@ -1,0 +1,107 @@
+// Validates the input tensors of a KServe v2 ModelInferRequest against one model (the
+// tensors of SPEC section 6: kserve_tensors.h) and appends the request to an engine::Batch
+// exactly as RequestDecoder appends the equivalent RankRequest: the same bags, rows,
+// weights, dense values and top-K, hence the same scores bit for bit. Ids are mapped to
+// rows straight from the request's bytes (raw_input_contents or typed contents): nothing
+// is allocated per id, and nothing at all once the batch's buffers have grown (but for
+// models of more than 32 tables). Every bad input gets the status and the reason of its
+// SPEC section 3 row, located by tensor name instead of RankRequest field path; shape and
+// datatype errors are INVALID_ARGUMENT naming the tensor.
+// Immutable after construction; Append() is thread-safe (one Batch per caller).
+#ifndef FUSERANK_SERVER_TENSOR_DECODER_H_
+#define FUSERANK_SERVER_TENSOR_DECODER_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/batch.h"
+#include "engine/model.h"
+#include "inference/grpc_service.pb.h"
+#include "server/infer_tensor_view.h"
+#include "server/request_decoder.h"
+
+namespace fuserank::server {
+
+// What the encoder needs of a decoded request. Views into the request: valid while it is.
+struct InferRequestInfo {
+  int num_candidates = 0;
+  Column<int64_t> item_ids;  // one per candidate, echoed in the output `item_ids`
+};
+
+class TensorDecoder {
+ public:
+  // Keeps what it needs of `model` (names, rows, oov policies, dense widths), not `model`.
+  TensorDecoder(const engine::Model& model, DecodeLimits limits);
+
+  // Appends `request` as the next request of `batch`. `model` must be the model this
+  // decoder was built from; an empty batch takes it, a batch of another model is an
+  // INTERNAL error. On any error the batch is left exactly as it was.
+  absl::Status Append(const inference::ModelInferRequest& request,
+                      const std::shared_ptr<const engine::Model>& model, engine::Batch* batch,
+                      InferRequestInfo* info) const;
+
+ private:
+  enum class Role : uint8_t { kIds, kLengths, kWeights, kUserDense, kItemDense, kItemIds };
+  struct InputRef {
+    Role role = Role::kIds;
+    int table = -1;  // index into tables_ for kIds, kLengths and kWeights
+  };
+  struct Table {
+    std::string name;
+    engine::Side side = engine::Side::kItem;
+    int64_t rows = 0;
+    engine::Oov oov = engine::Oov::kModulo;
+  };
+  // Positions in request.inputs() of what the request sent (-1: not sent).
+  struct Inputs {
+    absl::InlinedVector<std::array<int, 3>, 32> table;  // per table: ids, lengths, weights
+    int user_dense = -1;
+    int item_dense = -1;
+    int item_ids = -1;
+  };
+  // One table's tensors, validated: lengths sum to the ids, weights one per id.
+  struct Columns {
+    Column<int64_t> ids;
+    Column<int32_t> lengths;  // empty: no bag has ids
+    Column<float> weights;    // empty: every weight is 1
+    int64_t cursor = 0;       // ids consumed so far, while appending item bags
+  };
+  using ColumnSet = absl::InlinedVector<Columns, 32>;
+
+  absl::Status AppendImpl(const inference::ModelInferRequest& request, engine::Batch* batch,
+                          InferRequestInfo* info) const;
+  absl::Status Resolve(const inference::ModelInferRequest& request, Inputs* inputs) const;
+  absl::Status UnknownInput(absl::string_view name) const;
+  absl::Status ViewTable(const inference::ModelInferRequest& request,
+                         const std::array<int, 3>& sent, int t, int candidates, Columns* out) const;
+  absl::Status CheckLengths(const Table& table, const Columns& columns) const;
+  absl::Status AppendUserDense(const inference::ModelInferRequest& request, int input,
+                               std::vector<float>* out) const;
+  absl::StatusOr<Column<float>> ViewItemDense(const inference::ModelInferRequest& request,
+                                              int input, int candidates) const;
+  // Appends ids [columns->cursor, + count) of table `t` as one bag and advances the cursor.
+  absl::Status AppendBag(int t, int64_t count, Columns* columns, engine::BagSet* bags) const;
+  absl::Status AppendItems(ColumnSet& columns, const Column<float>& dense, int candidates,
+                           engine::Batch* batch) const;
+  std::string TableNames(engine::Side side) const;
+
+  std::string model_name_;
+  int dense_user_ = 0;
+  int dense_item_ = 0;
+  DecodeLimits limits_;
+  std::vector<Table> tables_;    // spec order
+  std::vector<int> user_order_;  // tables_ indices in Model::user_tables() order
+  std::vector<int> item_order_;  // tables_ indices in Model::item_tables() order
+  absl::flat_hash_map<std::string, InputRef> inputs_;
+};
+
+}  // namespace fuserank::server
+
+#endif  // FUSERANK_SERVER_TENSOR_DECODER_H_
