@@ -19,7 +19,7 @@ CUDA = re.compile(r"^(cuda[^/]*\.h|cuda/|cub/|thrust/|cublas[^/]*\.h|curand[^/]*
                   r"cufft[^/]*\.h|cusparse[^/]*\.h|cusolver[^/]*\.h|nvrtc[^/]*\.h|nvtx|"
                   r"driver_types\.h|vector_types\.h|crt/)")
 GRPC = re.compile(r"^(grpcpp/|grpc/|grpc\+\+/)")
-PROTO = "fuserank/v1/"
+PROTO = ("fuserank/v1/", "inference/")  # generated from proto/
 
 
 def read_layers(path):
@@ -54,7 +54,7 @@ def layer_of(path, layers):
 
 
 def included_layer(target, layers):
-    if target.startswith(PROTO):
+    if target.startswith(PROTO) and target.endswith(".pb.h"):
         return "proto"
     return layer_of(target, layers)
 
