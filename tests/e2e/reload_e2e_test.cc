@@ -89,7 +89,8 @@ server:
   max_candidates: 64
   shutdown_grace_seconds: 5
 engine: {device: cpu, streams: 2, queue_capacity: 512, max_batch_candidates: 1024}
-model: {watch_interval_seconds: 1}
+model: {watch_interval_seconds: 1, roots: [")",
+                                          dir_, R"("]}
 models:
   - {name: rank, path: ")",
                                           dir_, R"(/live/rank.yaml", default: true}
