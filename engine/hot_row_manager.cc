@@ -65,6 +65,15 @@ HotRowManager::HotRowManager(std::shared_ptr<const Model> model, const HotRowOpt
   current_.store(std::move(initial), std::memory_order_release);
 }
 
+size_t HotRowManager::SketchMemoryBytes() const {
+  size_t bytes = 0;
+  for (const auto& s : sketches_) {
+    absl::MutexLock lock(&s->mu);
+    bytes += s->sketch.MemoryBytes();
+  }
+  return bytes;
+}
+
 void HotRowManager::ObserveRows(int table, absl::Span<const int32_t> rows) {
   if (rows.empty() || sketches_.empty()) return;
   TableSketch& s = *sketches_[table];

@@ -117,6 +117,8 @@ class HotRowManager {
 
   const Model& model() const { return *model_; }
   const HotRowOptions& options() const { return options_; }
+  // Bytes held by the frequency sketches (0 without HotRowOptions::sketches); fixed.
+  size_t SketchMemoryBytes() const;
   // Position of table `name` in the model (spec order), or -1.
   int TableIndex(std::string_view name) const { return model_->FindTable(name); }
 

@@ -112,14 +112,14 @@ void ConfigureLogging(const LoggingConfig& config) {
   spdlog::set_default_logger(std::move(logger));
 }
 
-void LogLines(spdlog::level::level_enum level, absl::string_view title, absl::string_view text) {
+void LogInfoLines(absl::string_view title, absl::string_view text) {
   if (g_json.load()) {
-    spdlog::log(level, "{}\n{}", std::string(title), std::string(text));
+    spdlog::info("{}\n{}", std::string(title), std::string(text));
     return;
   }
-  spdlog::log(level, "{}", std::string(title));
+  spdlog::info("{}", std::string(title));
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    spdlog::log(level, "  {}", std::string(line));
+    spdlog::info("  {}", std::string(line));
   }
 }
 

@@ -17,7 +17,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/config.h"
-#include "spdlog/common.h"
 
 namespace fuserank::server {
 
@@ -27,9 +26,9 @@ inline constexpr size_t kMaxLogMessageBytes = 16384;
 // Replaces spdlog's default logger with one writing `config.format` lines to stderr.
 void ConfigureLogging(const LoggingConfig& config);
 
-// Logs `title` and a multi-line `text` (the effective config): one escaped message in JSON,
-// one line per text line (indented) in text, so neither format needs raw newlines.
-void LogLines(spdlog::level::level_enum level, absl::string_view title, absl::string_view text);
+// Logs `title` and a multi-line `text` (the effective config) at info: one escaped message
+// in JSON, one line per text line (indented) in text, so neither format needs raw newlines.
+void LogInfoLines(absl::string_view title, absl::string_view text);
 
 // `text` from a client, escaped (engine/escape_text.h) and cut to `max_bytes` on a UTF-8
 // character boundary, for quoting inside a log line or a status message.
