@@ -78,7 +78,7 @@ class TensorChecker {
   void CheckNoExtras() {
     std::vector<std::string> extra;
     for (const auto& [name, view] : tensors_) {
-      if (!used_.count(name)) extra.push_back(absl::StrCat("'", name, "'"));
+      if (!used_.count(name)) extra.push_back(absl::StrCat("'", EscapeText(name, 128), "'"));
     }
     if (!extra.empty()) {
       Problem(absl::StrCat("tensors not in the spec: ", absl::StrJoin(extra, ", ")));
