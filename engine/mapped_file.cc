@@ -58,6 +58,8 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::CopyOf(const RegularFile
     return ErrnoError(errno, file.path(),
                       absl::StrCat("cannot allocate ", size, " bytes for a private copy"));
   }
+  // Huge pages where the kernel has them: a copy of GiBs faults 512 times less (a hint).
+  ::madvise(base, mapped, MADV_HUGEPAGE);
   auto* data = static_cast<std::byte*>(base) + lead;
   for (uint64_t offset = 0; offset < size; offset += kReadChunk) {
     const uint64_t n = std::min(kReadChunk, size - offset);
@@ -72,8 +74,6 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::CopyOf(const RegularFile
     ::munmap(base, mapped);
     return unchanged;
   }
-  // The page cache need not keep a second copy of what now lives here.
-  ::posix_fadvise(file.fd(), 0, static_cast<off_t>(size), POSIX_FADV_DONTNEED);
   ::mprotect(base, mapped, PROT_READ);
   return std::unique_ptr<MappedFile>(
       new MappedFile(file.path(), base, mapped, data, static_cast<size_t>(size), true));
