@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/escape_text.h"
 #include "engine/mapped_file.h"
-#include "engine/model_memory.h"
+#include "engine/model_checks.h"
 #include "engine/regular_file.h"
 #include "engine/safetensors.h"
 #include "engine/status_macros.h"
@@ -109,140 +109,6 @@ class TensorChecker {
   std::vector<std::string> problems_;
 };
 
-bool NonFinite(uint32_t bits, uint32_t exponent) { return (bits & exponent) == exponent; }
-
-// Index of the first NaN or Inf among `n` elements of `dtype` at `data`, or -1. Blocks are
-// scanned without branches so that a clean table (the usual case) streams at memory speed.
-int64_t FirstNonFinite(const std::byte* data, size_t n, DType dtype) {
-  if (dtype == DType::kInt8) return -1;
-  const size_t width = dtype == DType::kF32 ? 4 : 2;
-  const uint32_t exponent = dtype == DType::kF32   ? 0x7F800000u
-                            : dtype == DType::kF16 ? 0x7C00u
-                                                   : 0x7F80u;
-  auto element = [&](size_t i) -> uint32_t {
-    if (width == 4) {
-      uint32_t v;
-      std::memcpy(&v, data + 4 * i, 4);
-      return v;
-    }
-    uint16_t v;
-    std::memcpy(&v, data + 2 * i, 2);
-    return v;
-  };
-  constexpr size_t kBlock = 4096;
-  for (size_t begin = 0; begin < n; begin += kBlock) {
-    const size_t end = std::min(n, begin + kBlock);
-    bool any = false;
-    for (size_t i = begin; i < end; ++i) any |= NonFinite(element(i), exponent);
-    if (!any) continue;
-    for (size_t i = begin; i < end; ++i) {
-      if (NonFinite(element(i), exponent)) return static_cast<int64_t>(i);
-    }
-  }
-  return -1;
-}
-
-// A table's values must be finite: refused naming the table and the row.
-void CheckTableFinite(TensorChecker& checker, const EmbeddingTable& table) {
-  const size_t n = static_cast<size_t>(table.rows) * table.dim;
-  const int64_t bad = FirstNonFinite(table.data, n, table.dtype);
-  if (bad >= 0) {
-    checker.Problem(absl::StrCat("table '", table.name, "': row ", bad / table.dim,
-                                 " holds a NaN or Inf (element ", bad % table.dim, ")"));
-  }
-  if (table.qparams == nullptr) return;
-  for (int64_t r = 0; r < table.rows; ++r) {
-    const float scale = table.qparams[2 * r], bias = table.qparams[2 * r + 1];
-    // value = scale * q + bias for q in [-128, 127]: every value must be finite too.
-    if (!std::isfinite(std::abs(scale) * 128.0f + std::abs(bias))) {
-      checker.Problem(absl::StrCat("table '", table.name, "': row ", r, ": qparams (scale ", scale,
-                                   ", bias ", bias, ") give values that are not finite"));
-      return;
-    }
-  }
-}
-
-// The memory limit, from the spec and the file size alone (nothing is allocated yet).
-absl::Status CheckMemory(const ModelSpec& spec, uint64_t file_bytes,
-                         const ModelLoadOptions& options) {
-  if (options.max_bytes == 0) return absl::OkStatus();
-  const ModelMemory memory = EstimateModelMemory(spec, file_bytes, ServingShape{});
-  if (memory.model() <= options.max_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "the model needs ", FormatBytes(memory.model()), " (weights ", FormatBytes(memory.weights),
-      ", dense layers ", FormatBytes(memory.dense), "), more than the limit of ",
-      FormatBytes(options.max_bytes), " (", options.max_bytes, " bytes)"));
-}
-
-// Checks the weights file against the spec before it is read: a header length within the
-// format's limit, and no more bytes than that header and the spec's tensors take (a valid
-// file holds exactly those). A smaller file is read (it is small) so that the tensor
-// checks can say which tensor is short.
-absl::Status CheckWeightsSize(const RegularFile& file, uint64_t header_len, uint64_t tensors) {
-  if (header_len > kMaxSafetensorsHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "header length ", header_len, " exceeds the limit of ", kMaxSafetensorsHeaderBytes));
-  }
-  const uint64_t expected = 8 + header_len + tensors;  // tensors saturate far below 2^64
-  if (file.size() > expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the file is ", file.size(), " bytes, ", file.size() - expected, " more than its header (",
-        8 + header_len, " bytes) and the spec's tensors (", tensors,
-        " bytes) take: a tensor is larger than the spec says, or these are not the weights of "
-        "this spec"));
-  }
-  return absl::OkStatus();
-}
-
-// The tensors of the header whose dtype or shape differs from the spec's, for the message
-// of a file whose size the spec does not explain (the header is read, never the data).
-std::string ShapeMismatches(const RegularFile& file, uint64_t header_len, const ModelSpec& spec) {
-  if (header_len > file.size() - 8) return "";
-  std::string header(static_cast<size_t>(header_len), '\0');
-  if (!file.ReadAt(8, header_len, header.data()).ok()) return "";
-  absl::StatusOr<std::map<std::string, SafetensorsEntry>> entries = ParseSafetensorsHeader(header);
-  if (!entries.ok()) return "";
-  std::vector<std::string> problems;
-  for (const SpecTensor& want : SpecTensors(spec)) {
-    auto it = entries->find(want.name);
-    if (it == entries->end()) {
-      problems.push_back(absl::StrCat("tensor '", want.name, "' is missing"));
-    } else if (it->second.dtype != want.dtype || it->second.shape != want.shape) {
-      problems.push_back(
-          absl::StrCat("tensor '", want.name, "': expected ", Describe(want.dtype, want.shape),
-                       ", got ", Describe(EscapeText(it->second.dtype, 16), it->second.shape)));
-    }
-    if (problems.size() == 5) break;
-  }
-  return problems.empty() ? "" : absl::StrCat("; ", absl::StrJoin(problems, "; "));
-}
-
-struct OpenedWeights {
-  RegularFile file;
-  uint64_t header_len = 0;
-};
-
-// Opens the spec's weights file (a regular file only) and checks its size against the spec.
-absl::StatusOr<OpenedWeights> OpenWeights(const ModelSpec& spec) {
-  const std::string& path = spec.weights_path;
-  ASSIGN_OR_RETURN(RegularFile file, RegularFile::Open(path, "weights"));
-  if (file.size() < 8) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a safetensors file: ", file.size(),
-                                                   " bytes, shorter than the 8-byte header "
-                                                   "length"));
-  }
-  unsigned char length[8];
-  RETURN_IF_ERROR(WithContext(file.ReadAt(0, 8, length), path));
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | length[i];
-  const absl::Status size = CheckWeightsSize(file, header_len, SpecTensorBytes(spec));
-  if (!size.ok()) {
-    return absl::Status(size.code(), absl::StrCat(path, ": ", size.message(),
-                                                  ShapeMismatches(file, header_len, spec)));
-  }
-  return OpenedWeights{std::move(file), header_len};
-}
-
 // top_mlp[0] applied after the linear cross, as one layer over concat(V):
 // W = W_top1 * W_cross, b = W_top1 * b_cross + b_top1, summed in double.
 DenseLayer FoldCross(const DenseLayer& cross, const DenseLayer& top0) {
@@ -312,7 +178,7 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const ModelSpec& spec,
   ASSIGN_OR_RETURN(OpenedWeights weights, OpenWeights(spec));
   const RegularFile& file = weights.file;
   const uint64_t header_len = weights.header_len;
-  RETURN_IF_ERROR(WithContext(CheckMemory(spec, file.size(), options), path));
+  RETURN_IF_ERROR(WithContext(CheckModelMemory(spec, file.size(), options.max_bytes), path));
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> copy, MappedFile::CopyOf(file, 8 + header_len));
   absl::StatusOr<TensorMap> tensors = ParseSafetensors(copy->data(), copy->size());
   if (!tensors.ok()) return WithContext(tensors.status(), path);
@@ -326,7 +192,7 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::FromTensors(const ModelSpec&
                                                                 const TensorMap& tensors,
                                                                 const ModelLoadOptions& options) {
   RETURN_IF_ERROR(ValidateModelSpec(spec));
-  RETURN_IF_ERROR(CheckMemory(spec, 0, options));
+  RETURN_IF_ERROR(CheckModelMemory(spec, 0, options.max_bytes));
   return Build(spec, tensors, nullptr, /*copy_tables=*/true);
 }
 
@@ -366,7 +232,11 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
     if (spec.embedding_dtype == DType::kInt8) {
       table.qparams = QParams(checker, ts, copy_tables, &model->owned_);
     }
-    if (table.data != nullptr) CheckTableFinite(checker, table);
+    if (table.data != nullptr) {
+      if (std::string problem = NonFiniteTableProblem(table); !problem.empty()) {
+        checker.Problem(std::move(problem));
+      }
+    }
     (ts.side == Side::kUser ? model->user_tables_ : model->item_tables_).push_back(i);
     model->tables_.push_back(std::move(table));
   }
