@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 #include "server/model_warmup.h"
@@ -75,6 +77,15 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
 
 namespace {
 
+// `weights` (resolved against the directory of `spec_resolved`) as seen from the directory
+// of `spec_named`, the same directory before symlinks are followed.
+std::string AsNamed(const std::string& weights, const std::string& spec_resolved,
+                    const std::string& spec_named) {
+  const std::string dir = std::filesystem::path(spec_resolved).parent_path().string() + "/";
+  if (!absl::StartsWith(weights, dir)) return weights;
+  return (std::filesystem::path(spec_named).parent_path() / weights.substr(dir.size())).string();
+}
+
 std::string VersionName(const std::string& name, const engine::ModelSpec& spec) {
   return absl::StrCat("model '", name.empty() ? spec.name : name, "' version '", spec.version, "'");
 }
@@ -90,6 +101,7 @@ absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
     ASSIGN_OR_RETURN(prepared.spec_path, options.roots->Confine(spec_path, "model spec"));
   }
   ASSIGN_OR_RETURN(prepared.spec, engine::ParseModelSpecFile(prepared.spec_path));
+  prepared.weights_as_named = AsNamed(prepared.spec.weights_path, prepared.spec_path, spec_path);
   if (options.roots != nullptr) {
     absl::StatusOr<std::string> weights =
         options.roots->Confine(prepared.spec.weights_path, "weights");
@@ -117,7 +129,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string&
   files.spec_path = spec_path;
   files.spec = StampFile(spec_path);
   ASSIGN_OR_RETURN(PreparedVersion prepared, PrepareModelVersion(name, spec_path, options));
-  files.weights_path = prepared.spec.weights_path;
+  files.weights_path = prepared.weights_as_named;
   files.weights = StampFile(files.weights_path);
   MemoryBudget::Reservation memory;
   if (options.budget != nullptr) {

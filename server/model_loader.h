@@ -45,8 +45,11 @@ struct ModelLoaderOptions {
 // What the checks before a load found: the spec (read from its resolved path, weights path
 // resolved and confined) and the memory the version will take.
 struct PreparedVersion {
-  std::string spec_path;  // resolved
-  engine::ModelSpec spec;
+  std::string spec_path;   // resolved
+  engine::ModelSpec spec;  // weights_path resolved too
+  // The weights path as the spec names it from the spec path given (not resolved): what the
+  // file watch stamps, so that a symlink switched later shows up as a change.
+  std::string weights_as_named;
   uint64_t weights_bytes = 0;
   engine::ModelMemory memory;
 };
