@@ -247,7 +247,8 @@ void CheckSpec(const ModelSpec& spec, Problems& problems) {
     if (t.name.empty()) problems.Add(p + ".name", "must not be empty");
     CheckName(problems, p + ".name", t.name);
     if (!t.name.empty() && !names.insert(t.name).second) {
-      problems.Add(p + ".name", absl::StrCat("duplicate table name '", EscapeText(t.name, kQuoted), "'"));
+      problems.Add(p + ".name",
+                   absl::StrCat("duplicate table name '", EscapeText(t.name, kQuoted), "'"));
     }
     if (t.rows < 1 || t.rows > kMaxRows) {
       problems.Add(p + ".rows", absl::StrCat("must be in 1..", kMaxRows, ", got ", t.rows));

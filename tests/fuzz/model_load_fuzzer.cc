@@ -145,7 +145,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t header = rest_size;
   while (header > 0 && rest[header - 1] != '}') --header;
   std::vector<uint8_t> file(8 + rest_size);
-  for (int i = 0; i < 8; ++i) file[i] = static_cast<uint8_t>(static_cast<uint64_t>(header) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    file[i] = static_cast<uint8_t>(static_cast<uint64_t>(header) >> (8 * i));
   std::memcpy(file.data() + 8, rest, rest_size);
   LoadAndScore(spec, file.data(), file.size(), entropy);
   return 0;
