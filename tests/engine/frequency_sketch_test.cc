@@ -154,7 +154,8 @@ TEST(FrequencySketchTest, OptionsForAnyCapacityStayInRange) {
     const FrequencySketch::Options options = FrequencySketch::OptionsForCapacity(capacity);
     EXPECT_GE(options.candidates, 64) << capacity;
     EXPECT_LE(options.candidates, 2 * kMaxSketchedCapacity) << capacity;
-    EXPECT_GE(options.candidates, std::min(2 * std::max(capacity, 0), 2 * kMaxSketchedCapacity));
+    EXPECT_GE(options.candidates,
+              std::min<int64_t>(2 * int64_t{std::max(capacity, 0)}, 2 * kMaxSketchedCapacity));
     EXPECT_GE(options.width, 1024) << capacity;
     EXPECT_LE(options.width, 1 << 22) << capacity;
     EXPECT_EQ(options.depth, 4);
