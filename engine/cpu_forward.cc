@@ -45,8 +45,9 @@ void RunChain(const PackedLayer& first, const float* first_bias, const PackedLay
     const bool last = l == num_rest;
     float* y = last ? out : blocks[l % 2];
     const int y_stride = last ? out_stride : width;
-    LayerForward(l == 0 ? first : rest[l - 1], count, x, x_stride, y, y_stride,
-                 l == 0 ? first_bias : nullptr);
+    const PackedLayer& layer = l == 0 ? first : rest[l - 1];
+    LayerForward(layer, count, x, x_stride, y, y_stride, l == 0 ? first_bias : nullptr);
+    SaturateNonFinite(y, count, layer.out, y_stride);
     x = y;
     x_stride = y_stride;
   }
@@ -75,12 +76,14 @@ void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& b
     PooledLookup(model.tables()[t], batch.user, r * num_user + u, 1, 1, share + plan.user_offset[u],
                  0, HotFor(scratch, t, &hot));
   }
+  SaturateNonFinite(share, 1, plan.user_width, plan.user_width);
   const Clock::time_point t1 = Clock::now();
   if (plan.dot) {
     const float* sources[1] = {share};
     const int strides[1] = {0};
     DotTerms(plan.user_terms.data(), static_cast<int>(plan.user_terms.size()), plan.dot_dim, 1,
              sources, strides, share + layout.user_dots, 0);
+    SaturateNonFinite(share + layout.user_dots, 1, plan.user_share_width, plan.user_share_width);
   }
   const Clock::time_point t2 = Clock::now();
   const float* user_share = plan.dot ? share + layout.user_dots : share;
@@ -91,6 +94,7 @@ void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& b
                  batch.user_dense.data() + static_cast<size_t>(r) * plan.dense_user,
                  plan.dense_user, share + layout.bottom_bias, plan.bottom_user.out);
   }
+  SaturateNonFinite(share, 1, layout.width, layout.width);
   const Clock::time_point t3 = Clock::now();
   StageTimes& times = scratch->times;
   times.lookup += Seconds(t0, t1);
@@ -122,6 +126,7 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
                  items + plan.item_base + plan.item_offset[i], items_stride,
                  HotFor(scratch, t, &hot));
   }
+  SaturateNonFinite(items + plan.item_base, count, plan.item_width, items_stride);
   const Clock::time_point t1 = Clock::now();
   if (plan.has_bottom) {
     RunChain(plan.bottom_item, share + layout.bottom_bias, plan.bottom_rest.data(),
@@ -149,6 +154,7 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
     }
     DotGramRows(share, static_cast<int>(model.user_tables().size()), items, plan.own_vectors,
                 items_stride, plan.dot_dim, count, row + plan.z_width, row_stride);
+    SaturateNonFinite(row + plan.z_width, count, plan.row_width - plan.z_width, row_stride);
   }
   const Clock::time_point t3 = Clock::now();
   RunChain(plan.top[0], share + layout.top_bias, plan.top.data() + 1,

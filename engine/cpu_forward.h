@@ -1,6 +1,8 @@
 // The CPU engine's forward pass over a CpuPlan: once per request the user share
 // (ComputeRequestShare), then per tile of up to kTileCandidates candidates of that
 // request the scores (ScoreTile), on scratch blocks that are sized once and reused.
+// Every stage's output is saturated to finite values (SaturateNonFinite, cpu_mlp.h), so
+// every score is in [0, 1] for any finite input.
 // A TileScratch belongs to one thread; the plan, model and batch are only read.
 #ifndef FUSERANK_ENGINE_CPU_FORWARD_H_
 #define FUSERANK_ENGINE_CPU_FORWARD_H_

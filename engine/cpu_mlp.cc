@@ -1,5 +1,6 @@
 #include "engine/cpu_mlp.h"
 
+#include <cfloat>
 #include <cmath>
 #include <cstddef>
 
@@ -26,6 +27,18 @@ void LayerForward(const PackedLayer& layer, int rows, const float* x, int x_stri
 void Sigmoid(const float* x, int n, int x_stride, float* out) {
   for (int i = 0; i < n; ++i) {
     out[i] = 1.0f / (1.0f + std::exp(-x[static_cast<size_t>(i) * x_stride]));
+  }
+}
+
+void SaturateNonFinite(float* x, int rows, int width, int stride) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + static_cast<size_t>(r) * stride;
+    for (int i = 0; i < width; ++i) {
+      const float v = row[i];
+      // Branch-free so the loop vectorizes; v != v only for NaN.
+      const float clamped = v > FLT_MAX ? FLT_MAX : (v < -FLT_MAX ? -FLT_MAX : v);
+      row[i] = v != v ? 0.0f : clamped;
+    }
   }
 }
 

@@ -34,6 +34,13 @@ void LayerForward(const PackedLayer& layer, int rows, const float* x, int x_stri
 // out[i] = 1 / (1 + exp(-x[i * x_stride])) for i in [0, n).
 void Sigmoid(const float* x, int n, int x_stride, float* out);
 
+// Makes `rows` rows of `width` floats (row r at x + r * stride) finite: +-Inf becomes
+// +-FLT_MAX and NaN becomes 0. The CPU engine applies it after every stage (pooling, the
+// interaction, each layer), so that float overflow on extreme but finite inputs (huge
+// weights in a mean bag, huge dense values) saturates instead of turning into NaN, and
+// every score is a number in [0, 1]. Finite values pass unchanged, bit for bit.
+void SaturateNonFinite(float* x, int rows, int width, int stride);
+
 }  // namespace fuserank::engine
 
 #endif  // FUSERANK_ENGINE_CPU_MLP_H_

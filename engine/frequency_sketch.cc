@@ -1,6 +1,7 @@
 #include "engine/frequency_sketch.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "absl/base/internal/raw_logging.h"
@@ -24,9 +25,12 @@ uint64_t Mix(int32_t row) {
 }  // namespace
 
 FrequencySketch::Options FrequencySketch::OptionsForCapacity(int capacity) {
+  constexpr int64_t kMaxWidth = int64_t{1} << 22;
+  const int64_t candidates =
+      std::clamp<int64_t>(2 * int64_t{capacity}, 64, 2 * int64_t{kMaxSketchedCapacity});
   Options options;
-  options.candidates = std::max(64, 2 * std::max(capacity, 0));
-  options.width = std::max(1024, 8 * options.candidates);
+  options.candidates = static_cast<int>(candidates);
+  options.width = static_cast<int>(std::clamp<int64_t>(8 * candidates, 1024, kMaxWidth));
   options.depth = 4;
   return options;
 }

@@ -18,6 +18,10 @@
 
 namespace fuserank::engine {
 
+// The largest hot-set capacity a sketch is sized for (cache.hot_rows_per_table with
+// cache.policy: frequency is validated against it).
+inline constexpr int kMaxSketchedCapacity = 1 << 20;
+
 class FrequencySketch {
  public:
   struct Options {
@@ -25,8 +29,10 @@ class FrequencySketch {
     int depth = 4;          // sketch rows (independent hashes), 1..8
     int candidates = 8192;  // rows tracked for TopN; TopN(n) is exact-ish for n << this
   };
-  // Options sized for a hot set of `capacity` rows: candidates = max(64, 2 * capacity),
-  // width = max(1024, 8 * candidates) rounded up, depth 4 (capacity 4096: ~1.4 MB).
+  // Options sized for a hot set of `capacity` rows (any int: the arithmetic is 64-bit and
+  // clamped): candidates = clamp(2 * capacity, 64, 2 * kMaxSketchedCapacity), width =
+  // clamp(8 * candidates, 1024, 2^22) rounded up, depth 4. Capacity 4096: ~1.4 MB;
+  // kMaxSketchedCapacity: ~130 MB (64 MiB of counters, 16 MiB heap, ~50 MiB index).
   static Options OptionsForCapacity(int capacity);
 
   // REQUIRES: width >= 1, 1 <= depth <= 8, candidates >= 1.

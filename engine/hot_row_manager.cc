@@ -17,6 +17,12 @@ absl::Status CheckOptions(const HotRowOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat("cache.hot_rows_per_table must be in [0, ",
                                                    kMaxCapacity, "], got ", options.capacity));
   }
+  if (options.sketches && !options.sketch.has_value() && options.capacity > kMaxSketchedCapacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cache.hot_rows_per_table must be at most ", kMaxSketchedCapacity,
+        " with cache.policy: frequency (its per-table frequency sketch is sized from it), got ",
+        options.capacity));
+  }
   if (options.sample_period < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("hot-row sample_period must be >= 1, got ", options.sample_period));
@@ -46,10 +52,12 @@ HotRowManager::HotRowManager(std::shared_ptr<const Model> model, const HotRowOpt
   const auto& tables = model_->tables();
   auto initial = std::make_shared<HotRowSnapshot>();
   const FrequencySketch::Options sketch_options =
-      options_.sketch.value_or(FrequencySketch::OptionsForCapacity(options_.capacity));
+      options_.sketches
+          ? options_.sketch.value_or(FrequencySketch::OptionsForCapacity(options_.capacity))
+          : FrequencySketch::Options{};
   for (const EmbeddingTable& table : tables) {
     initial->tables.push_back(HotSet::Empty(table));
-    sketches_.push_back(std::make_unique<TableSketch>(sketch_options));
+    if (options_.sketches) sketches_.push_back(std::make_unique<TableSketch>(sketch_options));
   }
   counters_ = std::make_unique<Counters[]>(tables.size());
   initial->version = options_.initial_version;
@@ -57,8 +65,17 @@ HotRowManager::HotRowManager(std::shared_ptr<const Model> model, const HotRowOpt
   current_.store(std::move(initial), std::memory_order_release);
 }
 
+size_t HotRowManager::SketchMemoryBytes() const {
+  size_t bytes = 0;
+  for (const auto& s : sketches_) {
+    absl::MutexLock lock(&s->mu);
+    bytes += s->sketch.MemoryBytes();
+  }
+  return bytes;
+}
+
 void HotRowManager::ObserveRows(int table, absl::Span<const int32_t> rows) {
-  if (rows.empty()) return;
+  if (rows.empty() || sketches_.empty()) return;
   TableSketch& s = *sketches_[table];
   absl::MutexLock lock(&s.mu);
   for (const int32_t row : rows) s.sketch.Observe(row);
@@ -142,6 +159,10 @@ absl::StatusOr<HotRowsStatus> HotRowManager::Get(absl::Span<const std::string> t
 }
 
 absl::StatusOr<HotRowsStatus> HotRowManager::Rebuild(absl::Span<const std::string> tables) {
+  if (!options_.sketches) {
+    return absl::FailedPreconditionError(
+        "no access frequencies are observed (cache.policy is static): nothing to rebuild from");
+  }
   absl::MutexLock lock(&write_mu_);
   const std::vector<std::string_view> names(tables.begin(), tables.end());
   absl::StatusOr<std::vector<int>> indices = Resolve(names);

@@ -36,6 +36,10 @@ struct HotRowOptions {
   // 64 costs ~0.7 ns per id with one ObserveRows per table per batch (1: ~38 ns, 16:
   // ~2.6 ns; a dim-32 fp32 row read is ~17-45 ns): see bench/hot_rows_bench.cc.
   int sample_period = 64;
+  // Whether each table gets an access-frequency sketch (cache.policy: frequency). Without
+  // (the static policy) none is allocated, ObserveRows ignores its rows and Rebuild is
+  // FAILED_PRECONDITION. With, capacity must be at most kMaxSketchedCapacity.
+  bool sketches = true;
   // Per-table sketch size; unset: FrequencySketch::OptionsForCapacity(capacity).
   std::optional<FrequencySketch::Options> sketch;
   // Version of the initial (empty) snapshot. A model reload that replaces the manager
@@ -113,6 +117,8 @@ class HotRowManager {
 
   const Model& model() const { return *model_; }
   const HotRowOptions& options() const { return options_; }
+  // Bytes held by the frequency sketches (0 without HotRowOptions::sketches); fixed.
+  size_t SketchMemoryBytes() const;
   // Position of table `name` in the model (spec order), or -1.
   int TableIndex(std::string_view name) const { return model_->FindTable(name); }
 

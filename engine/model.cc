@@ -1,10 +1,11 @@
-// Model loading: every tensor SPEC section 2 names is checked (dtype, shape, byte count)
-// against the spec, dense layers are copied out (they are small and read constantly),
-// embedding tables stay in the mapping, and a linear cross is folded into top_mlp[0].
+// Model loading: the spec's sizes are checked against the weights file and the memory limit
+// first; then the file is read into a private copy, every tensor SPEC section 2 names is
+// checked (dtype, shape, byte count, finite values) against the spec, dense layers are
+// copied out (they are small and read constantly), embedding tables stay in the copy, and
+// a linear cross is folded into top_mlp[0].
 #include "engine/model.h"
 
-#include <sys/mman.h>
-
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,7 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "engine/escape_text.h"
 #include "engine/mapped_file.h"
+#include "engine/model_checks.h"
+#include "engine/regular_file.h"
 #include "engine/safetensors.h"
 #include "engine/status_macros.h"
 
@@ -74,7 +78,7 @@ class TensorChecker {
   void CheckNoExtras() {
     std::vector<std::string> extra;
     for (const auto& [name, view] : tensors_) {
-      if (!used_.count(name)) extra.push_back(absl::StrCat("'", name, "'"));
+      if (!used_.count(name)) extra.push_back(absl::StrCat("'", EscapeText(name, 128), "'"));
     }
     if (!extra.empty()) {
       Problem(absl::StrCat("tensors not in the spec: ", absl::StrJoin(extra, ", ")));
@@ -156,20 +160,39 @@ int Model::FindTable(std::string_view name) const {
   return -1;
 }
 
-absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& spec_path) {
+absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& spec_path,
+                                                         const ModelLoadOptions& options) {
   ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpecFile(spec_path));
-  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(spec.weights_path));
-  absl::StatusOr<TensorMap> tensors = ParseSafetensors(file->data(), file->size());
-  if (!tensors.ok()) return WithContext(tensors.status(), spec.weights_path);
-  const std::string weights_path = spec.weights_path;
+  return Load(spec, options);
+}
+
+absl::StatusOr<uint64_t> Model::CheckWeightsFile(const ModelSpec& spec) {
+  ASSIGN_OR_RETURN(OpenedWeights weights, OpenWeights(spec));
+  return weights.file.size();
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const ModelSpec& spec,
+                                                         const ModelLoadOptions& options) {
+  RETURN_IF_ERROR(ValidateModelSpec(spec));
+  const std::string& path = spec.weights_path;
+  ASSIGN_OR_RETURN(OpenedWeights weights, OpenWeights(spec));
+  const RegularFile& file = weights.file;
+  const uint64_t header_len = weights.header_len;
+  RETURN_IF_ERROR(WithContext(CheckModelMemory(spec, file.size(), options.max_bytes), path));
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> copy, MappedFile::CopyOf(file, 8 + header_len));
+  absl::StatusOr<TensorMap> tensors = ParseSafetensors(copy->data(), copy->size());
+  if (!tensors.ok()) return WithContext(tensors.status(), path);
   absl::StatusOr<std::shared_ptr<const Model>> model =
-      Build(spec, *tensors, std::move(file), /*copy_tables=*/false);
-  if (!model.ok()) return WithContext(model.status(), weights_path);
+      Build(spec, *tensors, std::move(copy), /*copy_tables=*/false);
+  if (!model.ok()) return WithContext(model.status(), path);
   return model;
 }
 
 absl::StatusOr<std::shared_ptr<const Model>> Model::FromTensors(const ModelSpec& spec,
-                                                                const TensorMap& tensors) {
+                                                                const TensorMap& tensors,
+                                                                const ModelLoadOptions& options) {
+  RETURN_IF_ERROR(ValidateModelSpec(spec));
+  RETURN_IF_ERROR(CheckModelMemory(spec, 0, options.max_bytes));
   return Build(spec, tensors, nullptr, /*copy_tables=*/true);
 }
 
@@ -204,11 +227,15 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
         table.data = model->owned_.back().data();
       } else {
         table.data = t->data;
-        if (file != nullptr) file->Advise(t->data, t->nbytes, MADV_RANDOM);
       }
     }
     if (spec.embedding_dtype == DType::kInt8) {
       table.qparams = QParams(checker, ts, copy_tables, &model->owned_);
+    }
+    if (table.data != nullptr) {
+      if (std::string problem = NonFiniteTableProblem(table); !problem.empty()) {
+        checker.Problem(std::move(problem));
+      }
     }
     (ts.side == Side::kUser ? model->user_tables_ : model->item_tables_).push_back(i);
     model->tables_.push_back(std::move(table));

@@ -1,5 +1,7 @@
-// A loaded model: its spec, embedding tables (mapped from the weights file, never
-// copied) and the dense MLP layers with the linear cross already folded in.
+// A loaded model: its spec, embedding tables (pointing into a private, read-only copy of
+// the weights file: engine/mapped_file.h) and the dense MLP layers with the linear cross
+// already folded in. Loading checks the spec's implied sizes and a memory limit before it
+// reads or allocates anything, and refuses non-finite values in every tensor.
 // Immutable after construction; share it read-only as std::shared_ptr<const Model>.
 #ifndef FUSERANK_ENGINE_MODEL_H_
 #define FUSERANK_ENGINE_MODEL_H_
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model_spec.h"
 
@@ -64,13 +67,32 @@ inline bool MapRow(int64_t id, int64_t rows, Oov oov, int32_t* row) {
   return true;
 }
 
+struct ModelLoadOptions {
+  // The most bytes loading may allocate for the model (ModelMemory::model() of
+  // engine/model_memory.h: the weights copy, the dense layers, the linear cross's fold),
+  // checked from the spec and the file's size before anything is read; 0: no limit.
+  // Over it: RESOURCE_EXHAUSTED naming both numbers.
+  uint64_t max_bytes = 0;
+};
+
 class Model {
  public:
-  // Loads `spec_path` and the safetensors file it names; the weights are mmapped.
-  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& spec_path);
-  // Builds a model from tensors in memory (tests, generators); tensors are copied.
-  static absl::StatusOr<std::shared_ptr<const Model>> FromTensors(const ModelSpec& spec,
-                                                                  const TensorMap& tensors);
+  // Loads `spec_path` and the safetensors file it names into a private copy. The weights
+  // must be a regular file no larger than its header and the spec's tensors take (else
+  // INVALID_ARGUMENT, before it is read) and hold exactly those tensors, all finite (a NaN
+  // or Inf in a table is refused naming the table and the row).
+  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& spec_path,
+                                                           const ModelLoadOptions& options = {});
+  // The same for a spec already parsed (its weights_path resolved).
+  static absl::StatusOr<std::shared_ptr<const Model>> Load(const ModelSpec& spec,
+                                                           const ModelLoadOptions& options);
+  // The size of `spec`'s weights file when it passes the checks Load makes before it reads
+  // anything: a regular file, a header length within the format's limit, no more bytes than
+  // the header and the spec's tensors take (INVALID_ARGUMENT, or RegularFile::Open's errors).
+  static absl::StatusOr<uint64_t> CheckWeightsFile(const ModelSpec& spec);
+  // Builds a model from tensors in memory (tests, generators, fuzzing); tensors are copied.
+  static absl::StatusOr<std::shared_ptr<const Model>> FromTensors(
+      const ModelSpec& spec, const TensorMap& tensors, const ModelLoadOptions& options = {});
 
   const ModelSpec& spec() const { return spec_; }
   const std::vector<EmbeddingTable>& tables() const { return tables_; }
@@ -87,9 +109,10 @@ class Model {
 
  private:
   Model() = default;
-  static absl::StatusOr<std::shared_ptr<const Model>> Build(
-      const ModelSpec& spec, const TensorMap& tensors, std::unique_ptr<MappedFile> file,
-      bool copy_tables);
+  static absl::StatusOr<std::shared_ptr<const Model>> Build(const ModelSpec& spec,
+                                                            const TensorMap& tensors,
+                                                            std::unique_ptr<MappedFile> file,
+                                                            bool copy_tables);
 
   ModelSpec spec_;
   std::vector<EmbeddingTable> tables_;
@@ -97,8 +120,8 @@ class Model {
   std::vector<int> item_tables_;
   std::vector<DenseLayer> bottom_mlp_;
   std::vector<DenseLayer> top_mlp_;
-  std::unique_ptr<MappedFile> file_;            // keeps mapped tables alive
-  std::vector<std::vector<std::byte>> owned_;   // tables copied by FromTensors
+  std::unique_ptr<MappedFile> file_;           // the private copy the tables point into
+  std::vector<std::vector<std::byte>> owned_;  // tables copied by FromTensors
 };
 
 }  // namespace fuserank::engine

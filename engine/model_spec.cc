@@ -5,10 +5,8 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "engine/escape_text.h"
+#include "engine/regular_file.h"
 #include "engine/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
@@ -25,6 +25,8 @@ namespace {
 constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max();  // 2^31 - 1
 constexpr int64_t kMaxWidth = int64_t{1} << 20;       // any one dim, dense count or layer width
 constexpr int64_t kMaxTotalWidth = int64_t{1} << 24;  // concat(V) and the interaction output
+constexpr size_t kMaxNameBytes = 256;                 // name, version, table names
+constexpr size_t kQuoted = 64;  // bytes of a spec value quoted back in a message
 
 // Collects problems as "field: reason" so one pass reports all of them.
 class Problems {
@@ -59,7 +61,8 @@ class Reader {
       *out = node.as<int64_t>();
       return true;
     } catch (const YAML::Exception&) {
-      return Fail(field, absl::StrCat("must be an integer, got '", node.Scalar(), "'"));
+      return Fail(field, absl::StrCat("must be an integer, got '",
+                                      EscapeText(node.Scalar(), kQuoted), "'"));
     }
   }
 
@@ -100,8 +103,8 @@ class Reader {
       }
       names.push_back(name);
     }
-    return Fail(field,
-                absl::StrCat("must be one of ", absl::StrJoin(names, " | "), ", got '", text, "'"));
+    return Fail(field, absl::StrCat("must be one of ", absl::StrJoin(names, " | "), ", got '",
+                                    EscapeText(text, kQuoted), "'"));
   }
 
   // Reports every key of `map` that is not in `known`.
@@ -113,7 +116,7 @@ class Reader {
       for (absl::string_view k : known) found = found || key == k;
       if (!found) {
         problems_->Add(
-            absl::StrCat(prefix, key),
+            absl::StrCat(prefix, EscapeText(key, kQuoted)),
             absl::StrCat("unknown key (expected one of: ", absl::StrJoin(known, ", "), ")"));
       }
     }
@@ -214,6 +217,17 @@ void ParseRoot(Reader& r, const YAML::Node& root, const std::string& base_dir, M
   if (root["top_mlp"]) r.IntList(root["top_mlp"], "top_mlp", &spec->top_mlp);
 }
 
+// Names travel into messages, logs and metric labels: printable UTF-8 of bounded length.
+void CheckName(Problems& problems, absl::string_view field, const std::string& name) {
+  if (name.size() > kMaxNameBytes) {
+    problems.Add(field,
+                 absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ", name.size()));
+  } else if (!IsPrintableUtf8(name)) {
+    problems.Add(field, absl::StrCat("must be printable UTF-8 without control characters, got '",
+                                     EscapeText(name, kQuoted), "'"));
+  }
+}
+
 void CheckWidth(Problems& problems, absl::string_view field, int64_t value, int64_t min) {
   if (value < min || value > kMaxWidth) {
     problems.Add(field, absl::StrCat("must be in ", min, "..", kMaxWidth, ", got ", value));
@@ -223,14 +237,18 @@ void CheckWidth(Problems& problems, absl::string_view field, int64_t value, int6
 // Every range and cross-field rule of SPEC section 2, each problem named by its field.
 void CheckSpec(const ModelSpec& spec, Problems& problems) {
   if (spec.name.empty()) problems.Add("name", "must not be empty");
+  CheckName(problems, "name", spec.name);
+  CheckName(problems, "version", spec.version);
   if (spec.weights_path.empty()) problems.Add("weights", "must name the safetensors file");
   std::set<std::string> names;
   for (size_t i = 0; i < spec.tables.size(); ++i) {
     const TableSpec& t = spec.tables[i];
     const std::string p = absl::StrCat("tables[", i, "]");
     if (t.name.empty()) problems.Add(p + ".name", "must not be empty");
+    CheckName(problems, p + ".name", t.name);
     if (!t.name.empty() && !names.insert(t.name).second) {
-      problems.Add(p + ".name", absl::StrCat("duplicate table name '", t.name, "'"));
+      problems.Add(p + ".name",
+                   absl::StrCat("duplicate table name '", EscapeText(t.name, kQuoted), "'"));
     }
     if (t.rows < 1 || t.rows > kMaxRows) {
       problems.Add(p + ".rows", absl::StrCat("must be in 1..", kMaxRows, ", got ", t.rows));
@@ -365,7 +383,7 @@ absl::StatusOr<ModelSpec> ParseModelSpec(const std::string& yaml_text,
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", EscapeText(e.what())));
   }
   if (!root.IsMap()) {
     return absl::InvalidArgumentError("the model spec must be a YAML map (name:, tables:, ...)");
@@ -376,7 +394,7 @@ absl::StatusOr<ModelSpec> ParseModelSpec(const std::string& yaml_text,
     Reader reader(&problems);
     ParseRoot(reader, root, base_dir, &spec);
   } catch (const YAML::Exception& e) {  // defensive: the Reader catches conversions
-    problems.Add("spec", e.what());
+    problems.Add("spec", EscapeText(e.what()));
   }
   RETURN_IF_ERROR(problems.ToStatus());
   RETURN_IF_ERROR(ValidateModelSpec(spec));
@@ -384,13 +402,10 @@ absl::StatusOr<ModelSpec> ParseModelSpec(const std::string& yaml_text,
 }
 
 absl::StatusOr<ModelSpec> ParseModelSpecFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open model spec"));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
+  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxModelSpecBytes, "model spec");
+  if (!text.ok()) return text.status();
   absl::StatusOr<ModelSpec> spec =
-      ParseModelSpec(text.str(), std::filesystem::path(path).parent_path().string());
+      ParseModelSpec(*text, std::filesystem::path(path).parent_path().string());
   if (!spec.ok()) return WithContext(spec.status(), path);
   return spec;
 }

@@ -40,8 +40,8 @@ struct ModelSpec {
   int dense_item = 0;
   std::vector<int> bottom_mlp;  // output widths; ReLU after every layer
   Interaction interaction = Interaction::kConcat;
-  int cross_dim = 0;            // kLinear only
-  std::vector<int> top_mlp;     // output widths; the last is 1
+  int cross_dim = 0;         // kLinear only
+  std::vector<int> top_mlp;  // output widths; the last is 1
 
   int dense_total() const { return dense_user + dense_item; }
   // Width of z (0 when there are no dense features).
@@ -52,7 +52,14 @@ struct ModelSpec {
   int interaction_width() const;
 };
 
-// Parses and validates a spec file; errors name the file and the field.
+// The largest spec file ParseModelSpecFile reads (a spec is a few hundred bytes per table).
+inline constexpr uint64_t kMaxModelSpecBytes = 1 << 20;
+
+// Parses and validates a spec file; errors name the file and the field. Only a regular file
+// of at most kMaxModelSpecBytes is read (engine/regular_file.h: a FIFO, device or directory
+// is FAILED_PRECONDITION at once, a missing file NOT_FOUND). Values quoted back in messages
+// are escaped and cut (engine/escape_text.h); name, version and table names must be
+// printable UTF-8 of at most 256 bytes.
 absl::StatusOr<ModelSpec> ParseModelSpecFile(const std::string& path);
 // Parses YAML text; `weights_path` is resolved against `base_dir`.
 absl::StatusOr<ModelSpec> ParseModelSpec(const std::string& yaml_text, const std::string& base_dir);

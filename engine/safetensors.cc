@@ -13,19 +13,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "engine/escape_text.h"
 #include "engine/status_macros.h"
 
 namespace fuserank::engine {
 namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
+// Names and strings of the header quoted back in messages are escaped and cut to this.
+constexpr size_t kQuoted = 128;
 
-struct RawTensor {
-  std::string dtype;
-  std::vector<int64_t> shape;
-  uint64_t begin = 0;
-  uint64_t end = 0;
-};
+std::string Quote(absl::string_view text) { return EscapeText(text, kQuoted); }
+
+using RawTensor = SafetensorsEntry;
 
 class HeaderParser {
  public:
@@ -48,9 +47,9 @@ class HeaderParser {
           RETURN_IF_ERROR(Metadata(metadata));
         } else {
           RawTensor tensor;
-          RETURN_IF_ERROR(WithContext(Tensor(&tensor), absl::StrCat("tensor '", name, "'")));
+          RETURN_IF_ERROR(WithContext(Tensor(&tensor), absl::StrCat("tensor '", Quote(name), "'")));
           if (!tensors->emplace(name, std::move(tensor)).second) {
-            return Error(absl::StrCat("tensor '", name, "' appears twice"));
+            return Error(absl::StrCat("tensor '", Quote(name), "' appears twice"));
           }
         }
         SkipSpace();
@@ -95,7 +94,7 @@ class HeaderParser {
           out->end = list[1];
           has_offsets = true;
         } else {
-          return Error(absl::StrCat("unknown key '", key, "'"));
+          return Error(absl::StrCat("unknown key '", Quote(key), "'"));
         }
         SkipSpace();
       } while (Consume(','));
@@ -197,7 +196,7 @@ class HeaderParser {
           RETURN_IF_ERROR(Unicode(out));
           break;
         default:
-          return Error(absl::StrCat("bad escape '\\", std::string(1, e), "'"));
+          return Error("bad escape in a string");
       }
     }
     return Error("unterminated string");
@@ -269,8 +268,8 @@ class HeaderParser {
     if (Consume(c)) return absl::OkStatus();
     if (pos_ >= text_.size())
       return Error(absl::StrCat("expected '", std::string(1, c), "', got the end of the header"));
-    return Error(absl::StrCat("expected '", std::string(1, c), "', got '",
-                              std::string(1, text_[pos_]), "'"));
+    // The byte found is not quoted: the file could be anything (no file bytes in messages).
+    return Error(absl::StrCat("expected '", std::string(1, c), "'"));
   }
   absl::Status Error(absl::string_view what) const {
     return absl::InvalidArgumentError(
@@ -299,7 +298,7 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 absl::Status CheckTensor(const RawTensor& t, uint64_t data_size) {
   const size_t element = SafetensorsDTypeSize(t.dtype);
   if (element == 0)
-    return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", t.dtype, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", Quote(t.dtype), "'"));
   uint64_t elements = 0, bytes = 0;
   if (!NumElements(t.shape, &elements) || __builtin_mul_overflow(elements, element, &bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("shape ", ShapeString(t.shape), " overflows"));
@@ -346,6 +345,13 @@ std::string_view SafetensorsDType(DType dtype) {
   return "?";
 }
 
+absl::StatusOr<std::map<std::string, SafetensorsEntry>> ParseSafetensorsHeader(
+    std::string_view json) {
+  std::map<std::string, RawTensor> raw;
+  RETURN_IF_ERROR(HeaderParser(absl::string_view(json.data(), json.size())).Parse(&raw, nullptr));
+  return raw;
+}
+
 absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
                                            std::map<std::string, std::string>* metadata) {
   if (size < 8) {
@@ -360,9 +366,9 @@ absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
                                                    " runs past the end of the file (", size,
                                                    " bytes): truncated or not safetensors"));
   }
-  if (header_len > kMaxHeaderBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("header length ", header_len, " exceeds the limit of ", kMaxHeaderBytes));
+  if (header_len > kMaxSafetensorsHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "header length ", header_len, " exceeds the limit of ", kMaxSafetensorsHeaderBytes));
   }
   absl::string_view header(reinterpret_cast<const char*>(data + 8), header_len);
   std::map<std::string, RawTensor> raw;
@@ -373,7 +379,8 @@ absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
   std::vector<std::pair<uint64_t, const std::string*>> extents;  // non-empty tensors by begin
   TensorMap tensors;
   for (const auto& [name, t] : raw) {
-    RETURN_IF_ERROR(WithContext(CheckTensor(t, data_size), absl::StrCat("tensor '", name, "'")));
+    RETURN_IF_ERROR(
+        WithContext(CheckTensor(t, data_size), absl::StrCat("tensor '", Quote(name), "'")));
     if (t.end > t.begin) extents.emplace_back(t.begin, &name);
     TensorView& view = tensors[name];
     view.dtype = t.dtype;
@@ -385,8 +392,8 @@ absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
   for (size_t i = 1; i < extents.size(); ++i) {
     const RawTensor& prev = raw.at(*extents[i - 1].second);
     if (extents[i].first < prev.end) {
-      return absl::InvalidArgumentError(absl::StrCat("tensors '", *extents[i - 1].second, "' and '",
-                                                     *extents[i].second,
+      return absl::InvalidArgumentError(absl::StrCat("tensors '", Quote(*extents[i - 1].second),
+                                                     "' and '", Quote(*extents[i].second),
                                                      "' overlap in the data section"));
     }
   }

@@ -21,16 +21,33 @@
 
 namespace fuserank::engine {
 
+// The longest JSON header accepted (the reference implementation's limit).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100u << 20;
+
 // Bytes per element of a safetensors dtype ("F32" -> 4, "BF16" -> 2, ...); 0 if unknown.
 size_t SafetensorsDTypeSize(std::string_view dtype);
 // The safetensors dtype of an embedding dtype: "F32", "F16", "BF16", "I8".
 std::string_view SafetensorsDType(DType dtype);
 
+// One tensor as the JSON header describes it (offsets into the data section).
+struct SafetensorsEntry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+// Parses the JSON header alone (the bytes after the 8-byte length), checking its syntax
+// as ParseSafetensors does but neither dtypes nor offsets.
+absl::StatusOr<std::map<std::string, SafetensorsEntry>> ParseSafetensorsHeader(
+    std::string_view json);
+
 // Parses a whole safetensors file held in [data, data + size). The views point into it.
 // Rejects: a header length past the end, malformed JSON, unknown dtypes, negative or
 // overflowing shapes, data_offsets out of range, a byte count that is not
 // dtype size * elements, and tensors that overlap. `metadata` (optional) receives
-// the "__metadata__" map.
+// the "__metadata__" map. Messages quote no byte of the file verbatim: names and strings of
+// the header are escaped and cut (engine/escape_text.h), syntax errors give the position.
 absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
                                            std::map<std::string, std::string>* metadata = nullptr);
 

@@ -1,13 +1,16 @@
 #include "server/admin_auth.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/regular_file.h"
+#include "spdlog/spdlog.h"
 
 namespace fuserank::server {
 namespace {
@@ -56,14 +59,35 @@ absl::StatusOr<AdminAuth> AdminAuth::FromToken(absl::string_view token) {
 
 absl::StatusOr<AdminAuth> AdminAuth::FromTokenFile(const std::string& token_file) {
   if (token_file.empty()) return AdminAuth();
-  std::ifstream in(token_file, std::ios::binary);
-  if (!in) {
+  absl::StatusOr<engine::RegularFile> file = engine::RegularFile::Open(token_file, "file");
+  if (!file.ok()) {
+    const absl::string_view why = file.status().message();
+    if (absl::IsFailedPrecondition(file.status())) {  // not a regular file
+      return absl::FailedPreconditionError(absl::StrCat(kKey, ": ", why));
+    }
+    const size_t reason = why.rfind(": ");
     return absl::FailedPreconditionError(
-        absl::StrCat(kKey, ": cannot read '", token_file, "': ", std::strerror(errno)));
+        absl::StrCat(kKey, ": cannot read '", token_file, "'",
+                     reason == absl::string_view::npos ? "" : why.substr(reason)));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<AdminAuth> auth = FromToken(text.str());
+  const mode_t mode = file->stat().st_mode;
+  if ((mode & (S_IRGRP | S_IROTH)) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: '%s' can be read by its group or by others (mode %04o); the token is a secret: "
+        "chmod 600 it (Kubernetes: defaultMode: 0400 on the Secret volume)",
+        kKey, token_file, mode & 07777));
+  }
+  if (file->size() > kMaxTokenFileBytes) {
+    return absl::FailedPreconditionError(absl::StrCat(kKey, ": '", token_file, "' is ",
+                                                      file->size(),
+                                                      " bytes; a token file holds "
+                                                      "at most ",
+                                                      kMaxTokenFileBytes));
+  }
+  std::string text(static_cast<size_t>(file->size()), '\0');
+  const absl::Status read = file->ReadAt(0, text.size(), text.data());
+  if (!read.ok()) return absl::FailedPreconditionError(absl::StrCat(kKey, ": ", read.message()));
+  absl::StatusOr<AdminAuth> auth = FromToken(text);
   if (!auth.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(auth.status().message(), " ('", token_file, "')"));
@@ -92,6 +116,16 @@ absl::Status AdminAuth::CheckMetadata(
 
 absl::Status AdminAuth::Check(const grpc::CallbackServerContext& context) const {
   return CheckMetadata(context.client_metadata());
+}
+
+void AdminAuth::LogRefusal(absl::string_view method, absl::string_view peer,
+                           const absl::Status& status) const {
+  uint64_t dropped = 0;
+  if (!refusals_->Allow(&dropped)) return;
+  spdlog::warn(
+      "admin {} from {} refused: {}{}", LogSafe(method, 128), LogSafe(peer, 128),
+      std::string(status.message()),
+      dropped == 0 ? std::string() : absl::StrCat(" (", dropped, " more refusals not logged)"));
 }
 
 }  // namespace fuserank::server

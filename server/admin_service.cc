@@ -47,30 +47,15 @@ absl::Status NeedsCache(const ServedModel& served) {
 AdminService::AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth)
     : metrics_(metrics), models_(models), auth_(std::move(auth)) {}
 
-AdminService::~AdminService() {
-  std::list<Background> background;
-  {
-    absl::MutexLock lock(&background_mu_);
-    background.swap(background_);
-  }
-  for (Background& task : background) task.thread.join();
-}
+AdminService::~AdminService() { worker_.Stop(); }
 
-void AdminService::RunInBackground(std::function<void()> work) {
-  absl::MutexLock lock(&background_mu_);
-  for (auto it = background_.begin(); it != background_.end();) {  // join the finished
-    if (it->done.load()) {
-      it->thread.join();
-      it = background_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  Background& task = background_.emplace_back();
-  task.thread = std::thread([work = std::move(work), &task] {
-    work();
-    task.done.store(true);
-  });
+void AdminService::RunOnWorker(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
+                               std::function<void()> work) {
+  const absl::Status posted = worker_.Post(
+      {std::move(work), [this, reactor, rpc, start] {
+         Complete(reactor, rpc, start, absl::UnavailableError("the server is shutting down"));
+       }});
+  if (!posted.ok()) Complete(reactor, rpc, start, posted);
 }
 
 void AdminService::Complete(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
@@ -92,10 +77,7 @@ grpc::ServerUnaryReactor* AdminService::Finish(grpc::CallbackServerContext* cont
 absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
                                      absl::string_view method) {
   absl::Status status = auth_.Check(context);
-  if (!status.ok()) {
-    spdlog::warn("admin {} from {} refused: {}", std::string(method), context.peer(),
-                 std::string(status.message()));
-  }
+  if (!status.ok()) auth_.LogRefusal(method, context.peer(), status);
   return status;
 }
 
@@ -107,26 +89,27 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
   const absl::Status authorized = Authorize(*context, method);
   if (!authorized.ok()) return Finish(context, rpc, start, authorized);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  RunInBackground([this, rpc, method, &model, response, reactor, start, peer = context->peer(),
-                   change = std::move(change)] {
-    std::string done;
-    const absl::Status status =
-        models_->ChangeServingVersion(model, [&](const ServedModel& served) -> absl::Status {
-          RETURN_IF_ERROR(NeedsCache(served));
-          absl::StatusOr<engine::HotRowsStatus> result = change(served);
-          if (!result.ok()) return result.status();
-          ToProto(*result, response);
-          done = Describe(served, *result);
-          return absl::OkStatus();
-        });
-    if (status.ok()) {
-      spdlog::info("admin {} from {}: {}", method, peer, done);
-    } else {
-      spdlog::warn("admin {} from {} refused, nothing changed: {}", method, peer,
-                   std::string(status.message()));
-    }
-    Complete(reactor, rpc, start, status);
-  });
+  RunOnWorker(reactor, rpc, start,
+              [this, rpc, method, &model, response, reactor, start, peer = context->peer(),
+               change = std::move(change)] {
+                std::string done;
+                const absl::Status status = models_->ChangeServingVersion(
+                    model, [&](const ServedModel& served) -> absl::Status {
+                      RETURN_IF_ERROR(NeedsCache(served));
+                      absl::StatusOr<engine::HotRowsStatus> result = change(served);
+                      if (!result.ok()) return result.status();
+                      ToProto(*result, response);
+                      done = Describe(served, *result);
+                      return absl::OkStatus();
+                    });
+                if (status.ok()) {
+                  spdlog::info("admin {} from {}: {}", method, peer, done);
+                } else {
+                  spdlog::warn("admin {} from {} refused, nothing changed: {}", method, peer,
+                               std::string(status.message()));
+                }
+                Complete(reactor, rpc, start, status);
+              });
   return reactor;
 }
 
@@ -190,19 +173,22 @@ grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext*
   const absl::Status authorized = Authorize(*context, "ReloadModel");
   if (!authorized.ok()) return Finish(context, Rpc::kReloadModel, start, authorized);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  RunInBackground([this, request, response, reactor, start, peer = context->peer()] {
-    absl::StatusOr<ReloadResult> result = models_->Reload(request->model(), request->path());
-    if (!result.ok()) {
-      spdlog::error("admin ReloadModel from {}: {}", peer, std::string(result.status().message()));
-      Complete(reactor, Rpc::kReloadModel, start, result.status());
-      return;
-    }
-    spdlog::info("admin ReloadModel from {}: {}", peer, result->message);
-    response->set_model(result->model);
-    response->set_model_version(result->version);
-    response->set_message(result->message);
-    Complete(reactor, Rpc::kReloadModel, start, absl::OkStatus());
-  });
+  RunOnWorker(reactor, Rpc::kReloadModel, start,
+              [this, request, response, reactor, start, peer = context->peer()] {
+                absl::StatusOr<ReloadResult> result =
+                    models_->Reload(request->model(), request->path());
+                if (!result.ok()) {
+                  spdlog::error("admin ReloadModel from {}: {}", peer,
+                                std::string(result.status().message()));
+                  Complete(reactor, Rpc::kReloadModel, start, result.status());
+                  return;
+                }
+                spdlog::info("admin ReloadModel from {}: {}", peer, result->message);
+                response->set_model(result->model);
+                response->set_model_version(result->version);
+                response->set_message(result->message);
+                Complete(reactor, Rpc::kReloadModel, start, absl::OkStatus());
+              });
   return reactor;
 }
 

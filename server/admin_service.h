@@ -1,39 +1,45 @@
 // fuserank.v1.Admin, served on server.admin_listen. Every method first passes the bearer-
-// token check (admin_auth.h) and is counted in fuserank_requests_total. The hot-row
-// methods act on one served model's current version (request `model`, "" = the default):
-// GetHotRows answers at once; SetHotRows and RebuildHotRows build sets (up to ~100 ms for
-// very large ones) and wait for a reload of the model in progress
-// (ServedModels::ChangeServingVersion), so they run on a thread of their own, as
-// ReloadModel (ServedModels::Reload) does: gRPC's threads never block. Thread-safe.
+// token check (admin_auth.h; refusals logged rate-limited) and is counted in
+// fuserank_requests_total. The hot-row methods act on one served model's current version
+// (request `model`, "" = the default): GetHotRows answers at once; SetHotRows and
+// RebuildHotRows build sets (up to ~100 ms for very large ones) and wait for a reload of
+// the model in progress (ServedModels::ChangeServingVersion), so they run, as ReloadModel
+// (ServedModels::Reload) does, on the one admin worker (admin_worker.h): gRPC's threads
+// never block, and with kAdminQueueCapacity calls waiting the next is RESOURCE_EXHAUSTED.
+// Thread-safe.
 #ifndef FUSERANK_SERVER_ADMIN_SERVICE_H_
 #define FUSERANK_SERVER_ADMIN_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <chrono>
 #include <functional>
-#include <list>
 #include <string>
-#include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/hot_row_manager.h"
 #include "fuserank/v1/admin.grpc.pb.h"
 #include "server/admin_auth.h"
+#include "server/admin_worker.h"
 #include "server/metrics.h"
 #include "server/served_models.h"
 
 namespace fuserank::server {
 
+// Admin calls that may wait for the worker at once (beyond the one it runs).
+inline constexpr int kAdminQueueCapacity = 8;
+
 class AdminService final : public v1::Admin::CallbackService {
  public:
   // `metrics` and `models` must outlive the service.
   AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth);
-  ~AdminService() override;  // waits for reloads in progress
+  ~AdminService() override;  // waits for the call in progress; queued ones: UNAVAILABLE
+
+  const AdminAuth& auth() const { return auth_; }
+  // At shutdown, before the admin server stops: waits for the call in progress and answers
+  // the queued ones UNAVAILABLE; later calls get UNAVAILABLE at once. Idempotent.
+  void StopWorker() { worker_.Stop(); }
 
   grpc::ServerUnaryReactor* SetHotRows(grpc::CallbackServerContext* context,
                                        const v1::SetHotRowsRequest* request,
@@ -49,11 +55,6 @@ class AdminService final : public v1::Admin::CallbackService {
                                         v1::ReloadModelResponse* response) override;
 
  private:
-  struct Background {
-    std::thread thread;
-    std::atomic<bool> done{false};
-  };
-
   using Clock = std::chrono::steady_clock;
 
   // Finishes the call with `status`, counted under `rpc` with its time since `start`.
@@ -63,8 +64,10 @@ class AdminService final : public v1::Admin::CallbackService {
                                    Clock::time_point start, const absl::Status& status);
   // The auth check, logged when it fails.
   absl::Status Authorize(const grpc::CallbackServerContext& context, absl::string_view method);
-  // Runs `work` on a thread of its own (joined by the destructor).
-  void RunInBackground(std::function<void()> work);
+  // Runs `work` on the admin worker, or finishes the call at once with the worker's
+  // refusal (busy, shutting down); a call dropped at shutdown gets UNAVAILABLE.
+  void RunOnWorker(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
+                   std::function<void()> work);
   // Called with the serving version of the model; returns the hot-row status after the
   // change (or why it was refused: then nothing changed).
   using HotRowsChange =
@@ -79,9 +82,7 @@ class AdminService final : public v1::Admin::CallbackService {
   Metrics* const metrics_;
   ServedModels* const models_;
   const AdminAuth auth_;
-
-  absl::Mutex background_mu_;
-  std::list<Background> background_ ABSL_GUARDED_BY(background_mu_);
+  AdminWorker worker_{kAdminQueueCapacity};  // last: stopped first
 };
 
 }  // namespace fuserank::server

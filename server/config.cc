@@ -102,6 +102,25 @@ class MapReader {
   void Double(absl::string_view key, double* out) { Scalar(key, "a number", out); }
   void Bool(absl::string_view key, bool* out) { Scalar(key, "true or false", out); }
 
+  void StringList(absl::string_view key, std::vector<std::string>* out) {
+    std::optional<YAML::Node> node = Find(key);
+    if (!node || node->IsNull()) return;
+    if (!node->IsSequence()) {
+      errors_->Add(Key(key), absl::StrCat("must be a list of strings, got ", Describe(*node)));
+      return;
+    }
+    out->clear();
+    for (size_t i = 0; i < node->size(); ++i) {
+      const YAML::Node item = (*node)[i];
+      if (!item.IsScalar()) {
+        errors_->Add(absl::StrCat(Key(key), "[", i, "]"),
+                     absl::StrCat("must be a string, got ", Describe(item)));
+        continue;
+      }
+      out->push_back(item.Scalar());
+    }
+  }
+
   void String(absl::string_view key, std::string* out) {
     std::optional<YAML::Node> node = Find(key);
     if (!node) return;
@@ -161,6 +180,7 @@ void ReadServer(const YAML::Node& node, ConfigErrors* errors, ServerConfig* serv
   r.String("listen", &server->listen);
   r.String("admin_listen", &server->admin_listen);
   r.String("admin_token_file", &server->admin_token_file);
+  r.Bool("admin_allow_plaintext_token", &server->admin_allow_plaintext_token);
   r.String("metrics_listen", &server->metrics_listen);
   if (std::optional<YAML::Node> tls_node = r.Section("tls")) {
     MapReader tls(*tls_node, "server.tls", errors);
@@ -254,6 +274,8 @@ void ReadTopLevel(const YAML::Node& root, ConfigErrors* errors, Config* config) 
     MapReader m(section, "model", errors);
     m.String("path", &config->models[0].path);
     m.Int("watch_interval_seconds", &config->model_watch_interval_seconds);
+    m.StringList("roots", &config->model_roots);
+    m.Int64("memory_budget_bytes", &config->model_memory_budget_bytes);
     m.ReportUnknown();
   }
   if (std::optional<YAML::Node> models = r.Find("models")) {
@@ -329,6 +351,8 @@ std::string EffectiveConfigYaml(const Config& c) {
   out << YAML::Key << "listen" << YAML::Value << c.server.listen;
   out << YAML::Key << "admin_listen" << YAML::Value << c.server.admin_listen;
   out << YAML::Key << "admin_token_file" << YAML::Value << c.server.admin_token_file;
+  out << YAML::Key << "admin_allow_plaintext_token" << YAML::Value
+      << c.server.admin_allow_plaintext_token;
   out << YAML::Key << "metrics_listen" << YAML::Value << c.server.metrics_listen;
   out << YAML::Key << "tls" << YAML::Value << YAML::Flow << YAML::BeginMap;
   out << YAML::Key << "cert_file" << YAML::Value << c.server.tls.cert_file;
@@ -368,6 +392,10 @@ std::string EffectiveConfigYaml(const Config& c) {
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
   if (single) out << YAML::Key << "path" << YAML::Value << c.models[0].path;
   out << YAML::Key << "watch_interval_seconds" << YAML::Value << c.model_watch_interval_seconds;
+  out << YAML::Key << "roots" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& root : c.model_roots) out << root;
+  out << YAML::EndSeq;
+  out << YAML::Key << "memory_budget_bytes" << YAML::Value << c.model_memory_budget_bytes;
   out << YAML::EndMap;
   if (!single) {
     out << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;

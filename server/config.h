@@ -26,6 +26,9 @@ struct ServerConfig {
   std::string listen = "0.0.0.0:8700";          // Ranker, health, reflection
   std::string admin_listen = "127.0.0.1:8701";  // Admin; "" turns the admin server off
   std::string admin_token_file;                 // required when admin_listen is not loopback
+  // A token on a non-loopback admin_listen without server.tls travels in clear text: refused
+  // at start unless this is true (a network the operator trusts).
+  bool admin_allow_plaintext_token = false;
   std::string metrics_listen = "0.0.0.0:8702";  // Prometheus /metrics; "" turns it off
   TlsConfig tls;
   int64_t max_request_bytes = 16777216;
@@ -84,6 +87,14 @@ struct Config {
   // model.watch_interval_seconds: how often the model files are checked for a new version
   // (reloaded once unchanged for one more interval); 0 turns the watch off.
   int model_watch_interval_seconds = 5;
+  // model.roots: the directories model specs and weights may be loaded from by a reload
+  // (Admin ReloadModel and the file watch), compared after resolving symlinks; empty: the
+  // directories of the configured models' spec and weights files.
+  std::vector<std::string> model_roots;
+  // model.memory_budget_bytes: the most host memory all served model versions together may
+  // take (weights, dense layers, CPU plan, scratch: engine/model_memory.h), checked before a
+  // version is loaded; 0: three quarters of the memory available to the process.
+  int64_t model_memory_budget_bytes = 0;
   LoggingConfig logging;
 };
 

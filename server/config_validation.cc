@@ -1,16 +1,19 @@
 #include "server/config_validation.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/frequency_sketch.h"
+#include "engine/regular_file.h"
 
 namespace fuserank::server {
 
@@ -69,7 +72,19 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
 }
 
 bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.");
+  // A literal address only: a name ("localhost", "127.attacker.example") resolves to
+  // whatever DNS or /etc/hosts says.
+  in_addr addr4;
+  if (inet_pton(AF_INET, std::string(host).c_str(), &addr4) == 1) {
+    return (ntohl(addr4.s_addr) >> 24) == 127;
+  }
+  if (host.size() < 2 || host.front() != '[' || host.back() != ']') return false;
+  in6_addr addr6;
+  if (inet_pton(AF_INET6, std::string(host.substr(1, host.size() - 2)).c_str(), &addr6) != 1) {
+    return false;
+  }
+  if (IN6_IS_ADDR_LOOPBACK(&addr6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&addr6) && addr6.s6_addr[12] == 127;  // [::ffff:127.x.y.z]
 }
 
 namespace {
@@ -81,10 +96,36 @@ void CheckRange(absl::string_view key, T value, T lo, T hi, ConfigErrors* errors
   }
 }
 
+// A regular file that can be opened; never blocks (a FIFO is refused, not waited on).
 void CheckReadable(absl::string_view key, const std::string& path, ConfigErrors* errors) {
   if (path.empty()) return;
-  std::ifstream in(path);
-  if (!in) errors->Add(key, absl::StrCat("cannot read '", path, "': ", std::strerror(errno)));
+  absl::StatusOr<engine::RegularFile> file = engine::RegularFile::Open(path, "file");
+  if (file.ok()) return;
+  const absl::string_view message = file.status().message();
+  const size_t colon = message.rfind(": ");
+  errors->Add(key,
+              absl::IsFailedPrecondition(file.status())
+                  ? std::string(message)
+                  : absl::StrCat("cannot read '", path, "'",
+                                 colon == absl::string_view::npos ? "" : message.substr(colon)));
+}
+
+// An admin address that is not a literal loopback IP needs a token, and the token must not
+// travel in clear text unless the operator says the network is trusted.
+void CheckPublicAdmin(const ServerConfig& server, const std::string& address,
+                      ConfigErrors* errors) {
+  if (server.admin_token_file.empty()) {
+    errors->Add("server.admin_listen",
+                absl::StrCat("'", address,
+                             "' is not a loopback address, so server.admin_token_file must be "
+                             "set"));
+  } else if (!server.tls.enabled() && !server.admin_allow_plaintext_token) {
+    errors->Add("server.admin_listen",
+                absl::StrCat("'", address,
+                             "' is not a loopback address and server.tls is off, so the admin "
+                             "token would travel in clear text: set server.tls, or "
+                             "server.admin_allow_plaintext_token: true on a network you trust"));
+  }
 }
 
 // Checks each address and that no two share a fixed port (port 0 never conflicts).
@@ -113,12 +154,8 @@ void CheckAddresses(const ServerConfig& server, ConfigErrors* errors) {
         errors->Add(entry.key, absl::StrCat("'", *entry.value, "' is also ", other_key));
       }
     }
-    if (entry.key == absl::string_view("server.admin_listen") && !IsLoopbackHost(hp->host) &&
-        server.admin_token_file.empty()) {
-      errors->Add(entry.key,
-                  absl::StrCat("'", *entry.value,
-                               "' is not a loopback address, so server.admin_token_file must be "
-                               "set"));
+    if (entry.key == absl::string_view("server.admin_listen") && !IsLoopbackHost(hp->host)) {
+      CheckPublicAdmin(server, *entry.value, errors);
     }
     parsed.emplace_back(entry.key, *hp);
   }
@@ -164,6 +201,14 @@ void CheckEngine(const Config& config, ConfigErrors* errors) {
 
 void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
   CheckRange("cache.hot_rows_per_table", cache.hot_rows_per_table, 0, 1 << 29, errors);
+  if (cache.policy == CachePolicy::kFrequency &&
+      cache.hot_rows_per_table > engine::kMaxSketchedCapacity) {
+    errors->Add("cache.hot_rows_per_table",
+                absl::StrCat("must be at most ", engine::kMaxSketchedCapacity,
+                             " with cache.policy: frequency (each table's frequency sketch is "
+                             "sized from it), got ",
+                             cache.hot_rows_per_table));
+  }
   CheckRange("cache.rebuild_interval_seconds", cache.rebuild_interval_seconds, 1, 86400, errors);
   // Reserved for the CUDA backend's hot-row tier, which does not exist yet: a value other
   // than the default would be accepted and ignored, so it is refused.
@@ -180,10 +225,34 @@ void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
   }
 }
 
+// model.roots: existing directories; model.memory_budget_bytes: 0 (auto) or at least 1 MiB.
+void CheckModelMemory(const Config& config, ConfigErrors* errors) {
+  for (size_t i = 0; i < config.model_roots.size(); ++i) {
+    const std::string key = absl::StrCat("model.roots[", i, "]");
+    const std::string& root = config.model_roots[i];
+    struct stat st;
+    if (root.empty()) {
+      errors->Add(key, "must not be empty");
+    } else if (::stat(root.c_str(), &st) != 0) {
+      errors->Add(key, absl::StrCat("cannot use '", root, "': ", std::strerror(errno)));
+    } else if (!S_ISDIR(st.st_mode)) {
+      errors->Add(key, absl::StrCat("'", root, "' is not a directory"));
+    }
+  }
+  const int64_t budget = config.model_memory_budget_bytes;
+  if (budget != 0 && (budget < (int64_t{1} << 20) || budget < 0)) {
+    errors->Add("model.memory_budget_bytes",
+                absl::StrCat("must be 0 (three quarters of the memory available) or at least "
+                             "1048576, got ",
+                             budget));
+  }
+}
+
 void CheckModels(const Config& config, ConfigErrors* errors) {
   const std::vector<ModelConfig>& models = config.models;
   if (models.empty()) errors->Add("models", "must list at least one model");
   CheckRange("model.watch_interval_seconds", config.model_watch_interval_seconds, 0, 86400, errors);
+  CheckModelMemory(config, errors);
   int first_default = -1;
   for (size_t i = 0; i < models.size(); ++i) {
     if (models[i].is_default) {

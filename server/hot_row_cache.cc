@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<HotRowCache>> HotRowCache::Create(
   }
   engine::HotRowOptions manager_options;
   manager_options.capacity = options.capacity;
+  manager_options.sketches = options.frequency;  // the static policy observes nothing
   manager_options.initial_version = previous == nullptr ? 0 : previous->version();
   absl::StatusOr<std::unique_ptr<engine::HotRowManager>> manager =
       engine::HotRowManager::Create(std::move(model), manager_options);

@@ -1,9 +1,14 @@
 #include "server/logging.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <vector>
 
+#include "absl/strings/str_split.h"
+#include "engine/escape_text.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -11,46 +16,79 @@
 namespace fuserank::server {
 namespace {
 
-void Append(spdlog::memory_buf_t& dest, const char* text) {
-  dest.append(text, text + std::strlen(text));
+std::atomic<bool> g_json{false};
+
+void Append(spdlog::memory_buf_t& dest, absl::string_view text) {
+  dest.append(text.data(), text.data() + text.size());
 }
 
-// %* in a pattern: the message as the inside of a JSON string.
-class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
+// The message as the inside of a JSON string: '"', '\\' and control characters escaped,
+// bytes that are not UTF-8 written as the text \xNN (a JSON-escaped backslash), cut at
+// kMaxLogMessageBytes on a character boundary.
+void AppendJson(absl::string_view text, spdlog::memory_buf_t& dest) {
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t length = engine::Utf8SequenceLength(text.substr(i));
+    if (i + std::max<size_t>(length, 1) > kMaxLogMessageBytes) {
+      Append(dest, "...");
+      return;
+    }
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    char escaped[8];
+    if (length == 0) {
+      std::snprintf(escaped, sizeof(escaped), "\\\\x%02x", c);
+      Append(dest, escaped);
+      length = 1;
+    } else if (length > 1) {
+      const bool c1 = c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0;
+      if (c1) {
+        std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned char>(text[i + 1]));
+        Append(dest, escaped);
+      } else {
+        Append(dest, text.substr(i, length));
+      }
+    } else if (c == '"') {
+      Append(dest, "\\\"");
+    } else if (c == '\\') {
+      Append(dest, "\\\\");
+    } else if (c == '\n') {
+      Append(dest, "\\n");
+    } else if (c == '\r') {
+      Append(dest, "\\r");
+    } else if (c == '\t') {
+      Append(dest, "\\t");
+    } else if (c < 0x20 || c == 0x7F) {
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      Append(dest, escaped);
+    } else {
+      dest.push_back(static_cast<char>(c));
+    }
+    i += length;
+  }
+}
+
+// %* in a pattern: the message escaped for the format (text: engine::EscapeText; JSON:
+// AppendJson), so that no message can write a raw newline, a control character or bytes
+// that are not UTF-8.
+class EscapedMessage final : public spdlog::custom_flag_formatter {
  public:
+  explicit EscapedMessage(bool json) : json_(json) {}
+
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    for (char c : msg.payload) {
-      switch (c) {
-        case '"':
-          Append(dest, "\\\"");
-          break;
-        case '\\':
-          Append(dest, "\\\\");
-          break;
-        case '\n':
-          Append(dest, "\\n");
-          break;
-        case '\r':
-          Append(dest, "\\r");
-          break;
-        case '\t':
-          Append(dest, "\\t");
-          break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char escaped[8];
-            std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-            Append(dest, escaped);
-          } else {
-            dest.push_back(c);
-          }
-      }
+    const absl::string_view payload(msg.payload.data(), msg.payload.size());
+    if (json_) {
+      AppendJson(payload, dest);
+    } else {
+      Append(dest, engine::EscapeText(payload, kMaxLogMessageBytes));
     }
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonEscapedMessage>();
+    return std::make_unique<EscapedMessage>(json_);
   }
+
+ private:
+  const bool json_;
 };
 
 }  // namespace
@@ -58,17 +96,52 @@ class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
 void ConfigureLogging(const LoggingConfig& config) {
   auto logger = std::make_shared<spdlog::logger>("fuserank",
                                                  std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  const bool json = config.format == LogFormat::kJson;
+  g_json.store(json);
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
-  if (config.format == LogFormat::kJson) {
-    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
+  formatter->add_flag<EscapedMessage>('*', json);
+  if (json) {
+    formatter->set_pattern(
         R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","thread":%t,"msg":"%*"})");
   } else {
-    formatter->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+    formatter->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %*");
   }
   logger->set_formatter(std::move(formatter));
   logger->set_level(spdlog::level::from_str(config.level));
   logger->flush_on(spdlog::level::warn);
   spdlog::set_default_logger(std::move(logger));
+}
+
+void LogInfoLines(absl::string_view title, absl::string_view text) {
+  if (g_json.load()) {
+    spdlog::info("{}\n{}", std::string(title), std::string(text));
+    return;
+  }
+  spdlog::info("{}", std::string(title));
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    spdlog::info("  {}", std::string(line));
+  }
+}
+
+std::string LogSafe(absl::string_view text, size_t max_bytes) {
+  return engine::EscapeText(text, max_bytes);
+}
+
+bool LogRateLimiter::Allow(uint64_t* dropped) {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  if (now - window_start_ >= window_) {
+    window_start_ = now;
+    in_window_ = 0;
+  }
+  if (in_window_ >= burst_) {
+    ++dropped_;
+    return false;
+  }
+  ++in_window_;
+  *dropped = dropped_;
+  dropped_ = 0;
+  return true;
 }
 
 }  // namespace fuserank::server

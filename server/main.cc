@@ -71,7 +71,8 @@ int Serve(const std::string& path) {
     return 1;
   }
   fuserank::server::ConfigureLogging(config->logging);
-  spdlog::info("effective config ({}):\n{}", path, fuserank::server::EffectiveConfigYaml(*config));
+  fuserank::server::LogInfoLines("effective config (" + path + "):",
+                                 fuserank::server::EffectiveConfigYaml(*config));
 
   // Every thread started from here on inherits the blocked signals; this thread waits.
   sigset_t signals;

@@ -2,9 +2,6 @@
 
 #include <sys/stat.h>
 
-#include "engine/model_spec.h"
-#include "engine/status_macros.h"
-
 namespace fuserank::server {
 
 FileStamp StampFile(const std::string& path) {
@@ -17,16 +14,6 @@ FileStamp StampFile(const std::string& path) {
   stamp.size = static_cast<int64_t>(st.st_size);
   stamp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return stamp;
-}
-
-absl::StatusOr<ModelFiles> StampModelFiles(const std::string& spec_path) {
-  ModelFiles files;
-  files.spec_path = spec_path;
-  files.spec = StampFile(spec_path);
-  ASSIGN_OR_RETURN(const engine::ModelSpec spec, engine::ParseModelSpecFile(spec_path));
-  files.weights_path = spec.weights_path;
-  files.weights = StampFile(files.weights_path);
-  return files;
 }
 
 ModelFiles Restamp(const ModelFiles& files) {

@@ -7,8 +7,6 @@
 #include <cstdint>
 #include <string>
 
-#include "absl/status/statusor.h"
-
 namespace fuserank::server {
 
 // One file as stat(2) sees it. Two stamps differ when the file was replaced (new inode),
@@ -35,10 +33,6 @@ struct ModelFiles {
 
 // The stamp of `path` now (exists = false when it cannot be stat'ed).
 FileStamp StampFile(const std::string& path);
-
-// Reads the spec at `spec_path` for its weights path and stamps both files. Taken before
-// the model is loaded, so that a file changing during the load shows up as a change.
-absl::StatusOr<ModelFiles> StampModelFiles(const std::string& spec_path);
 
 // The same paths stamped again.
 ModelFiles Restamp(const ModelFiles& files);

@@ -1,8 +1,11 @@
 #include "server/model_loader.h"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 #include "server/model_warmup.h"
@@ -27,6 +30,9 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.cache.capacity = config.cache.hot_rows_per_table;
   options.cache.frequency = config.cache.policy == CachePolicy::kFrequency;
   options.cache.rebuild_interval = absl::Seconds(config.cache.rebuild_interval_seconds);
+  options.roots = std::make_shared<const ModelRoots>(ModelRoots::FromConfig(config));
+  options.budget = std::make_shared<MemoryBudget>(
+      static_cast<uint64_t>(std::max<int64_t>(0, config.model_memory_budget_bytes)));
   return options;
 }
 
@@ -69,30 +75,88 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   return served;
 }
 
+namespace {
+
+// `weights` (resolved against the directory of `spec_resolved`) as seen from the directory
+// of `spec_named`, the same directory before symlinks are followed.
+std::string AsNamed(const std::string& weights, const std::string& spec_resolved,
+                    const std::string& spec_named) {
+  const std::string dir = std::filesystem::path(spec_resolved).parent_path().string() + "/";
+  if (!absl::StartsWith(weights, dir)) return weights;
+  return (std::filesystem::path(spec_named).parent_path() / weights.substr(dir.size())).string();
+}
+
+std::string VersionName(const std::string& name, const engine::ModelSpec& spec) {
+  return absl::StrCat("model '", name.empty() ? spec.name : name, "' version '", spec.version, "'");
+}
+
+}  // namespace
+
+absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
+                                                    const std::string& spec_path,
+                                                    const ModelLoaderOptions& options) {
+  PreparedVersion prepared;
+  prepared.spec_path = spec_path;
+  if (options.roots != nullptr) {
+    ASSIGN_OR_RETURN(prepared.spec_path, options.roots->Confine(spec_path, "model spec"));
+  }
+  ASSIGN_OR_RETURN(prepared.spec, engine::ParseModelSpecFile(prepared.spec_path));
+  prepared.weights_as_named = AsNamed(prepared.spec.weights_path, prepared.spec_path, spec_path);
+  if (options.roots != nullptr) {
+    absl::StatusOr<std::string> weights =
+        options.roots->Confine(prepared.spec.weights_path, "weights");
+    if (!weights.ok()) return WithContext(weights.status(), prepared.spec_path);
+    prepared.spec.weights_path = *weights;
+  }
+  ASSIGN_OR_RETURN(prepared.weights_bytes, engine::Model::CheckWeightsFile(prepared.spec));
+  const engine::ServingShape shape{options.backend.workers, options.backend.cpu_threads,
+                                   options.backend.max_batch_candidates};
+  prepared.memory = engine::EstimateModelMemory(prepared.spec, prepared.weights_bytes, shape);
+  if (options.budget != nullptr) {
+    RETURN_IF_ERROR(options.budget->Check(prepared.memory.total(), VersionName(name, prepared.spec),
+                                          prepared.memory.Breakdown()));
+  }
+  return prepared;
+}
+
 absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string& name,
                                                               const std::string& spec_path,
                                                               const ModelLoaderOptions& options,
                                                               const ServedModel* previous) {
   const auto start = std::chrono::steady_clock::now();
   // Stamped before loading: a file replaced during the load then shows up as a change.
-  absl::StatusOr<ModelFiles> files = StampModelFiles(spec_path);
-  if (!files.ok()) return files.status();
-  absl::StatusOr<std::shared_ptr<const engine::Model>> model = engine::Model::Load(spec_path);
+  ModelFiles files;
+  files.spec_path = spec_path;
+  files.spec = StampFile(spec_path);
+  ASSIGN_OR_RETURN(PreparedVersion prepared, PrepareModelVersion(name, spec_path, options));
+  files.weights_path = prepared.weights_as_named;
+  files.weights = StampFile(files.weights_path);
+  MemoryBudget::Reservation memory;
+  if (options.budget != nullptr) {
+    ASSIGN_OR_RETURN(
+        memory, options.budget->Reserve(prepared.memory.total(), VersionName(name, prepared.spec),
+                                        prepared.memory.Breakdown()));
+  }
+  engine::ModelLoadOptions load;
+  load.max_bytes = prepared.memory.model();  // the file may not grow past what was checked
+  absl::StatusOr<std::shared_ptr<const engine::Model>> model =
+      engine::Model::Load(prepared.spec, load);
   if (!model.ok()) return model.status();
   const auto loaded = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<ServedModel> served,
                    ServeModel(name, std::move(*model), options, previous));
   served->path = spec_path;
-  served->files = std::move(*files);
+  served->files = std::move(files);
+  served->memory = std::move(memory);
   const auto end = std::chrono::steady_clock::now();
   using Seconds = std::chrono::duration<double>;
   spdlog::info(
       "model '{}' version '{}' loaded from {} in {:.3f} s (weights {:.3f} s, backend and "
-      "warm-up {:.3f} s): {} tables, device {}, {} workers",
+      "warm-up {:.3f} s): {} tables, device {}, {} workers, memory {}",
       served->name, served->version(), spec_path, Seconds(end - start).count(),
       Seconds(loaded - start).count(), Seconds(end - loaded).count(),
       served->model->spec().tables.size(), served->backend->device(),
-      served->backend->num_workers());
+      served->backend->num_workers(), prepared.memory.ToString());
   return served;
 }
 

@@ -1,5 +1,7 @@
-// Builds one servable version of a model, at start and on every reload: loads and
-// validates the spec and weights, creates the version's hot-row cache (hot_row_cache.h)
+// Builds one servable version of a model, at start and on every reload: checks what the
+// files and the spec imply before reading them (PrepareModelVersion: paths confined to the
+// model roots, regular files, sizes, the memory budget), loads and validates the spec and
+// weights, creates the version's hot-row cache (hot_row_cache.h)
 // and its own backend (engine::CreateBackend) reading it, warms it up (model_warmup.h),
 // then its decoder and batcher. Nothing is shared with other versions, so a version can
 // serve beside the one it replaces; the hot-row cache takes over the replaced version's
@@ -16,8 +18,12 @@
 #include "engine/backend_factory.h"
 #include "engine/batcher.h"
 #include "engine/model.h"
+#include "engine/model_memory.h"
+#include "engine/model_spec.h"
 #include "server/config.h"
 #include "server/hot_row_cache.h"
+#include "server/model_budget.h"
+#include "server/model_roots.h"
 #include "server/request_decoder.h"
 #include "server/served_models.h"
 
@@ -30,9 +36,37 @@ struct ModelLoaderOptions {
   engine::BatcherOptions batcher;
   HotRowCacheOptions cache;  // backend.hot_rows and sample_accesses are set per version
   bool warm_up = true;       // touch the tables' pages and run synthetic batches before serving
+  // model.roots: where specs and weights may be loaded from; null: anywhere.
+  std::shared_ptr<const ModelRoots> roots;
+  // model.memory_budget_bytes: shared by every version; null: no budget.
+  std::shared_ptr<MemoryBudget> budget;
 };
 
-// The options that the engine.*, cache.* and server.* keys of `config` give.
+// What the checks before a load found: the spec (read from its resolved path, weights path
+// resolved and confined) and the memory the version will take.
+struct PreparedVersion {
+  std::string spec_path;   // resolved
+  engine::ModelSpec spec;  // weights_path resolved too
+  // The weights path as the spec names it from the spec path given (not resolved): what the
+  // file watch stamps, so that a symlink switched later shows up as a change.
+  std::string weights_as_named;
+  uint64_t weights_bytes = 0;
+  engine::ModelMemory memory;
+};
+
+// The checks that refuse a version before anything but its spec (at most
+// engine::kMaxModelSpecBytes) and its weights' 8-byte header length is read: both paths
+// inside options.roots, both regular files (a FIFO, device or directory is refused at
+// once), the weights at least as large as the spec implies, and the memory estimate within
+// what options.budget has left. Fast and blocking nothing: ServedModels runs it before
+// taking a model's reload lock.
+absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
+                                                    const std::string& spec_path,
+                                                    const ModelLoaderOptions& options);
+
+// The options that the engine.*, cache.*, server.* and model.* keys of `config` give: the
+// model roots (model.roots, or the configured models' directories) and a memory budget
+// (model.memory_budget_bytes) shared by every version loaded with them.
 ModelLoaderOptions LoaderOptionsFrom(const Config& config);
 
 // Version of model `name` ("" = the spec's own name) from the spec at `spec_path`, to

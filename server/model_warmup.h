@@ -1,8 +1,8 @@
 // Warms a freshly loaded model version up before it serves: touches every page of its
-// embedding tables (they are mmapped, so the first requests would otherwise fault them in
-// from disk) and runs synthetic batches through every backend worker (buffers grown, CUDA
-// graphs captured), checking that the scores come out finite. Call before the version's
-// Batcher starts: it calls Backend::Run directly. Not thread-safe (one caller).
+// embedding tables (resident already in the private copy a load reads; cheap insurance for
+// tables copied elsewhere) and runs synthetic batches through every backend worker
+// (buffers grown, CUDA graphs captured), checking that the scores come out finite. Call before the
+// version's Batcher starts: it calls Backend::Run directly. Not thread-safe (one caller).
 #ifndef FUSERANK_SERVER_MODEL_WARMUP_H_
 #define FUSERANK_SERVER_MODEL_WARMUP_H_
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/escape_text.h"
 #include "server/version_reaper.h"
 
 namespace fuserank::server {
@@ -23,8 +24,11 @@ struct ServedModels::Slot {
   bool shut_down ABSL_GUARDED_BY(reload_mu) = false;
 };
 
-ServedModels::ServedModels(VersionLoader loader, Metrics* metrics)
-    : loader_(std::move(loader)), metrics_(metrics), reaper_(std::make_shared<VersionReaper>()) {}
+ServedModels::ServedModels(VersionLoader loader, Metrics* metrics, VersionCheck check)
+    : loader_(std::move(loader)),
+      check_(std::move(check)),
+      metrics_(metrics),
+      reaper_(std::make_shared<VersionReaper>()) {}
 
 ServedModels::~ServedModels() {
   slots_.clear();  // drops the current versions: the reaper destroys them
@@ -92,11 +96,29 @@ absl::StatusOr<ModelHandle> ServedModels::Acquire(absl::string_view name) const 
   return ModelHandle((*slot)->current.load());
 }
 
+absl::Status ServedModels::Refused(const Slot& slot, const std::string& from,
+                                   const ServedModel& serving, const absl::Status& why) {
+  const absl::StatusCode code = why.code() == absl::StatusCode::kInvalidArgument
+                                    ? absl::StatusCode::kInvalidArgument
+                                    : absl::StatusCode::kFailedPrecondition;
+  return absl::Status(code, absl::StrCat("model '", slot.name, "': the version in '",
+                                         engine::EscapeText(from), "' is refused and version '",
+                                         serving.version(), "' keeps serving: ", why.message()));
+}
+
 absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const std::string& path,
                                                   const ServedModel* expected) {
   absl::StatusOr<Slot*> found = FindSlot(name);
   if (!found.ok()) return found.status();
   Slot* slot = *found;
+  if (check_ != nullptr) {  // refuses bad files at once, holding no lock
+    const std::shared_ptr<ServedModel> serving = slot->current.load();
+    const std::string from = path.empty() ? serving->path : path;
+    if (!from.empty()) {
+      const absl::Status checked = check_(slot->name, from);
+      if (!checked.ok()) return Refused(*slot, from, *serving, checked);
+    }
+  }
   absl::MutexLock lock(&slot->reload_mu);
   if (slot->shut_down) return absl::UnavailableError("the server is shutting down");
   std::shared_ptr<ServedModel> old = slot->current.load();
@@ -115,12 +137,7 @@ absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const 
   absl::StatusOr<std::unique_ptr<ServedModel>> fresh = loader_(slot->name, from, old.get());
   if (!fresh.ok()) {
     if (old->hot_rows != nullptr) old->hot_rows->ResumeRebuilds();
-    const absl::StatusCode code = fresh.status().code() == absl::StatusCode::kInvalidArgument
-                                      ? absl::StatusCode::kInvalidArgument
-                                      : absl::StatusCode::kFailedPrecondition;
-    return absl::Status(code, absl::StrCat("model '", slot->name, "': the version in '", from,
-                                           "' is refused and version '", old->version(),
-                                           "' keeps serving: ", fresh.status().message()));
+    return Refused(*slot, from, *old, fresh.status());
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -136,10 +153,10 @@ absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const 
     metrics_->RemoveModelInfo(old->name, old->version(), old->backend->device());
   }
   old.reset();  // in-flight requests still hold it; the last one to finish frees it
-  result.message = absl::StrCat("model '", slot->name, "': version '", result.version, "' from '",
-                                from, "' loaded and warmed up in ", absl::SixDigits(seconds),
-                                " s and now serving; version '", result.previous_version,
-                                "' retired (freed when its last request finishes)");
+  result.message = absl::StrCat(
+      "model '", slot->name, "': version '", result.version, "' from '", engine::EscapeText(from),
+      "' loaded and warmed up in ", absl::SixDigits(seconds), " s and now serving; version '",
+      result.previous_version, "' retired (freed when its last request finishes)");
   if (result.version == result.previous_version) {
     absl::StrAppend(&result.message, "; note: both carry version '", result.version,
                     "': bump `version` in the spec so that responses tell them apart");

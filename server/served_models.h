@@ -24,6 +24,7 @@
 #include "engine/model.h"
 #include "server/hot_row_cache.h"
 #include "server/metrics.h"
+#include "server/model_budget.h"
 #include "server/model_files.h"
 #include "server/request_decoder.h"
 
@@ -35,6 +36,9 @@ class VersionReaper;
 // inside, thread-safely). Members are destroyed batcher first (it calls into the backend),
 // then the backend, then the hot-row cache the backend reads.
 struct ServedModel {
+  // Its share of model.memory_budget_bytes, given back when the version is destroyed
+  // (declared first: released after everything else has been freed).
+  MemoryBudget::Reservation memory;
   std::string name;  // what requests put in `model`
   std::string path;  // the spec it was loaded from; "" for a model built in memory
   ModelFiles files;  // the files and their stamps as they were when loading began
@@ -58,6 +62,10 @@ using ModelHandle = std::shared_ptr<const ServedModel>;
 using VersionLoader = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
     const std::string& name, const std::string& path, const ServedModel* previous)>;
 
+// The checks that can refuse a version of model `name` from the spec at `path` before it is
+// loaded (model_loader.h: PrepareModelVersion); run without holding any lock.
+using VersionCheck = std::function<absl::Status(const std::string& name, const std::string& path)>;
+
 struct ReloadResult {
   std::string model;             // the slot reloaded
   std::string version;           // serving now
@@ -69,8 +77,11 @@ class ServedModels {
  public:
   // `loader` builds versions for Load() and Reload(); `metrics` (may be null) gets
   // fuserank_model_info for every version published (and loses the series of a version a
-  // reload retires). Both must outlive this object.
-  explicit ServedModels(VersionLoader loader = nullptr, Metrics* metrics = nullptr);
+  // reload retires). Both must outlive this object. `check` (may be null) runs before a
+  // reload takes the model's reload lock: a version it refuses is refused at once, without
+  // waiting for or blocking anything.
+  explicit ServedModels(VersionLoader loader = nullptr, Metrics* metrics = nullptr,
+                        VersionCheck check = nullptr);
   ~ServedModels();  // destroys the current versions; holders of handles must be gone
   ServedModels(const ServedModels&) = delete;
   ServedModels& operator=(const ServedModels&) = delete;
@@ -90,7 +101,8 @@ class ServedModels {
   // warms it up, then swaps it in. On failure the current version keeps serving and the
   // error says why: INVALID_ARGUMENT (a bad spec or weights) or FAILED_PRECONDITION (a
   // file that cannot be read, a backend that cannot be built, a failed warm-up);
-  // NOT_FOUND for an unknown name, UNAVAILABLE after ShutdownBatchers(); with `expected`
+  // NOT_FOUND for an unknown name, UNAVAILABLE after ShutdownBatchers(); a version that
+  // `check` refuses is refused before the reload lock is taken; with `expected`
   // set, ABORTED (nothing loaded) when another version has replaced it meanwhile. Reloads
   // of one model run one at a time; requests are served throughout. While it loads, the
   // serving version's periodic hot-row rebuilds pause (they resume if it is refused) and
@@ -126,7 +138,12 @@ class ServedModels {
   std::shared_ptr<ServedModel> Share(std::unique_ptr<ServedModel> version) const;
   void RecordInfo(const ServedModel& version) const;
 
+  // The refusal of a version of `slot` from `from`, with the version that keeps serving.
+  static absl::Status Refused(const Slot& slot, const std::string& from, const ServedModel& serving,
+                              const absl::Status& why);
+
   VersionLoader loader_;
+  VersionCheck check_;
   Metrics* const metrics_;
   std::shared_ptr<VersionReaper> reaper_;
   std::vector<std::unique_ptr<Slot>> slots_;  // fixed once serving

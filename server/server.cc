@@ -12,8 +12,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/status_macros.h"
 #include "server/admin_auth.h"
+#include "server/admin_auth_interceptor.h"
 #include "server/model_loader.h"
 #include "server/tls_files.h"
 #include "spdlog/spdlog.h"
@@ -81,11 +83,16 @@ absl::Status CheckModels(const Config& config) {
 absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& config,
                                                                Metrics* metrics) {
   const ModelLoaderOptions options = LoaderOptionsFrom(config);
+  spdlog::info("model roots: {}; model memory budget: {} bytes",
+               absl::StrJoin(options.roots->roots(), ", "), options.budget->limit());
   auto models = std::make_unique<ServedModels>(
       [options](const std::string& name, const std::string& path, const ServedModel* previous) {
         return LoadModelVersion(name, path, options, previous);
       },
-      metrics);
+      metrics,
+      [options](const std::string& name, const std::string& path) {
+        return PrepareModelVersion(name, path, options).status();
+      });
   for (size_t i = 0; i < config.models.size(); ++i) {
     const ModelConfig& model = config.models[i];
     const absl::Status loaded = models->Load(model.name, model.path, model.is_default);
@@ -171,6 +178,7 @@ absl::Status Server::StartGrpc() {
     grpc::ServerBuilder admin_builder;
     admin_builder.AddListeningPort(config_.server.admin_listen, *credentials, &admin_port_);
     admin_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    RequireAdminTokenForAll(admin_->auth(), &admin_builder);  // reflection behind the token
     admin_builder.RegisterService(admin_.get());
     admin_server_ = admin_builder.BuildAndStart();
     if (admin_server_ == nullptr || admin_port_ == 0) {
@@ -208,6 +216,7 @@ void Server::Shutdown() {
     }
   }
   if (watcher_ != nullptr) watcher_->Stop();
+  if (admin_ != nullptr) admin_->StopWorker();
   const auto now = std::chrono::system_clock::now();
   if (grpc_server_ != nullptr) grpc_server_->Shutdown(now);
   if (admin_server_ != nullptr) admin_server_->Shutdown(now);

@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "engine/regular_file.h"
 #include "engine/status_macros.h"
 
 namespace fuserank::server {
@@ -29,12 +28,20 @@ absl::Status Bad(absl::string_view key, const std::string& path, absl::string_vi
   return absl::FailedPreconditionError(absl::StrCat(key, ": '", path, "' ", reason));
 }
 
+// A PEM file is a few kB; a bound keeps a mistaken path (a log, a device) from being read.
+constexpr uint64_t kMaxPemBytes = 1 << 20;
+
 absl::StatusOr<std::string> Read(absl::string_view key, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Bad(key, path, absl::StrCat("cannot be read: ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = engine::ReadRegularFile(path, kMaxPemBytes, "file");
+  if (text.ok()) return text;
+  const absl::string_view why = text.status().message();
+  const size_t reason = why.rfind(": ");
+  if (absl::IsFailedPrecondition(text.status())) {  // not a regular file, or too large
+    return absl::FailedPreconditionError(absl::StrCat(key, ": ", why));
+  }
+  return Bad(
+      key, path,
+      absl::StrCat("cannot be read", reason == absl::string_view::npos ? "" : why.substr(reason)));
 }
 
 // Every PEM block of `text`, in order; an unterminated block ends the list.

@@ -1,8 +1,13 @@
 // Admin auth through the real server: with server.admin_token_file set, every Admin method
 // answers UNAUTHENTICATED without the token or with a wrong one and works with the right
-// one; a non-loopback admin_listen without a token file, or an empty token file, refuses
-// to start (in-process and as the fuserank-server binary).
+// one, server reflection on the admin port answers only with the token, and refusals are
+// logged at a bounded rate; a non-loopback admin_listen without a token file (a DNS name
+// like 127.attacker.example is not loopback), a token in clear text on a non-loopback
+// address without the opt-in, an empty token file or one others can read refuse to start
+// (in-process and as the fuserank-server binary).
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_interceptor.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,14 +20,18 @@
 #include "fuserank/v1/admin.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/admin_auth.h"
 #include "server/config.h"
 #include "server/server.h"
+#include "tests/e2e/grpc_util.h"
 #include "tests/e2e/rank_check_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {
 namespace {
 
+namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr char kToken[] = "s3cret-admin-token";
@@ -64,21 +73,30 @@ class AdminAuthE2eTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     model_path_ = *model;
     token_file_ = dir_ + "/admin.token";
-    std::ofstream(token_file_, std::ios::trunc) << kToken << "\n";
+    WriteToken(std::string(kToken) + "\n");
   }
 
-  std::string Yaml(const std::string& admin_listen, const std::string& token_file) {
+  void WriteToken(const std::string& text,
+                  fs::perms perms = fs::perms::owner_read | fs::perms::owner_write) {
+    std::ofstream(token_file_, std::ios::trunc) << text;
+    fs::permissions(token_file_, perms, fs::perm_options::replace);
+  }
+
+  std::string Yaml(const std::string& admin_listen, const std::string& token_file,
+                   bool allow_plaintext = false) {
     return absl::StrCat("server:\n  listen: \"127.0.0.1:0\"\n  admin_listen: \"", admin_listen,
                         "\"\n  admin_token_file: \"", token_file,
-                        "\"\n  metrics_listen: \"\"\n  shutdown_grace_seconds: 2\n"
+                        "\"\n  admin_allow_plaintext_token: ", allow_plaintext ? "true" : "false",
+                        "\n  metrics_listen: \"\"\n  shutdown_grace_seconds: 2\n"
                         "engine: {device: cpu, streams: 1}\n"
                         "model: {path: \"",
                         model_path_, "\", watch_interval_seconds: 0}\n");
   }
 
-  std::unique_ptr<server::Server> Start(const std::string& admin_listen) {
+  std::unique_ptr<server::Server> Start(const std::string& admin_listen,
+                                        bool allow_plaintext = false) {
     absl::StatusOr<server::Config> config =
-        server::ParseConfig(Yaml(admin_listen, token_file_), "auth.yaml");
+        server::ParseConfig(Yaml(admin_listen, token_file_, allow_plaintext), "auth.yaml");
     EXPECT_TRUE(config.ok()) << config.status();
     if (!config.ok()) return nullptr;
     absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config);
@@ -138,7 +156,7 @@ TEST_F(AdminAuthE2eTest, WithoutATokenFileLoopbackAdminNeedsNone) {
 }
 
 TEST_F(AdminAuthE2eTest, ANonLoopbackAdminAddressWithATokenServesAndChecksIt) {
-  std::unique_ptr<server::Server> server = Start("0.0.0.0:0");
+  std::unique_ptr<server::Server> server = Start("0.0.0.0:0", /*allow_plaintext=*/true);
   ASSERT_NE(server, nullptr);
   auto stub = v1::Admin::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", server->admin_port()), grpc::InsecureChannelCredentials()));
@@ -172,7 +190,7 @@ TEST_F(AdminAuthE2eTest, ANonLoopbackAdminAddressWithoutATokenFileRefusesToStart
 }
 
 TEST_F(AdminAuthE2eTest, AnEmptyTokenFileRefusesToStart) {
-  std::ofstream(token_file_, std::ios::trunc) << "\n";
+  WriteToken("\n");
   absl::StatusOr<server::Config> config =
       server::ParseConfig(Yaml("127.0.0.1:0", token_file_), "auth.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -181,6 +199,143 @@ TEST_F(AdminAuthE2eTest, AnEmptyTokenFileRefusesToStart) {
   EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(server.status().message(),
               HasSubstr("auth.yaml: server.admin_token_file: the token is empty"));
+}
+
+TEST_F(AdminAuthE2eTest, ATokenInClearTextOnANonLoopbackAddressNeedsTheOptIn) {
+  absl::StatusOr<server::Config> config =
+      server::ParseConfig(Yaml("0.0.0.0:0", token_file_), "auth.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("auth.yaml: server.admin_listen: '0.0.0.0:0' is not a loopback address "
+                        "and server.tls is off, so the admin token would travel in clear text"));
+}
+
+TEST_F(AdminAuthE2eTest, ADnsNameIsNoLoopbackAddress) {
+  for (const char* host : {"127.attacker.example", "localhost"}) {
+    absl::StatusOr<server::Config> config =
+        server::ParseConfig(Yaml(absl::StrCat(host, ":0"), ""), "auth.yaml");
+    ASSERT_FALSE(config.ok()) << host;
+    EXPECT_THAT(config.status().message(),
+                HasSubstr(absl::StrCat("server.admin_listen: '", host,
+                                       ":0' is not a loopback address, so "
+                                       "server.admin_token_file must be set")));
+  }
+}
+
+TEST_F(AdminAuthE2eTest, ATokenFileOthersCanReadRefusesToStart) {
+  WriteToken(std::string(kToken) + "\n", fs::perms::owner_read | fs::perms::owner_write |
+                                             fs::perms::group_read | fs::perms::others_read);
+  absl::StatusOr<server::Config> config =
+      server::ParseConfig(Yaml("127.0.0.1:0", token_file_), "auth.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(server.status().message(),
+              AllOf(HasSubstr("server.admin_token_file: '" + token_file_ +
+                              "' can be read by its group or by others (mode 0644)"),
+                    HasSubstr("chmod 600")));
+}
+
+// Adds `authorization: Bearer <token>` to every call of a channel.
+class BearerInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerInterceptor(std::string value) : value_(std::move(value)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", value_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  std::string value_;
+};
+
+class BearerFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerFactory(std::string value) : value_(std::move(value)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new BearerInterceptor(value_);
+  }
+
+ private:
+  std::string value_;
+};
+
+std::shared_ptr<grpc::Channel> ChannelWith(int port, const std::string& authorization) {
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
+  if (!authorization.empty()) factories.push_back(std::make_unique<BearerFactory>(authorization));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(),
+      grpc::ChannelArguments(), std::move(factories));
+}
+
+TEST_F(AdminAuthE2eTest, ReflectionOnTheAdminPortNeedsTheToken) {
+  std::unique_ptr<server::Server> server = Start("127.0.0.1:0");
+  ASSERT_NE(server, nullptr);
+  for (const std::string& wrong : {std::string(), std::string("Bearer wrong")}) {
+    absl::StatusOr<std::vector<std::string>> services =
+        testing::ReflectionServices(ChannelWith(server->admin_port(), wrong));
+    EXPECT_FALSE(services.ok()) << "reflection answered '" << wrong << "' with "
+                                << (services.ok() ? services->size() : 0) << " services";
+  }
+  absl::StatusOr<std::vector<std::string>> services = testing::ReflectionServices(
+      ChannelWith(server->admin_port(), absl::StrCat("Bearer ", kToken)));
+  ASSERT_TRUE(services.ok()) << services.status();
+  EXPECT_THAT(*services, ::testing::Contains("fuserank.v1.Admin"));
+  // Health stays open for probes; the public port's reflection needs no token.
+  EXPECT_TRUE(testing::HealthCheck(ChannelWith(server->admin_port(), ""), "").ok());
+  EXPECT_TRUE(testing::ReflectionServices(ChannelWith(server->port(), "")).ok());
+}
+
+// Captures what the in-process server logs (spdlog's default logger writes to stdout)
+// into a file while it lives.
+class StdoutCapture {
+ public:
+  explicit StdoutCapture(std::string path) : path_(std::move(path)) {
+    std::fflush(stdout);
+    saved_ = ::dup(1);
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::close(fd);
+  }
+  // Restores stdout and returns how many captured lines contain `text`.
+  int Stop(const std::string& text) {
+    std::fflush(stdout);
+    ::dup2(saved_, 1);
+    ::close(saved_);
+    std::ifstream in(path_);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
+    return n;
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
+TEST_F(AdminAuthE2eTest, RefusedCallsAreLoggedAtABoundedRate) {
+  std::unique_ptr<server::Server> server = Start("127.0.0.1:0");
+  StdoutCapture log(dir_ + "/log.txt");
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Admin::NewStub(ChannelWith(server->admin_port(), "Bearer wrong"));
+  for (int i = 0; i < 100; ++i) {
+    grpc::ClientContext context;
+    v1::HotRowsStatus response;
+    EXPECT_EQ(stub->GetHotRows(&context, v1::GetHotRowsRequest(), &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  for (int i = 0; i < 20; ++i) {  // reflection refusals share the limit
+    testing::ReflectionServices(ChannelWith(server->admin_port(), "Bearer wrong")).IgnoreError();
+  }
+  server.reset();
+  const int lines = log.Stop("refused: ");
+  EXPECT_GE(lines, 1);
+  EXPECT_LE(lines, server::AdminAuth::kRefusalLogBurst) << "of 120 refused calls";
 }
 
 }  // namespace

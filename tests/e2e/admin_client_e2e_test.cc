@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -55,6 +56,9 @@ class AdminClientE2eTest : public ::testing::Test {
     model_path_ = *model;
     token_file_ = dir_ + "/admin.token";
     std::ofstream(token_file_, std::ios::trunc) << "tok-123\n";
+    std::filesystem::permissions(
+        token_file_, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+        std::filesystem::perm_options::replace);
     std::ofstream(dir_ + "/ids.txt", std::ios::trunc) << "4, 5\n6 7\n";
     const std::string yaml = absl::StrCat(
         "server:\n  listen: \"127.0.0.1:0\"\n  admin_listen: \"127.0.0.1:0\"\n"

@@ -4,6 +4,8 @@
 // memory fixed (no allocation at all) while 10M distinct rows stream through.
 #include "engine/frequency_sketch.h"
 
+#include <algorithm>
+#include <limits>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -141,6 +143,25 @@ TEST(FrequencySketchTest, MemoryStaysFixedOverTenMillionDistinctRows) {
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].first, kHot);
   EXPECT_GE(top[0].second, 100'000u);
+}
+
+// cache.hot_rows_per_table takes 0 .. 2^29: the sizing never overflows an int or asks for
+// more than the clamped maximum, whatever the capacity.
+TEST(FrequencySketchTest, OptionsForAnyCapacityStayInRange) {
+  for (const int capacity :
+       {std::numeric_limits<int>::min(), -1, 0, 1, 4096, kMaxSketchedCapacity,
+        kMaxSketchedCapacity + 1, 1 << 27, 1 << 29, std::numeric_limits<int>::max()}) {
+    const FrequencySketch::Options options = FrequencySketch::OptionsForCapacity(capacity);
+    EXPECT_GE(options.candidates, 64) << capacity;
+    EXPECT_LE(options.candidates, 2 * kMaxSketchedCapacity) << capacity;
+    EXPECT_GE(options.candidates,
+              std::min<int64_t>(2 * int64_t{std::max(capacity, 0)}, 2 * kMaxSketchedCapacity));
+    EXPECT_GE(options.width, 1024) << capacity;
+    EXPECT_LE(options.width, 1 << 22) << capacity;
+    EXPECT_EQ(options.depth, 4);
+  }
+  const FrequencySketch largest(FrequencySketch::OptionsForCapacity(kMaxSketchedCapacity));
+  EXPECT_LT(largest.MemoryBytes(), size_t{160} << 20);
 }
 
 }  // namespace

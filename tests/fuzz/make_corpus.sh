@@ -9,7 +9,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${ROOT}/tests/fuzz/corpus"
 rm -rf "${OUT}"
-mkdir -p "${OUT}"/{request_decoder,config,safetensors,model_spec}
+mkdir -p "${OUT}"/{request_decoder,config,safetensors,model_spec,model_load}
 
 # --- request_decoder: the fuzzer's model has user_0 (100 rows), user_1 (50, oov reject),
 # item_0 (100), item_1 (10, oov reject); dense {user: 2, item: 3}; limits 16 candidates,
@@ -162,5 +162,84 @@ with open(f"{out}/bad_header_length.safetensors", "wb") as f:
     f.write(struct.pack("<Q", 1 << 40) + b"{}")
 with open(f"{out}/bad_short.safetensors", "wb") as f:
     f.write(b"\x02\x00\x00")
+EOF
+# --- model_load: a 2-byte spec length, the spec, a safetensors file (tests/fuzz/model_load_fuzzer.cc).
+# One seed per finding of issue 13 where it fits: huge weights / a mean bag (NaN scores), a NaN
+# table, a fold of terabytes, tables of terabytes, raw bytes in messages.
+python3 - "${OUT}/model_load" <<'EOF'
+import struct, sys
+out = sys.argv[1]
+def f32(values):
+    return b"".join(struct.pack("<f", v) for v in values)
+def safetensors(tensors):
+    """tensors: list of (name, dtype, shape, bytes) -> the file's bytes."""
+    header, data = [], b""
+    for name, dtype, shape, raw in tensors:
+        header.append('"%s":{"dtype":"%s","shape":[%s],"data_offsets":[%d,%d]}'
+                      % (name, dtype, ",".join(map(str, shape)), len(data), len(data) + len(raw)))
+        data += raw
+    h = ("{" + ",".join(header) + "}").encode()
+    return struct.pack("<Q", len(h)) + h + data
+def seed(name, spec, file, tail=b""):
+    s = spec.encode()
+    with open(f"{out}/{name}.bin", "wb") as fh:
+        fh.write(struct.pack("<H", len(s)) + s + file + tail)
+def layer(prefix, i, n_in, n_out, value):
+    return [(f"{prefix}.{i}.weight", "F32", [n_out, n_in], f32([value] * (n_in * n_out))),
+            (f"{prefix}.{i}.bias", "F32", [n_out], f32([value / 2] * n_out))]
+# A dot model: user table u (4 x 2), item table i (3 x 2), dense {user 1, item 1},
+# bottom [2], top [2, 1]; interaction width = z (2) + 3 dots.
+DOT = """name: d
+weights: d.safetensors
+tables: [{name: u, side: user, rows: 4, dim: 2, pooling: %s}, {name: i, side: item, rows: 3, dim: 2}]
+dense: {user: 1, item: 1}
+bottom_mlp: [2]
+interaction: dot
+top_mlp: [2, 1]
+"""
+def dot_tensors(table, w):
+    return ([("embeddings.u.weight", "F32", [4, 2], f32(table * 8)),
+             ("embeddings.i.weight", "F32", [3, 2], f32(table * 6))]
+            + layer("bottom_mlp", 0, 2, 2, w) + layer("top_mlp", 0, 5, 2, w) + layer("top_mlp", 1, 2, 1, w))
+seed("valid_dot", DOT % "sum", safetensors(dot_tensors([0.25], 0.5)))
+# Findings: huge finite weights and a mean bag over huge bag weights once scored NaN.
+seed("valid_huge_weights", DOT % "mean", safetensors(dot_tensors([3e38], 3e38)),
+     tail=bytes([0xff, 0x7f] * 32))
+seed("valid_linear", """name: l
+weights: l.safetensors
+tables: [{name: a, side: item, rows: 5, dim: 3}]
+dense: {user: 2, item: 0}
+interaction: linear
+cross_dim: 4
+top_mlp: [1]
+""", safetensors([("embeddings.a.weight", "F32", [5, 3], f32([0.1 * k for k in range(15)]))]
+                 + [("cross.weight", "F32", [4, 5], f32([0.5] * 20)), ("cross.bias", "F32", [4], f32([0.0] * 4))]
+                 + layer("top_mlp", 0, 4, 1, -0.25)))
+# Finding: a NaN in a table was served; now refused naming table and row.
+seed("bad_nan_table", DOT % "sum", safetensors(
+    [("embeddings.u.weight", "F32", [4, 2], f32([0.5] * 5 + [float("nan")] + [0.5] * 2)),
+     ("embeddings.i.weight", "F32", [3, 2], f32([0.5] * 6))]
+    + layer("bottom_mlp", 0, 2, 2, 0.5) + layer("top_mlp", 0, 5, 2, 0.5) + layer("top_mlp", 1, 2, 1, 0.5)))
+# Finding: the linear cross's fold is [top_mlp[0], concat]: 2^20 x 2^20 floats (4 TiB) from a
+# spec of a few lines: refused by the memory limit before anything is allocated.
+seed("bad_fold_terabytes", """name: f
+weights: f.safetensors
+dense: {user: 1048576, item: 0}
+interaction: linear
+cross_dim: 1
+top_mlp: [1048576, 1]
+""", safetensors([]))
+seed("bad_table_terabytes", """name: t
+weights: t.safetensors
+tables: [{name: a, side: item, rows: 2147483647, dim: 1048576}]
+interaction: concat
+top_mlp: [1]
+""", safetensors([]))
+# Finding: messages quoted raw file bytes; now every message is printable UTF-8.
+seed("bad_raw_bytes", 'name: "n\\e[2J"\nweights: w\ninteraction: "dot\\a"\ntop_mlp: [1]\n"k\\n": 1\n',
+     safetensors([("x\n\x1b", "F32", [1], f32([1.0]))]))
+seed("bad_extra_tensor_name", DOT % "sum",
+     safetensors(dot_tensors([0.5], 0.5) + [("e\\u0007\\n\\u001b[2J", "F32", [1], f32([1.0]))]))
+seed("bad_truncated", DOT % "sum", safetensors(dot_tensors([0.5], 0.5))[:-9])
 EOF
 find "${OUT}" -type f | sort | sed "s|${ROOT}/||"

@@ -1,8 +1,10 @@
-// AdminAuth: the token file (newline stripped, empty or unprintable refused), the
+// AdminAuth: the token file (newline stripped; empty, unprintable, readable by others,
+// oversized or not a regular file refused), the
 // `authorization: Bearer <token>` check (missing, malformed, wrong, right) and the
 // constant-time comparison it rests on.
 #include "server/admin_auth.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,12 +19,15 @@
 namespace fuserank::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 
-std::string WriteTokenFile(const std::string& name, const std::string& contents) {
+std::string WriteTokenFile(const std::string& name, const std::string& contents,
+                           mode_t mode = 0600) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid());
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+  ::chmod(path.c_str(), mode);
   return path;
 }
 
@@ -85,6 +90,39 @@ TEST(AdminAuthTest, RefusesAnEmptyUnreadableOrUnprintableTokenAtStart) {
   absl::StatusOr<AdminAuth> spaced = AdminAuth::FromTokenFile(WriteTokenFile("sp", "a b\n"));
   ASSERT_FALSE(spaced.ok());
   EXPECT_THAT(spaced.status().message(), HasSubstr("printable ASCII without spaces"));
+}
+
+TEST(AdminAuthTest, RefusesATokenFileItsGroupOrOthersCanRead) {
+  for (const mode_t mode : {0644, 0640, 0604, 0440}) {
+    const std::string path = WriteTokenFile("readable", "tok-123\n", mode);
+    absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(path);
+    ASSERT_FALSE(auth.ok()) << std::oct << mode;
+    EXPECT_EQ(auth.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(auth.status().message(), AllOf(HasSubstr("server.admin_token_file: '" + path +
+                                                         "' can be read by its group or by others"),
+                                               HasSubstr("chmod 600")));
+  }
+  for (const mode_t mode : {0600, 0400}) {
+    EXPECT_TRUE(AdminAuth::FromTokenFile(WriteTokenFile("private", "tok-123\n", mode)).ok())
+        << std::oct << mode;
+  }
+}
+
+TEST(AdminAuthTest, RefusesAnOversizedTokenFileAndOneThatIsNoRegularFile) {
+  absl::StatusOr<AdminAuth> big =
+      AdminAuth::FromTokenFile(WriteTokenFile("big", std::string(kMaxTokenFileBytes + 1, 'a')));
+  ASSERT_FALSE(big.ok());
+  EXPECT_THAT(big.status().message(), HasSubstr("a token file holds at most 4096"));
+  const std::string fifo = absl::StrCat(::testing::TempDir(), "/token_fifo_", getpid());
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero"), ::testing::TempDir()}) {
+    absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(path);  // never blocks
+    ASSERT_FALSE(auth.ok()) << path;
+    EXPECT_THAT(auth.status().message(),
+                AllOf(HasSubstr("server.admin_token_file: "), HasSubstr("not a regular file")));
+  }
+  ::unlink(fifo.c_str());
 }
 
 class AdminAuthCheckTest : public ::testing::Test {

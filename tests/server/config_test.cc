@@ -21,6 +21,7 @@ TEST(ConfigTest, EmptyFileGivesEveryDefault) {
   EXPECT_EQ(config->server.listen, "0.0.0.0:8700");
   EXPECT_EQ(config->server.admin_listen, "127.0.0.1:8701");
   EXPECT_EQ(config->server.admin_token_file, "");
+  EXPECT_FALSE(config->server.admin_allow_plaintext_token);
   EXPECT_EQ(config->server.metrics_listen, "0.0.0.0:8702");
   EXPECT_FALSE(config->server.tls.enabled());
   EXPECT_EQ(config->server.max_request_bytes, 16777216);
@@ -44,6 +45,8 @@ TEST(ConfigTest, EmptyFileGivesEveryDefault) {
   ASSERT_EQ(config->models.size(), 1u);
   EXPECT_EQ(config->models[0].name, "");
   EXPECT_EQ(config->models[0].path, "config/models/demo.yaml");
+  EXPECT_TRUE(config->model_roots.empty());
+  EXPECT_EQ(config->model_memory_budget_bytes, 0);
   EXPECT_EQ(config->logging.level, "info");
   EXPECT_EQ(config->logging.format, LogFormat::kText);
   EXPECT_EQ(config->logging.access_log_sample, 0.0);
@@ -54,7 +57,7 @@ TEST(ConfigTest, ReadsEveryKey) {
   const char* yaml = R"(
 server:
   listen: 127.0.0.1:9000
-  admin_listen: localhost:9001
+  admin_listen: 127.0.0.2:9001
   admin_token_file: ""
   metrics_listen: "[::]:9002"
   tls: {cert_file: "", key_file: "", client_ca_file: ""}
@@ -85,7 +88,7 @@ logging: {level: debug, format: json, access_log_sample: 0.25}
   absl::StatusOr<Config> config = ParseConfig(yaml, kFile);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->server.listen, "127.0.0.1:9000");
-  EXPECT_EQ(config->server.admin_listen, "localhost:9001");
+  EXPECT_EQ(config->server.admin_listen, "127.0.0.2:9001");
   EXPECT_EQ(config->server.metrics_listen, "[::]:9002");
   EXPECT_EQ(config->server.max_request_bytes, 4096);
   EXPECT_EQ(config->server.max_candidates, 100);
@@ -239,6 +242,20 @@ INSTANTIATE_TEST_SUITE_P(
                       "server.admin_token_file must be set"},
         BadConfigCase{"token_file_missing", "server: {admin_token_file: /nonexistent/token}",
                       "server.admin_token_file: cannot read '/nonexistent/token'"},
+        BadConfigCase{"admin_dns_name_is_no_loopback",
+                      "server: {admin_listen: \"127.attacker.example:8701\"}",
+                      "server.admin_listen: '127.attacker.example:8701' is not a loopback "
+                      "address, so server.admin_token_file must be set"},
+        BadConfigCase{"admin_token_in_clear_text",
+                      "server: {admin_listen: \"0.0.0.0:8701\", admin_token_file: /etc/hostname}",
+                      "server.admin_listen: '0.0.0.0:8701' is not a loopback address and "
+                      "server.tls is off, so the admin token would travel in clear text"},
+        BadConfigCase{"token_file_directory", "server: {admin_token_file: /etc}",
+                      "server.admin_token_file: file '/etc' is a directory, not a regular file"},
+        BadConfigCase{"frequency_capacity",
+                      "cache: {policy: frequency, hot_rows_per_table: 1048577}",
+                      "cache.hot_rows_per_table: must be at most 1048576 with cache.policy: "
+                      "frequency"},
         BadConfigCase{"tls_half", "server: {tls: {cert_file: /etc/hostname}}",
                       "server.tls.key_file: server.tls.cert_file and server.tls.key_file must be "
                       "set together"},
@@ -315,9 +332,15 @@ TEST(ConfigTest, AMissingFileIsNamed) {
 TEST(ConfigTest, APublicAdminAddressIsAcceptedWithAReadableTokenFile) {
   const std::string token = ::testing::TempDir() + "/config_test_token";
   std::ofstream(token) << "secret\n";
+  // Without server.tls the token would travel in clear text: only with the explicit opt-in.
   absl::StatusOr<Config> config = ParseConfig(
-      "server: {admin_listen: \"0.0.0.0:8701\", admin_token_file: " + token + "}", kFile);
+      "server: {admin_listen: \"0.0.0.0:8701\", "
+      "admin_allow_plaintext_token: true, "
+      "admin_token_file: " +
+          token + "}",
+      kFile);
   EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->server.admin_allow_plaintext_token);
 }
 
 TEST(HostPortTest, ParsesTheForms) {
@@ -339,8 +362,15 @@ TEST(HostPortTest, ParsesTheForms) {
   EXPECT_FALSE(ParseHostPort("[zz]:80").ok());
   EXPECT_FALSE(ParseHostPort("a b:80").ok());
   EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("127.255.0.9"));
   EXPECT_TRUE(IsLoopbackHost("[::1]"));
-  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_TRUE(IsLoopbackHost("[::ffff:127.0.0.1]"));
+  // Only literal addresses: names resolve to whatever DNS or /etc/hosts says.
+  EXPECT_FALSE(IsLoopbackHost("localhost"));
+  EXPECT_FALSE(IsLoopbackHost("127.attacker.example"));
+  EXPECT_FALSE(IsLoopbackHost("127.0.0.1.example"));
+  EXPECT_FALSE(IsLoopbackHost("[::ffff:10.0.0.1]"));
+  EXPECT_FALSE(IsLoopbackHost("128.0.0.1"));
   EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
 }
 

@@ -205,5 +205,40 @@ TEST(HotRowCacheTest, AFrequencyRebuildInstallsTheObservedTopRows) {
   EXPECT_THAT(HotRows(*cache, "item_0"), ElementsAre(11, 12));
 }
 
+// Every value config validation accepts starts cleanly: up to 2^29 with the static policy
+// (which allocates no sketch at all), up to 2^20 with the frequency policy.
+TEST(HotRowCacheSizingTest, EveryAcceptedCapacityStartsAndOnlyFrequencyHasSketches) {
+  HotRowCacheOptions options;
+  options.capacity = 1 << 29;
+  options.frequency = false;
+  std::unique_ptr<HotRowCache> big_static = Cache(Model(), nullptr, options);
+  ASSERT_NE(big_static, nullptr);
+  EXPECT_EQ(big_static->manager()->SketchMemoryBytes(), 0u);
+  EXPECT_EQ(Status(*big_static, "item_0").capacity, 1u << 29);
+  absl::StatusOr<engine::HotRowsStatus> rebuilt = big_static->Rebuild({});
+  EXPECT_EQ(rebuilt.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  options.capacity = 4096;
+  std::unique_ptr<HotRowCache> small_static = Cache(Model(), nullptr, options);
+  ASSERT_NE(small_static, nullptr);
+  EXPECT_EQ(small_static->manager()->SketchMemoryBytes(), 0u);
+
+  options.frequency = true;
+  for (const int capacity : {0, 4096, engine::kMaxSketchedCapacity}) {
+    options.capacity = capacity;
+    std::unique_ptr<HotRowCache> cache = Cache(Model(), nullptr, options);
+    ASSERT_NE(cache, nullptr) << capacity;
+    EXPECT_GT(cache->manager()->SketchMemoryBytes(), 0u);
+    EXPECT_LT(cache->manager()->SketchMemoryBytes(), size_t{2} * (160 << 20)) << capacity;
+  }
+  options.capacity = engine::kMaxSketchedCapacity + 1;
+  absl::StatusOr<std::unique_ptr<HotRowCache>> refused =
+      HotRowCache::Create("m", Model(), options, nullptr);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("cache.hot_rows_per_table must be at most 1048576 with cache.policy: "
+                        "frequency"));
+}
+
 }  // namespace
 }  // namespace fuserank::server

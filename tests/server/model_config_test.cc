@@ -1,8 +1,9 @@
 // The config keys of several models and reloads: models[i].default, at most one default,
-// model.watch_interval_seconds (with model.path or beside a models list), and that the
-// effective config reads back to the same values.
+// model.watch_interval_seconds (with model.path or beside a models list), model.roots and
+// model.memory_budget_bytes, and that the effective config reads back to the same values.
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config.h"
@@ -10,6 +11,7 @@
 namespace fuserank::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr char kFile[] = "test.yaml";
@@ -87,6 +89,53 @@ TEST(ModelConfigTest, TheEffectiveConfigReadsBackToTheSameModels) {
       EXPECT_EQ(again->models[i].path, config->models[i].path);
       EXPECT_EQ(again->models[i].is_default, config->models[i].is_default);
     }
+  }
+}
+
+TEST(ModelConfigTest, ReadsTheModelRootsAndTheMemoryBudget) {
+  const std::string root = ::testing::TempDir();
+  absl::StatusOr<Config> config =
+      ParseConfig(absl::StrCat("model: {path: m.yaml, roots: [\"", root,
+                               "\", /etc], memory_budget_bytes: 2147483648}\n"),
+                  kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->model_roots, ::testing::ElementsAre(root, "/etc"));
+  EXPECT_EQ(config->model_memory_budget_bytes, int64_t{2147483648});
+  absl::StatusOr<Config> again = ParseConfig(EffectiveConfigYaml(*config), kFile);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->model_roots, config->model_roots);
+  EXPECT_EQ(again->model_memory_budget_bytes, config->model_memory_budget_bytes);
+  // The defaults: no roots (the configured models' directories), budget 0 (automatic).
+  absl::StatusOr<Config> defaults = ParseConfig("", kFile);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_TRUE(defaults->model_roots.empty());
+  EXPECT_EQ(defaults->model_memory_budget_bytes, 0);
+  EXPECT_THAT(EffectiveConfigYaml(*defaults),
+              AllOf(HasSubstr("roots: []"), HasSubstr("memory_budget_bytes: 0")));
+}
+
+TEST(ModelConfigTest, RefusesRootsThatAreNoDirectoriesAndTinyBudgets) {
+  struct Case {
+    const char* yaml;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"model: {roots: [/nonexistent/models]}\n",
+                "model.roots[0]: cannot use '/nonexistent/models': No such file"},
+           Case{"model: {roots: [/etc/hostname]}\n",
+                "model.roots[0]: '/etc/hostname' is not a directory"},
+           Case{"model: {roots: [\"\"]}\n", "model.roots[0]: must not be empty"},
+           Case{"model: {roots: /etc}\n", "model.roots: must be a list of strings"},
+           Case{"model: {roots: [[a]]}\n", "model.roots[0]: must be a string"},
+           Case{"model: {memory_budget_bytes: 4096}\n",
+                "model.memory_budget_bytes: must be 0 (three quarters of the memory available) "
+                "or at least 1048576, got 4096"},
+           Case{"model: {memory_budget_bytes: -1}\n", "model.memory_budget_bytes: must be 0"},
+       }) {
+    absl::StatusOr<Config> config = ParseConfig(c.yaml, kFile);
+    ASSERT_FALSE(config.ok()) << c.yaml;
+    EXPECT_THAT(config.status().message(), HasSubstr(absl::StrCat("test.yaml: ", c.message)))
+        << c.yaml;
   }
 }
 

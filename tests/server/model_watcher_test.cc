@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/model_loader.h"
+#include "server/model_roots.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::server {
@@ -144,6 +145,31 @@ TEST_F(ModelWatcherTest, TheThreadPicksUpAChange) {
   }
   EXPECT_EQ(Serving(), "v2");
   watcher.Stop();
+}
+
+// The files are stamped as the spec names them, symlinks not followed in the name: a
+// weights file that is a symlink switched to another file is a change (a version loaded
+// with roots confines the resolved paths, but watches the named ones).
+TEST_F(ModelWatcherTest, AWeightsSymlinkSwitchedToAnotherFileIsAChange) {
+  fs::create_directories(dir_ + "/sym");
+  fs::copy_file(dir_ + "/v1/m.yaml", dir_ + "/sym/m.yaml");
+  fs::create_symlink(dir_ + "/v1/m.safetensors", dir_ + "/sym/m.safetensors");
+  ModelLoaderOptions options;
+  options.device = engine::DeviceChoice::kCpu;
+  options.backend.workers = 1;
+  options.backend.max_batch_candidates = 64;
+  options.batcher.max_batch_candidates = 64;
+  options.roots = std::make_shared<const ModelRoots>(std::vector<std::string>{dir_});
+  ServedModels models(
+      [&](const std::string& name, const std::string& path, const ServedModel* previous) {
+        return LoadModelVersion(name, path, options, previous);
+      });
+  ASSERT_TRUE(models.Load("", dir_ + "/sym/m.yaml", false).ok());
+  const ModelHandle first = *models.Acquire("");
+  EXPECT_EQ(first->files.weights_path, dir_ + "/sym/m.safetensors");
+  fs::remove(dir_ + "/sym/m.safetensors");
+  fs::create_symlink(dir_ + "/v2/m.safetensors", dir_ + "/sym/m.safetensors");
+  EXPECT_FALSE(Restamp(first->files) == first->files);
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 // (here a request completing on a batcher thread) lets go.
 #include "server/served_models.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -179,7 +181,8 @@ TEST_F(ServedModelsTest, ReloadSwapsInTheNewVersionWhileHoldersKeepTheOld) {
   EXPECT_FALSE(old_model.expired());
 
   old->reset();
-  EXPECT_TRUE(Eventually([&] { return old_model.expired(); }))
+  // The reaper counts the version once all of it is destroyed, just after the model expires.
+  EXPECT_TRUE(Eventually([&] { return old_model.expired() && models.versions_freed() == 1; }))
       << "the old version is freed once its last holder lets go";
   EXPECT_EQ(models.versions_freed(), 1);
 }
@@ -214,7 +217,7 @@ TEST_F(ServedModelsTest, AVersionWhoseLastRequestEndsOnItsBatcherIsFreed) {
   done.WaitForNotification();
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(items, 3);
-  EXPECT_TRUE(Eventually([&] { return old_model.expired(); }));
+  EXPECT_TRUE(Eventually([&] { return old_model.expired() && models.versions_freed() == 1; }));
   EXPECT_EQ(models.versions_freed(), 1);
   EXPECT_EQ((*models.Acquire(""))->version(), "v2");
 }
@@ -410,6 +413,39 @@ TEST_F(ServedModelsTest, AModelBuiltInMemoryNeedsAPathToReload) {
   absl::StatusOr<ReloadResult> result = models.Reload("mem", "");
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(result.status().message(), HasSubstr("give the path"));
+}
+
+// The early checks run before the reload lock: while a slow reload holds it, a version the
+// check refuses is refused at once, and the loader never sees it.
+TEST_F(ServedModelsTest, AVersionTheCheckRefusesIsRefusedWithoutWaitingForTheLock) {
+  absl::Notification loading, release;
+  std::atomic<int> loads{0};
+  VersionLoader loader = [&](const std::string& name, const std::string& path,
+                             const ServedModel* previous) {
+    if (loads.fetch_add(1) == 1) {  // the second load (the first reload) stalls
+      loading.Notify();
+      release.WaitForNotification();
+    }
+    return LoadModelVersion(name, path, CpuOptions(), previous);
+  };
+  VersionCheck check = [](const std::string& name, const std::string& path) {
+    return PrepareModelVersion(name, path, CpuOptions()).status();
+  };
+  ServedModels models(loader, nullptr, check);
+  ASSERT_TRUE(models.Load("", v1_path_, false).ok());
+  std::thread slow([&] { EXPECT_TRUE(models.Reload("m", v2_path_).ok()); });
+  loading.WaitForNotification();  // the slow reload holds the lock now
+  const std::string fifo = dir_ + "/fifo.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero"), dir_ + "/none.yaml"}) {
+    absl::StatusOr<ReloadResult> refused = models.Reload("m", path);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << path;
+    EXPECT_THAT(refused.status().message(), HasSubstr("is refused and version 'v1' keeps serving"));
+  }
+  EXPECT_EQ(loads.load(), 2);
+  release.Notify();
+  slow.join();
+  EXPECT_EQ((*models.Acquire("m"))->version(), "v2");
 }
 
 }  // namespace

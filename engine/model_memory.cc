@@ -1,0 +1,172 @@
+#include "engine/model_memory.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/safetensors.h"
+#include "engine/sgemm.h"
+
+namespace fuserank::engine {
+namespace {
+
+constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kTileCandidates = 64;    // engine/cpu_forward.h
+constexpr uint64_t kReservedRequests = 64;  // engine/cpu_backend.cc
+
+uint64_t Add(uint64_t a, uint64_t b) { return a > kMax - b ? kMax : a + b; }
+uint64_t Mul(uint64_t a, uint64_t b) {
+  uint64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? kMax : out;
+}
+uint64_t U(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
+
+uint64_t ElementBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kInt8:
+      return 1;
+  }
+  return 4;
+}
+
+// A float32 nn.Linear [out, in] with its bias.
+uint64_t LayerBytes(uint64_t in, uint64_t out) { return Mul(Add(Mul(in, out), out), 4); }
+
+// The same packed for SgemmPacked: columns padded to whole panels.
+uint64_t PackedBytes(uint64_t in, uint64_t out) {
+  const uint64_t padded = Mul((out + kSgemmPanel - 1) / kSgemmPanel, kSgemmPanel);
+  return Mul(Add(Mul(in, padded), out), 4);
+}
+
+// Widths of the layers in serving order, with the input width of each.
+struct Layer {
+  uint64_t in;
+  uint64_t out;
+};
+
+std::vector<Layer> ServedLayers(const ModelSpec& spec) {
+  std::vector<Layer> layers;
+  uint64_t in = U(spec.dense_total());
+  for (int width : spec.bottom_mlp) {
+    layers.push_back({in, U(width)});
+    in = U(width);
+  }
+  in = U(spec.interaction_width());
+  for (int width : spec.top_mlp) {
+    layers.push_back({in, U(width)});
+    in = U(width);
+  }
+  return layers;
+}
+
+}  // namespace
+
+std::vector<SpecTensor> SpecTensors(const ModelSpec& spec) {
+  std::vector<SpecTensor> tensors;
+  const std::string table_dtype(SafetensorsDType(spec.embedding_dtype));
+  for (const TableSpec& t : spec.tables) {
+    const std::string prefix = absl::StrCat("embeddings.", t.name);
+    tensors.push_back({prefix + ".weight", table_dtype, {t.rows, t.dim}});
+    if (spec.embedding_dtype == DType::kInt8)
+      tensors.push_back({prefix + ".qparams", "F32", {t.rows, 2}});
+  }
+  auto layers = [&](const std::string& prefix, int64_t in, const std::vector<int>& widths) {
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string name = absl::StrCat(prefix, ".", i);
+      tensors.push_back({name + ".weight", "F32", {widths[i], in}});
+      tensors.push_back({name + ".bias", "F32", {widths[i]}});
+      in = widths[i];
+    }
+  };
+  layers("bottom_mlp", spec.dense_total(), spec.bottom_mlp);
+  int64_t in = spec.interaction_width();
+  if (spec.interaction == Interaction::kLinear) {
+    tensors.push_back({"cross.weight", "F32", {spec.cross_dim, spec.concat_width()}});
+    tensors.push_back({"cross.bias", "F32", {spec.cross_dim}});
+    in = spec.cross_dim;
+  }
+  layers("top_mlp", in, spec.top_mlp);
+  return tensors;
+}
+
+uint64_t SpecTensorBytes(const ModelSpec& spec) {
+  uint64_t bytes = 0;
+  for (const SpecTensor& t : SpecTensors(spec)) {
+    uint64_t n = SafetensorsDTypeSize(t.dtype);
+    for (int64_t d : t.shape) n = Mul(n, U(d));
+    bytes = Add(bytes, n);
+  }
+  return bytes;
+}
+
+uint64_t ModelMemory::model() const { return Add(weights, dense); }
+
+uint64_t ModelMemory::total() const { return Add(Add(model(), plan), scratch); }
+
+std::string ModelMemory::Breakdown() const {
+  return absl::StrCat("weights ", FormatBytes(weights), ", dense layers ", FormatBytes(dense),
+                      ", CPU plan ", FormatBytes(plan), ", scratch ", FormatBytes(scratch));
+}
+
+std::string ModelMemory::ToString() const {
+  return absl::StrCat(FormatBytes(total()), " (", Breakdown(), ")");
+}
+
+ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
+                                const ServingShape& shape) {
+  ModelMemory memory;
+  const uint64_t tensors = SpecTensorBytes(spec);
+  memory.weights = file_bytes > 0 ? file_bytes : tensors;
+  const std::vector<Layer> layers = ServedLayers(spec);
+  uint64_t widest = 1;
+  for (const Layer& layer : layers) {
+    memory.dense = Add(memory.dense, LayerBytes(layer.in, layer.out));
+    memory.plan = Add(memory.plan, PackedBytes(layer.in, layer.out));
+    widest = std::max(widest, layer.out);
+  }
+  if (spec.interaction == Interaction::kLinear && !spec.top_mlp.empty()) {
+    // While folding: the cross, the unfolded top layer and a row of doubles beside the fold.
+    const uint64_t concat = U(spec.concat_width());
+    memory.dense = Add(memory.dense, LayerBytes(concat, U(spec.cross_dim)));
+    memory.dense = Add(memory.dense, LayerBytes(U(spec.cross_dim), U(spec.top_mlp[0])));
+    memory.dense = Add(memory.dense, Mul(concat, 8));
+  }
+  // One thread's tile: activation rows, item block, two layer blocks, logits.
+  const uint64_t row = Add(U(spec.interaction_width()), 8);
+  const uint64_t tile =
+      Mul(Mul(kTileCandidates, Add(Add(row, U(spec.concat_width())), Add(Mul(widest, 2), 1))), 4);
+  const uint64_t threads =
+      Mul(U(std::max(shape.workers, 1)), U(std::max(shape.threads_per_worker, 1)));
+  const uint64_t candidates = U(std::max(shape.max_batch_candidates, 1));
+  // Per worker: request shares, scores and tiles of a full batch.
+  const uint64_t share = Add(Add(U(spec.concat_width()), U(spec.interaction_width())), widest);
+  const uint64_t worker = Add(Mul(Mul(kReservedRequests, share), 4), Mul(candidates, 16));
+  // The warm-up's synthetic full batch: one id per item bag, item dense features.
+  uint64_t item_tables = 0;
+  for (const TableSpec& t : spec.tables) item_tables += t.side == Side::kItem ? 1 : 0;
+  const uint64_t batch = Mul(candidates, Add(Mul(item_tables, 12), Mul(U(spec.dense_item), 4)));
+  memory.scratch = Add(Add(Mul(threads, tile), Mul(U(std::max(shape.workers, 1)), worker)), batch);
+  return memory;
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes == kMax) return "more than 16 EiB";
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+}  // namespace fuserank::engine

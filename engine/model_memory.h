@@ -1,0 +1,67 @@
+// What a model of a given spec will take in memory, computed from the spec alone before
+// anything is read or allocated: the exact bytes its tensors take in a safetensors file
+// (to check a weights file's size before reading it) and an upper estimate of the host
+// memory one version takes when served by the CPU engine (the private copy of the weights,
+// the dense layers copied out and the folded linear cross, the CPU plan's packed layers,
+// and every worker's scratch). Arithmetic saturates instead of overflowing, so a spec that
+// asks for an absurd size gets an absurd number, never a wrapped small one.
+// Pure functions; thread-safe.
+#ifndef FUSERANK_ENGINE_MODEL_MEMORY_H_
+#define FUSERANK_ENGINE_MODEL_MEMORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model_spec.h"
+
+namespace fuserank::engine {
+
+// A tensor SPEC section 2 names for a spec, with the safetensors dtype and shape it must have.
+struct SpecTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+};
+
+// Every tensor of `spec`: tables (and int8 qparams), bottom layers, the cross, top layers.
+std::vector<SpecTensor> SpecTensors(const ModelSpec& spec);
+
+// Bytes of every tensor SPEC section 2 names for `spec`, as a safetensors data section
+// holds them (tables in spec.embedding_dtype, int8 qparams, float32 layers).
+uint64_t SpecTensorBytes(const ModelSpec& spec);
+
+// How the version will be served (the engine.* keys); scratch is per worker thread.
+struct ServingShape {
+  int workers = 1;               // engine.streams
+  int threads_per_worker = 1;    // engine.cpu_threads
+  int max_batch_candidates = 1;  // engine.max_batch_candidates
+};
+
+struct ModelMemory {
+  uint64_t weights = 0;  // the private copy of the weights file (or the tables FromTensors copies)
+  uint64_t dense = 0;    // dense layers copied out, the cross and its fold, at their peak
+  uint64_t plan = 0;     // the CPU engine's packed copies of the dense layers
+  uint64_t scratch = 0;  // per-thread tiles, per-worker buffers, the warm-up batch
+
+  // What Model::Load / FromTensors allocate.
+  uint64_t model() const;
+  // Everything (the number a memory budget is checked against).
+  uint64_t total() const;
+  // "1.2 GiB (weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ...)".
+  std::string ToString() const;
+  // "weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ...".
+  std::string Breakdown() const;
+};
+
+// The estimate for a version of `spec` whose weights file holds `file_bytes` bytes
+// (0: the spec's tensors with no header, as Model::FromTensors copies them).
+ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
+                                const ServingShape& shape);
+
+// "512 B", "3.0 KiB", "1.5 GiB".
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace fuserank::engine
+
+#endif  // FUSERANK_ENGINE_MODEL_MEMORY_H_
