@@ -7,6 +7,7 @@
 #include "kernels/interaction.h"
 #include "kernels/launch_error.h"
 #include "kernels/layout_math.h"
+#include "kernels/saturate.h"
 
 namespace fuserank::kernels {
 namespace {
@@ -36,7 +37,9 @@ __global__ void DotInteractionKernel(const DotArgs a) {
       const int e = idx - k * a.dim;
       float x;
       if (k < has_z) {
-        x = hrow[e];
+        // z, the bottom MLP's output in h, saturated in place (as the CPU saturates it).
+        x = SaturateFinite(hrow[e]);
+        hrow[e] = x;
       } else {
         const DotSlot s = a.d_slots[k - has_z];
         x = s.user ? a.d_user[static_cast<size_t>(r) * a.user_ld + s.col + e]
@@ -53,7 +56,7 @@ __global__ void DotInteractionKernel(const DotArgs a) {
         const float* vj = v + j * pitch;
         float sum = 0.0f;
         for (int e = 0; e < a.dim; ++e) sum = fmaf(vi[e], vj[e], sum);
-        hrow[a.z_width + p] = sum;
+        hrow[a.z_width + p] = SaturateFinite(sum);
         AdvancePair(32, &i, &j);
       }
     }

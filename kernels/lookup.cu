@@ -8,6 +8,7 @@
 #include "kernels/launch_error.h"
 #include "kernels/layout_math.h"
 #include "kernels/lookup.h"
+#include "kernels/saturate.h"
 
 namespace fuserank::kernels {
 namespace {
@@ -85,9 +86,10 @@ struct Bag {
   float* out;
 };
 
+// The pooled value, saturated (engine::SaturateNonFinite, as the CPU after pooling).
 __device__ __forceinline__ float Finish(float acc, float wsum, bool mean) {
-  if (!mean) return acc;
-  return wsum != 0.0f ? acc / wsum : 0.0f;
+  if (!mean) return SaturateFinite(acc);
+  return wsum != 0.0f ? SaturateFinite(acc / wsum) : 0.0f;
 }
 
 template <RowType T>

@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kThreads) SegmentedTopKKernel(const TopKArgs a
     for (int i = 0; i < kItems; ++i) {
       const uint32_t pos = threadIdx.x * kItems + i;
       values[i] = pos;
-      keys[i] = pos < count ? DescendingKey(Sigmoid(a.d_logits[begin + pos])) : kPaddingKey;
+      keys[i] = pos < count ? DescendingKey(ScoreOfLogit(a.d_logits[begin + pos])) : kPaddingKey;
     }
     Sort(temp).Sort(keys, values);
     ScoredPair* out = a.d_out + result_begin[r];

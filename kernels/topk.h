@@ -1,4 +1,4 @@
-// Segmented top-K: one block per request segment sorts (DescendingKey(sigmoid(logit)),
+// Segmented top-K: one block per request segment sorts (DescendingKey(ScoreOfLogit(logit)),
 // index) with a block radix sort and writes the first min(top_k, count) pairs at the
 // request's result offset. Launchers compile with the host compiler.
 #ifndef FUSERANK_KERNELS_TOPK_H_

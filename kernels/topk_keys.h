@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/hd.h"
+#include "kernels/saturate.h"
 
 namespace fuserank::kernels {
 
@@ -69,6 +70,10 @@ FUSERANK_HD float Sigmoid(float logit) {
   return 1.0f / (1.0f + std::exp(-logit));
 #endif
 }
+
+// The score of a logit: the sigmoid of the saturated logit, so a logit that overflowed
+// (+-Inf) scores 1 or 0 and one that is NaN scores 0.5, never NaN.
+FUSERANK_HD float ScoreOfLogit(float logit) { return Sigmoid(SaturateFinite(logit)); }
 
 // Block shapes of the segmented top-K: threads x items per thread sorted by one block.
 // A batch runs the smallest shape that holds its longest request.

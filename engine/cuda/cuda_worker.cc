@@ -376,7 +376,8 @@ void CudaWorker::RankLongRequestsOnHost(const Batch& batch, BatchResult* result)
     const uint32_t count = batch.candidate_begin[r + 1] - begin;
     if (count <= kernels::kMaxTopKSegment) continue;
     scratch_score_.resize(count);
-    for (uint32_t i = 0; i < count; ++i) scratch_score_[i] = kernels::Sigmoid(logits[begin + i]);
+    for (uint32_t i = 0; i < count; ++i)
+      scratch_score_[i] = kernels::ScoreOfLogit(logits[begin + i]);
     const uint32_t k = result->result_begin[r + 1] - result->result_begin[r];
     // The engine's top-K: the one order rule (score descending, NaN last, ties by index).
     TopK(scratch_score_.data(), static_cast<int>(count), static_cast<int>(k),

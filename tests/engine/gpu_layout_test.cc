@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu_mlp.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/topk.h"
 #include "gtest/gtest.h"
@@ -183,6 +184,28 @@ TEST(TopKKeysTest, EveryNanSortsAfterEveryNumberAndBeforePadding) {
     }
     EXPECT_TRUE(std::isnan(kernels::ScoreFromDescendingKey(key)));
   }
+}
+
+// The GPU saturates where its kernels write exactly as the CPU engine's stages do, and a
+// logit's score is never NaN.
+TEST(TopKKeysTest, SaturationAndScoresMatchTheCpuEngine) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> values = {0.0f, -0.0f, 1.5f, -2.0f, 3.0e38f, -3.0e38f, inf, -inf, nan, -nan};
+  std::vector<float> cpu = values;
+  SaturateNonFinite(cpu.data(), 1, static_cast<int>(cpu.size()), static_cast<int>(cpu.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float gpu = kernels::SaturateFinite(values[i]);
+    EXPECT_EQ(std::memcmp(&gpu, &cpu[i], sizeof(float)), 0) << values[i];
+    const float score = kernels::ScoreOfLogit(values[i]);
+    EXPECT_FALSE(std::isnan(score)) << values[i];
+    EXPECT_GE(score, 0.0f);
+    EXPECT_LE(score, 1.0f);
+  }
+  EXPECT_EQ(kernels::ScoreOfLogit(inf), 1.0f);
+  EXPECT_EQ(kernels::ScoreOfLogit(-inf), 0.0f);
+  EXPECT_EQ(kernels::ScoreOfLogit(nan), 0.5f);
+  EXPECT_EQ(kernels::ScoreOfLogit(1.25f), kernels::Sigmoid(1.25f));
 }
 
 TEST(TopKKeysTest, ShapeHoldsTheLongestRequest) {
