@@ -1,4 +1,4 @@
-// Microbenchmarks of the CPU engine on the bench model of issue 3, built in memory with
+// Microbenchmarks of the CPU engine on the bench model, built in memory with
 // random weights (no files): 26 tables of dim 32 (8 user: 4 x 200k + 4 x 1000 rows;
 // 18 item: 9 x 200k + 9 x 1000 rows, fp32), 13 dense (5 user + 8 item), bottom 64-32,
 // dot, top 256-128-1. Ids are Zipf(1.05) ranks scattered over the rows, one id per bag
@@ -219,7 +219,7 @@ BENCHMARK(BM_EngineRun)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-// Backend::Run() with the hot-row tier (issue 5), side by side with none, one thread:
+// Backend::Run() with the hot-row tier, side by side with none, one thread:
 //   mode 0: no HotRowManager (as BM_EngineRun)
 //   mode 1: a manager with empty sets: every id probed and counted as a miss
 //   mode 2: each table's true top 4096 Zipf rows hot (the small tables wholly hot)

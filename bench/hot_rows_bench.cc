@@ -1,4 +1,4 @@
-// Microbenchmarks of the hot-row machinery on the serving path (issue 5), per id unless
+// Microbenchmarks of the hot-row machinery on the serving path, per id unless
 // said otherwise, on a 200k-row fp32 table of dim 32 with a 4096-row hot set:
 //   HotRows_Probe{Hit,Miss}      HotSet::FindSlot alone, every id a hit / a miss
 //   HotRows_ProbeZipf            FindSlot on Zipf(alpha) ids with the true top 4096 hot

@@ -1,5 +1,5 @@
 // Microbenchmarks of the CPU pooled lookup (engine/cpu_lookup.h) over one table's content
-// stored as fp32, fp16, bf16 and int8 rows (issue 8: bandwidth and memory of int8 rows).
+// stored as fp32, fp16, bf16 and int8 rows (bandwidth and memory of int8 rows).
 // Two shapes: `cache` (10k x 32, about 1.3 MB in fp32: fits this machine's L2/L3) and
 // `dram` (4Mi x 64, 1 GiB in fp32: 32x the 32 MiB L3), each with Zipf(1.05) and uniform
 // ids; bags of kBagSize ids (weight 1, sum pooling), kBagsPerCall bags per call, cycling

@@ -241,7 +241,7 @@ def forward_table(results):
 
 
 def targets_table(data, results):
-    """Issue 3's CPU targets against this run's figures."""
+    """The CPU suite's targets against this run's figures."""
     engine = engine_runs(results)
     rows = []
 
@@ -265,7 +265,7 @@ def targets_table(data, results):
                          f"{ratio:.1f}x", verdict(ratio >= 10, f"{ratio / 10:.0%} of the target")))
     if not rows:
         return []
-    lines = ["### Issue 3 targets", "", "| what | target | this run | |", "| --- | --- | ---: | --- |"]
+    lines = ["### CPU suite targets", "", "| what | target | this run | |", "| --- | --- | ---: | --- |"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     lines += ["", "No heap allocation per request after warm-up is checked by a test, not here."]
     return lines
@@ -385,7 +385,7 @@ How the figures are made:
   into a log-linear histogram (exact below 512 ns, 256 buckets per power of two above:
   percentiles within 0.4 %). Every response is checked (item count, scores sorted in
   [0, 1]); a bad one counts as an error `BAD_RESPONSE`.
-- **The bench model** (issue 3): 26 sparse features, 8 user + 18 item, dim 32; 13 tables
+- **The bench model**: 26 sparse features, 8 user + 18 item, dim 32; 13 tables
   of 200,000 rows (4 user, 9 item) and 13 of 1,000 rows (4 user, 9 item); 13 dense
   (5 user + 8 item); bottom MLP 64-32, `dot`, top MLP 256-128-1; fp32 (335 MB of tables).
   Generated, seeded, by `bench/models/gen_bench_model.sh`.
@@ -393,7 +393,7 @@ How the figures are made:
   are pooled once per request and broadcast, item bags go through one `nn.EmbeddingBag`
   call per table, the dot interaction is one `bmm` over the stacked vectors, torch eager
   under `inference_mode`, OpenBLAS sgemm (about 100 GFLOP/s on one core of this CPU).
-  Its forward alone is measured separately (`bench/peers/torch_forward_bench.py`); issue 3
+  Its forward alone is measured separately (`bench/peers/torch_forward_bench.py`); earlier runs
   quoted 2.0 ms (16 candidates) and 6.8 ms (256) for a PyTorch forward on this machine
   kind, and the table below gives what this peer takes here.
 - **Isolation.** The machine has 2 cores; the two services run one after the other, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reload without a blip, measured (issue 8, item 5): p99 latency of Rank while Admin
+# Reload without a blip, measured: p99 latency of Rank while Admin
 # ReloadModel swaps two versions of the bench model back and forth, against p99 with no
 # swap, on one fuserank-server (engine.device: cpu) under the same open-loop load
 # (fuserank-bench, Poisson arrivals). Steady and swap windows alternate REPEATS times so

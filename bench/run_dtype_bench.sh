@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lookup bandwidth and memory per embedding dtype (issue 8, int8 rows): runs the
+# Lookup bandwidth and memory per embedding dtype (int8 rows among them): runs the
 # LookupDtype microbenchmarks (bench/lookup_dtype_bench.cc: the CPU pooled lookup over the
 # same table content in fp32, fp16, bf16 and int8, a table in cache and one 32x the L3,
 # Zipf and uniform ids) with fixed repetitions, randomly interleaved so that neighbour

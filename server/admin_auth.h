@@ -1,4 +1,4 @@
-// The Admin service's bearer-token check (SPEC section 1, issue 5): with
+// The Admin service's bearer-token check (SPEC section 1): with
 // server.admin_token_file set, every admin call must carry the metadata
 // `authorization: Bearer <token>`; anything else is UNAUTHENTICATED. The token is read
 // once at start (a regular file of at most kMaxTokenFileBytes that neither its group nor

@@ -1,4 +1,4 @@
-// fuserank-gpu-bench: the GPU figures of issue 4, in one run on one GPU.
+// fuserank-gpu-bench: the GPU figures, in one run on one GPU.
 //   1. device-to-device copy bandwidth (the ceiling);
 //   2. fused lookup bandwidth at >= 64k lookups of 128-byte rows (lookup_bench.cc);
 //   3. per-batch device time of the bench model (26 tables, dim 32, dot, 256-128-1) for

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Generates the CPU bench model of issue 3 (seeded, so every run scores the same model):
+# Generates the bench model (seeded, so every run scores the same model):
 #   26 sparse features, dim 32: 8 user tables (4 x 200k rows, 4 x 1000 rows) and
 #   18 item tables (9 x 200k rows, 9 x 1000 rows); 13 dense (5 user + 8 item);
 #   bottom MLP 64-32, dot interaction, top MLP 256-128-1; fp32 tables (~335 MB).

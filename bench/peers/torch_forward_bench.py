@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch eager forward alone (no gRPC): the reference figures of issue 3.
+"""PyTorch eager forward alone (no gRPC): the reference figures of the CPU suite.
 
   /usr/bin/python3 bench/peers/torch_forward_bench.py --model=bench/out/model/bench.yaml \
       [--candidates=16,256] [--threads=1] [--seconds=3] [--json]

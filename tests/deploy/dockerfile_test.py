@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Checks deploy/Dockerfile without a container engine (none runs here): a small parser
-reads its instructions and stages, and the test checks what issue 7 asks of the image
+reads its instructions and stages, and the test checks what docs/deploy.md promises of the image
 (multi-stage CUDA devel -> runtime, the -dev packages of scripts/install-deps.sh, non-root,
 the demo model, EXPOSE, a gRPC HEALTHCHECK), that every file it copies exists, and that
 deploy/docker/runtime-packages.sh finds the runtime packages of a real binary.

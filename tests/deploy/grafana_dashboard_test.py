@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checks deploy/grafana/fuserank-dashboard.json: valid dashboard JSON, panels laid out
 without overlap, every query reads SPEC section 4 metrics or recording rules that exist,
-every SPEC metric is shown somewhere, the panels issue 7 asks for are there, and every
+every SPEC metric is shown somewhere, the panels operators need are there, and every
 query is valid PromQL (promtool checks them as rules, template variables filled in)."""
 
 import json
@@ -100,7 +100,7 @@ class DashboardTest(unittest.TestCase):
                 series = {name + "_bucket", name + "_sum", name + "_count"}
             self.assertTrue(series & shown, name)
 
-    def test_issue_7_panels(self):
+    def test_the_operator_panels_are_there(self):
         by_metric = {}
         for title, expr in self.exprs:
             by_metric.setdefault(title, []).append(expr)

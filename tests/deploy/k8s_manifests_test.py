@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks the Kubernetes manifests of deploy/k8s (issue 7): every file parses, the
+"""Checks the Kubernetes manifests of deploy/k8s: every file parses, the
 kustomization lists them, and the fields operators rely on are there and agree with each
 other (GPU request, gRPC probes on 8700, no admin port outside the pod, non-root, HPA /
 PDB / ServiceMonitor pointing at the right objects, the ConfigMap's config)."""

@@ -164,7 +164,7 @@ with open(f"{out}/bad_short.safetensors", "wb") as f:
     f.write(b"\x02\x00\x00")
 EOF
 # --- model_load: a 2-byte spec length, the spec, a safetensors file (tests/fuzz/model_load_fuzzer.cc).
-# One seed per finding of issue 13 where it fits: huge weights / a mean bag (NaN scores), a NaN
+# One seed per hardening finding where it fits: huge weights / a mean bag (NaN scores), a NaN
 # table, a fold of terabytes, tables of terabytes, raw bytes in messages.
 python3 - "${OUT}/model_load" <<'EOF'
 import struct, sys
