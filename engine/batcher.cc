@@ -21,7 +21,18 @@ absl::Status QueueFull(size_t capacity) {
                    " requests waiting); retry with backoff"));
 }
 
+absl::Status QueuedIdsFull(int64_t queued, int64_t ids, int64_t limit) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the request queue is full (", queued, " ids queued, this request adds ", ids,
+                   "; engine.max_queued_ids = ", limit, "); retry with backoff"));
+}
+
 absl::Status ShuttingDown() { return absl::UnavailableError("the server is shutting down"); }
+
+// Pooled request batches: one that holds more than this is freed instead of pooled (a rare
+// large request must not pin its memory), and the pool holds at most kMaxPoolBytes.
+constexpr size_t kMaxPooledBatchBytes = size_t{1} << 20;
+constexpr size_t kMaxPoolBytes = size_t{64} << 20;
 
 // True when `result` holds `requests` well-formed slices of its items.
 bool WellFormed(const BatchResult& result, size_t requests) {
@@ -42,7 +53,8 @@ Batcher::Batcher(Backend* backend, BatcherOptions options)
       options_(options),
       workers_(std::max(1, backend->num_workers())),
       capacity_(static_cast<size_t>(std::max(1, options.queue_capacity))),
-      max_wait_(std::chrono::microseconds(std::max(0, options.max_batch_wait_us))) {
+      max_wait_(std::chrono::microseconds(std::max(0, options.max_batch_wait_us))),
+      max_delay_(std::chrono::milliseconds(std::max(0, options.max_queue_delay_ms))) {
   pool_limit_ = capacity_ + 2 * static_cast<size_t>(workers_);
   slots_ = std::vector<Slot>(workers_);
   for (Slot& slot : slots_) slot.parts.reserve(std::min(capacity_, kReservedParts));
@@ -66,6 +78,7 @@ std::unique_ptr<Batch> Batcher::AcquireBatch() {
     if (!pool_.empty()) {
       std::unique_ptr<Batch> batch = std::move(pool_.back());
       pool_.pop_back();
+      pool_bytes_ -= batch->capacity_bytes();
       return batch;
     }
   }
@@ -75,43 +88,157 @@ std::unique_ptr<Batch> Batcher::AcquireBatch() {
 void Batcher::ReleaseBatch(std::unique_ptr<Batch> batch) {
   if (batch == nullptr) return;
   batch->Clear();
+  const size_t bytes = batch->capacity_bytes();
+  if (bytes > kMaxPooledBatchBytes) return;  // freed here
   absl::MutexLock lock(&pool_mu_);
-  if (pool_.size() < pool_limit_) pool_.push_back(std::move(batch));
+  if (pool_.size() < pool_limit_ && pool_bytes_ + bytes <= kMaxPoolBytes) {
+    pool_bytes_ += bytes;
+    pool_.push_back(std::move(batch));
+  }
+}
+
+AdmissionTicket& AdmissionTicket::operator=(AdmissionTicket&& other) noexcept {
+  if (this != &other) {
+    Release();
+    batcher_ = std::exchange(other.batcher_, nullptr);
+    ids_ = std::exchange(other.ids_, 0);
+  }
+  return *this;
+}
+
+void AdmissionTicket::Release() {
+  if (batcher_ == nullptr) return;
+  batcher_->Unreserve(ids_);
+  batcher_ = nullptr;
+  ids_ = 0;
+}
+
+void Batcher::Unreserve(int64_t ids) {
+  absl::MutexLock lock(&mu_);
+  --reserved_;
+  reserved_ids_ -= ids;
+}
+
+absl::Status Batcher::CheckRoom(int64_t ids, BatcherClock::time_point deadline) const {
+  if (queue_size_ + reserved_ >= capacity_) return QueueFull(capacity_);
+  if (queued_ids_ + reserved_ids_ + ids > options_.max_queued_ids) {
+    return QueuedIdsFull(queued_ids_ + reserved_ids_, ids, options_.max_queued_ids);
+  }
+  if (queue_size_ == 0 || !backlog_) return absl::OkStatus();
+  // Behind a backlog a request admitted now waits about as long as the oldest has.
+  const BatcherClock::time_point now = BatcherClock::now();
+  const BatcherClock::duration waited = now - queue_[queue_head_].enqueued;
+  if (max_delay_ > BatcherClock::duration::zero() && 2 * waited > max_delay_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the request queue is standing: its oldest request has waited ",
+                     Micros(waited) / 1000, " ms, more than half of engine.max_queue_delay_ms (",
+                     options_.max_queue_delay_ms, "); retry with backoff"));
+  }
+  if (deadline != BatcherClock::time_point::max() && deadline - now < waited) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the request's deadline is ", Micros(deadline - now) / 1000,
+                     " ms away, but the oldest queued request has already waited ",
+                     Micros(waited) / 1000, " ms; retry with backoff or a longer deadline"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Batcher::Admission() const {
-  if (refusing_.load(std::memory_order_relaxed)) return ShuttingDown();
-  if (static_cast<size_t>(queue_depth()) >= capacity_) return QueueFull(capacity_);
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return ShuttingDown();
+  return CheckRoom(0, BatcherClock::time_point::max());
+}
+
+absl::StatusOr<AdmissionTicket> Batcher::Admit(BatcherClock::time_point deadline) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return ShuttingDown();
+  if (absl::Status room = CheckRoom(0, deadline); !room.ok()) return room;
+  ++reserved_;
+  AdmissionTicket ticket;
+  ticket.batcher_ = this;
+  return ticket;
+}
+
+absl::Status Batcher::AddIds(AdmissionTicket* ticket, int64_t ids) {
+  if (ticket == nullptr || ticket->batcher_ != this || ids < 0) {
+    return absl::InternalError("Batcher::AddIds takes a ticket of this batcher");
+  }
+  absl::MutexLock lock(&mu_);
+  if (queued_ids_ + reserved_ids_ + ids > options_.max_queued_ids) {
+    return QueuedIdsFull(queued_ids_ + reserved_ids_, ids, options_.max_queued_ids);
+  }
+  reserved_ids_ += ids;
+  ticket->ids_ += ids;
   return absl::OkStatus();
 }
+
+absl::Status Batcher::Enqueue(std::unique_ptr<Batch>* request, BatcherClock::time_point deadline,
+                              RequestDone* done, const std::atomic<bool>* cancelled) {
+  Work& work = queue_[(queue_head_ + queue_size_) % capacity_];
+  work.candidates = (*request)->num_candidates();
+  work.ids = static_cast<int64_t>((*request)->user.rows.size() + (*request)->item.rows.size());
+  work.batch = std::move(*request);
+  work.done = std::move(*done);
+  work.cancelled = cancelled;
+  work.enqueued = BatcherClock::now();
+  work.deadline = deadline;
+  ++queue_size_;
+  queued_candidates_ += work.candidates;
+  queued_ids_ += work.ids;
+  queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+namespace {
+
+bool OneRequest(const std::unique_ptr<Batch>& request) {
+  return request != nullptr && request->num_requests() == 1 && request->num_candidates() > 0;
+}
+
+}  // namespace
 
 absl::Status Batcher::Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
                              RequestDone done, const std::atomic<bool>* cancelled) {
   absl::Status status;
-  if (request == nullptr || request->num_requests() != 1 || request->num_candidates() == 0) {
+  if (!OneRequest(request)) {
     status = absl::InternalError("Batcher::Submit takes one request with candidates");
   } else {
     absl::MutexLock lock(&mu_);
+    const int64_t ids = static_cast<int64_t>(request->user.rows.size() + request->item.rows.size());
     if (stopping_) {
       status = ShuttingDown();
-    } else if (queue_size_ == capacity_) {
+    } else if (queue_size_ + reserved_ >= capacity_) {
       status = QueueFull(capacity_);
+    } else if (queued_ids_ + reserved_ids_ + ids > options_.max_queued_ids) {
+      status = QueuedIdsFull(queued_ids_ + reserved_ids_, ids, options_.max_queued_ids);
     } else {
-      Work& work = queue_[(queue_head_ + queue_size_) % capacity_];
-      work.candidates = request->num_candidates();
-      work.batch = std::move(request);
-      work.done = std::move(done);
-      work.cancelled = cancelled;
-      work.enqueued = BatcherClock::now();
-      work.deadline = deadline;
-      ++queue_size_;
-      queued_candidates_ += work.candidates;
-      queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
-      return absl::OkStatus();
+      return Enqueue(&request, deadline, &done, cancelled);
     }
   }
   ReleaseBatch(std::move(request));
   return status;
+}
+
+absl::Status Batcher::Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
+                             RequestDone done, const std::atomic<bool>* cancelled,
+                             AdmissionTicket ticket) {
+  absl::Status status;
+  if (!OneRequest(request) || ticket.batcher_ != this) {
+    status = absl::InternalError(
+        "Batcher::Submit takes one request with candidates and a ticket of this batcher");
+  } else {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      status = ShuttingDown();
+    } else {
+      --reserved_;  // the ticket's room becomes the queued request's
+      reserved_ids_ -= ticket.ids_;
+      ticket.batcher_ = nullptr;
+      return Enqueue(&request, deadline, &done, cancelled);
+    }
+  }
+  ReleaseBatch(std::move(request));
+  return status;  // an unused ticket gives its room back as it goes
 }
 
 void Batcher::Shutdown() {
@@ -120,7 +247,6 @@ void Batcher::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    refusing_.store(true, std::memory_order_relaxed);
   }
   for (std::thread& thread : threads_) thread.join();
   joined_ = true;
@@ -146,28 +272,40 @@ Batcher::Work Batcher::PopHead() {
   queue_head_ = (queue_head_ + 1) % capacity_;
   --queue_size_;
   queued_candidates_ -= work.candidates;
+  queued_ids_ -= work.ids;
   return work;
+}
+
+bool Batcher::Unwanted(const Work& work, BatcherClock::time_point now) const {
+  if (work.deadline < now) return true;
+  if (work.cancelled != nullptr && work.cancelled->load(std::memory_order_acquire)) return true;
+  return max_delay_ > BatcherClock::duration::zero() && now - work.enqueued > max_delay_;
 }
 
 void Batcher::FormBatch(Slot* slot) {
   const BatcherClock::time_point now = BatcherClock::now();
   const Model* model = nullptr;
   int64_t candidates = 0;
+  int64_t ids = 0;
   while (queue_size_ > 0) {
     const Work& head = queue_[queue_head_];
-    if (head.deadline < now ||
-        (head.cancelled != nullptr && head.cancelled->load(std::memory_order_acquire))) {
+    if (Unwanted(head, now)) {
       dropped_.push_back(PopHead());
       continue;
     }
+    // A request never fails because of another: the merged batch keeps within both
+    // budgets (a request alone fits max_batch_ids: the server refuses larger ones).
     if (!slot->parts.empty() && (head.batch->model.get() != model ||
-                                 candidates + head.candidates > options_.max_batch_candidates)) {
+                                 candidates + head.candidates > options_.max_batch_candidates ||
+                                 ids + head.ids > options_.max_batch_ids)) {
       break;
     }
     model = head.batch->model.get();
     candidates += head.candidates;
+    ids += head.ids;
     slot->parts.push_back(PopHead());
   }
+  backlog_ = queue_size_ > 0;
   queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
 }
 
@@ -203,21 +341,26 @@ void Batcher::BatcherLoop() {
   }
 }
 
+absl::Status Batcher::DropStatus(const Work& work, BatcherClock::time_point now) const {
+  const int64_t waited_us = Micros(now - work.enqueued);
+  // The deadline wins over the cancellation it usually causes.
+  if (work.deadline < now) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the deadline passed after ", waited_us, " us in the queue; the request was not computed"));
+  }
+  if (work.cancelled != nullptr && work.cancelled->load(std::memory_order_acquire)) {
+    return absl::CancelledError(absl::StrCat("the client cancelled the request after ", waited_us,
+                                             " us in the queue; it was not computed"));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "shed after ", waited_us / 1000, " ms in the queue, more than engine.max_queue_delay_ms (",
+      options_.max_queue_delay_ms, "); it was not computed; retry with backoff"));
+}
+
 void Batcher::CompleteDropped() {
   const BatcherClock::time_point now = BatcherClock::now();
   for (Work& work : dropped_) {
-    const int64_t waited_us = Micros(now - work.enqueued);
-    // The deadline wins over the cancellation it usually causes.
-    const absl::Status status =
-        work.deadline < now
-            ? absl::DeadlineExceededError(absl::StrCat("the deadline passed after ", waited_us,
-                                                       " us in the queue; the request was "
-                                                       "not computed"))
-            : absl::CancelledError(absl::StrCat("the client cancelled the request after ",
-                                                waited_us,
-                                                " us in the queue; it was not "
-                                                "computed"));
-    Complete(&work, status, RequestResult{});
+    Complete(&work, DropStatus(work, now), RequestResult{});
   }
   dropped_.clear();
 }

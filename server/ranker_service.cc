@@ -1,16 +1,21 @@
 #include "server/ranker_service.h"
 
+#include <google/protobuf/arena.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <random>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/request_scan.h"
 #include "spdlog/spdlog.h"
 
 // ThreadSanitizer cannot see gRPC order Finish() before OnDone(): the hand-off runs in
@@ -30,8 +35,32 @@ namespace {
 
 using Clock = engine::BatcherClock;
 
-// Calls kept in the pool: each keeps the capacity of the largest request it held.
+// Calls kept in the pool. Each keeps its arena's first block (the parse of a request up
+// to a few KB needs no other) and item ids of at most server.max_candidates candidates.
 constexpr size_t kMaxPooledCalls = 256;
+constexpr size_t kArenaFirstBlock = 16 << 10;
+// Strings of the request kept for the access log.
+constexpr size_t kLoggedChars = 128;
+
+google::protobuf::ArenaOptions CallArenaOptions(char* first_block) {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = first_block;
+  options.initial_block_size = kArenaFirstBlock;
+  options.start_block_size = 64 << 10;  // larger requests: few, large blocks
+  options.max_block_size = 1 << 20;
+  return options;
+}
+
+// Reads the bytes of `request` as a stream; `copy` shares its slices.
+class WireStream {
+ public:
+  explicit WireStream(const grpc::ByteBuffer& request) : copy_(request), reader_(&copy_) {}
+  google::protobuf::io::ZeroCopyInputStream* stream() { return &reader_; }
+
+ private:
+  grpc::ByteBuffer copy_;
+  grpc::ProtoBufferReader reader_;
+};
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -68,8 +97,17 @@ struct RankerService::Call {
     Call* const call_;
   };
 
-  v1::RankRequest request;
-  v1::RankResponse response;
+  Call() : arena(CallArenaOptions(first_block)) {}
+
+  // The request is parsed into `arena` and the response built there; Reset() frees all
+  // but the first block.
+  alignas(std::max_align_t) char first_block[kArenaFirstBlock];
+  google::protobuf::Arena arena;
+  std::vector<int64_t> item_ids;  // of the candidates, in request order, for the answer
+  std::string request_id;         // its first kLoggedChars, for the access log
+  std::string model_name;         // as requested, likewise
+  int candidates = 0;
+  uint32_t top_k = 0;
   std::optional<Reactor> reactor;
   grpc::ByteBuffer* response_buffer = nullptr;
   ModelHandle model;  // the version that decodes, scores and answers this call
@@ -91,45 +129,68 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->response_buffer = response;
   call->cancelled.store(false, std::memory_order_relaxed);
   call->accepted = false;
-  call->request.Clear();
+  call->item_ids.clear();
+  call->request_id.clear();
+  call->model_name.clear();
+  call->candidates = 0;
+  call->top_k = 0;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
-  const absl::Status status = Start(context, *request, call);
+  // The first bound, before anything reads the request: calls handed to us and not done.
+  const int inflight = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
+  absl::Status status;
+  if (inflight > options_.max_inflight_requests) {
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("too many Rank calls in flight (server.max_inflight_requests = ",
+                     options_.max_inflight_requests, "); retry with backoff"));
+  } else {
+    status = Start(context, request, call);
+  }
   if (!status.ok()) Finish(call, ToGrpcStatus(status));
   return reactor;
 }
 
 absl::Status RankerService::Start(grpc::CallbackServerContext* context,
-                                  const grpc::ByteBuffer& request, Call* call) {
+                                  const grpc::ByteBuffer* request, Call* call) {
   if (shutting_down_.load(std::memory_order_relaxed)) {
     return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  if (request == nullptr || !request->Valid()) {
+    // gRPC hands over calls whose message never arrived, most often because the client
+    // cancelled first: that is no bad request.
+    if (context->IsCancelled()) {
+      return absl::CancelledError("the call was cancelled before its request arrived");
+    }
+    return absl::InvalidArgumentError("the call carried no fuserank.v1.RankRequest message");
   }
   const Clock::time_point deadline = SteadyDeadline(*context);
   if (deadline <= call->start) {
     return absl::DeadlineExceededError(
         "the deadline passed before the request was read; it was not computed");
   }
-  const size_t bytes = request.Length();
+  const size_t bytes = request->Length();
   if (bytes > static_cast<size_t>(options_.max_request_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("the request is ", bytes,
                                                    " bytes, more than server.max_request_bytes (",
                                                    options_.max_request_bytes, ")"));
   }
-  grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
-  const grpc::Status parsed =
-      grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::RankRequest>(&wire, &call->request);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the request is not a valid fuserank.v1.RankRequest: ", parsed.error_message()));
-  }
-  ASSIGN_OR_RETURN(call->model, models_->Acquire(call->request.model()));
+  RequestShape shape;
+  RETURN_IF_ERROR(ScanTopLevel(WireStream(*request).stream(), options_.max_candidates, &shape));
+  call->model_name = shape.model.substr(0, kLoggedChars);
+  ASSIGN_OR_RETURN(call->model, models_->Acquire(shape.model));
   engine::Batcher& batcher = *call->model->batcher;
-  // Overloaded: refuse before spending a decode on a request the queue cannot take.
-  RETURN_IF_ERROR(batcher.Admission());
+  const RequestDecoder& decoder = *call->model->decoder;
+  // Overloaded: refuse before the request costs a parse. A request without candidates
+  // never queues.
+  engine::AdmissionTicket ticket;
+  if (shape.candidates > 0) {
+    ASSIGN_OR_RETURN(ticket, batcher.Admit(deadline));
+  }
+  RETURN_IF_ERROR(ScanFeatures(WireStream(*request).stream(), decoder.scan_limits(), &shape));
+  if (ticket.valid()) RETURN_IF_ERROR(batcher.AddIds(&ticket, shape.ids));
   std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
-  const absl::Status decoded = call->model->decoder->Append(call->request, batch.get());
+  absl::Status accepted = ParseAndDecode(*request, call, batch.get());
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
-  absl::Status accepted = decoded;
   if (accepted.ok()) accepted = Accept(call);
   if (!accepted.ok() || batch->num_candidates() == 0) {
     batcher.ReleaseBatch(std::move(batch));
@@ -143,10 +204,36 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
       [this, call](const absl::Status& status, const engine::RequestResult& result) {
         OnScored(call, status, result);
       },
-      &call->cancelled);
-  if (!queued.ok()) Unaccept(call);  // refused after all (the queue filled meanwhile)
+      &call->cancelled, std::move(ticket));
+  if (!queued.ok()) Unaccept(call);  // refused after all (shutting down meanwhile)
   metrics_->SetQueueDepth(models_->QueueDepth());
   return queued;
+}
+
+absl::Status RankerService::ParseAndDecode(const grpc::ByteBuffer& request, Call* call,
+                                           engine::Batch* batch) {
+  auto* parsed = google::protobuf::Arena::CreateMessage<v1::RankRequest>(&call->arena);
+  grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
+  const grpc::Status status =
+      grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::RankRequest>(&wire, parsed);
+  absl::Status decoded;
+  if (!status.ok()) {
+    decoded = absl::InvalidArgumentError(absl::StrCat(
+        "the request is not a valid fuserank.v1.RankRequest: ", status.error_message()));
+  } else {
+    call->request_id = parsed->request_id().substr(0, kLoggedChars);
+    call->candidates = parsed->candidates_size();
+    call->top_k = parsed->top_k();
+    decoded = call->model->decoder->Append(*parsed, batch);
+  }
+  if (decoded.ok()) {
+    call->item_ids.reserve(static_cast<size_t>(parsed->candidates_size()));
+    for (const v1::Candidate& candidate : parsed->candidates()) {
+      call->item_ids.push_back(candidate.item_id());
+    }
+  }
+  call->arena.Reset();  // the parsed request is gone; the batch holds what the engine needs
+  return decoded;
 }
 
 absl::Status RankerService::Accept(Call* call) {
@@ -189,9 +276,9 @@ void RankerService::OnScored(Call* call, const absl::Status& status,
 }
 
 absl::Status RankerService::Encode(Call* call, const engine::RequestResult& result) {
-  v1::RankResponse& response = call->response;
-  response.Clear();
-  const int n = call->request.candidates_size();
+  v1::RankResponse& response =
+      *google::protobuf::Arena::CreateMessage<v1::RankResponse>(&call->arena);
+  const int n = static_cast<int>(call->item_ids.size());
   response.mutable_items()->Reserve(static_cast<int>(result.items.size()));
   for (const engine::ScoredIndex& scored : result.items) {
     if (scored.index >= static_cast<uint32_t>(n)) {
@@ -199,7 +286,7 @@ absl::Status RankerService::Encode(Call* call, const engine::RequestResult& resu
           absl::StrCat("the engine returned candidate ", scored.index, " of a request with ", n));
     }
     v1::ScoredItem* item = response.add_items();
-    item->set_item_id(call->request.candidates(static_cast<int>(scored.index)).item_id());
+    item->set_item_id(call->item_ids[scored.index]);
     item->set_score(scored.score);
     item->set_index(scored.index);
   }
@@ -219,8 +306,7 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
   metrics_->RecordRequest(Rpc::kRank, status.error_code(), seconds);
   if (Sampled(options_.access_log_sample)) {
     spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}{}{}",
-                 call->request.request_id().substr(0, 128), call->request.model().substr(0, 128),
-                 call->request.candidates_size(), call->request.top_k(),
+                 call->request_id, call->model_name, call->candidates, call->top_k,
                  std::string(GrpcCodeName(status.error_code())), seconds * 1e3,
                  status.ok() ? "" : " error=", status.error_message());
   }
@@ -234,6 +320,7 @@ void RankerService::OnCallDone(Call* call) {
   const bool accepted = call->accepted;
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
+  inflight_.fetch_sub(1, std::memory_order_relaxed);
   if (accepted) {
     absl::MutexLock lock(&accepted_mu_);
     --accepted_;
@@ -267,6 +354,7 @@ std::unique_ptr<RankerService::Call> RankerService::AcquireCall() {
 void RankerService::ReleaseCall(std::unique_ptr<Call> call) {
   call->model.reset();  // a retired version is freed once its last call lets go
   call->response_buffer = nullptr;
+  call->arena.Reset();  // the response; keeps only the first block
   absl::MutexLock lock(&pool_mu_);
   if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
 }
