@@ -41,6 +41,8 @@ constexpr size_t kMaxPooledCalls = 256;
 constexpr size_t kArenaFirstBlock = 16 << 10;
 // Strings of the request kept for the access log.
 constexpr size_t kLoggedChars = 128;
+// A call done with a request this large asks the trimmer to give memory back.
+constexpr size_t kTrimAfterBytes = 1 << 20;
 
 google::protobuf::ArenaOptions CallArenaOptions(char* first_block) {
   google::protobuf::ArenaOptions options;
@@ -108,6 +110,7 @@ struct RankerService::Call {
   std::string model_name;         // as requested, likewise
   int candidates = 0;
   uint32_t top_k = 0;
+  size_t request_bytes = 0;
   std::optional<Reactor> reactor;
   grpc::ByteBuffer* response_buffer = nullptr;
   ModelHandle model;  // the version that decodes, scores and answers this call
@@ -134,6 +137,7 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->model_name.clear();
   call->candidates = 0;
   call->top_k = 0;
+  call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
   // The first bound, before anything reads the request: calls handed to us and not done.
@@ -318,6 +322,7 @@ void RankerService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
   call->reactor.reset();        // we are inside its OnDone: nothing touches it after this
   const bool accepted = call->accepted;
+  if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
   inflight_.fetch_sub(1, std::memory_order_relaxed);

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "engine/batcher.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
+#include "server/memory_trimmer.h"
 #include "server/metrics.h"
 #include "server/served_models.h"
 
@@ -83,6 +84,7 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   const RankerOptions options_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<int> inflight_{0};  // calls handed to Rank() and not yet done
+  MemoryTrimmer trimmer_;         // after large requests
 
   absl::Mutex accepted_mu_;  // orders Accept() against StartShutdown()
   bool refusing_ ABSL_GUARDED_BY(accepted_mu_) = false;
