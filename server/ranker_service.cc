@@ -111,6 +111,11 @@ struct RankerService::Call {
   int candidates = 0;
   uint32_t top_k = 0;
   size_t request_bytes = 0;
+  // gRPC handed the call over without its message: counted (metrics, access log) when it is
+  // done, as CANCELLED if the client cancelled it by then -- which gRPC may report only
+  // after Rank() has run -- else as the INVALID_ARGUMENT it was answered.
+  bool no_message = false;
+  double finished_seconds = 0;
   std::optional<Reactor> reactor;
   grpc::ByteBuffer* response_buffer = nullptr;
   ModelHandle model;  // the version that decodes, scores and answers this call
@@ -138,6 +143,7 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->candidates = 0;
   call->top_k = 0;
   call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
+  call->no_message = false;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
   // The first bound, before anything reads the request: calls handed to us and not done.
@@ -165,6 +171,7 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
     if (context->IsCancelled()) {
       return absl::CancelledError("the call was cancelled before its request arrived");
     }
+    call->no_message = true;
     return absl::InvalidArgumentError("the call carried no fuserank.v1.RankRequest message");
   }
   const Clock::time_point deadline = SteadyDeadline(*context);
@@ -305,14 +312,22 @@ absl::Status RankerService::Encode(Call* call, const engine::RequestResult& resu
   return absl::OkStatus();
 }
 
-void RankerService::Finish(Call* call, const grpc::Status& status) {
-  const double seconds = SecondsSince(call->start);
-  metrics_->RecordRequest(Rpc::kRank, status.error_code(), seconds);
+void RankerService::Record(const Call& call, grpc::StatusCode code, const std::string& message,
+                           double seconds) {
+  metrics_->RecordRequest(Rpc::kRank, code, seconds);
   if (Sampled(options_.access_log_sample)) {
     spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}{}{}",
-                 call->request_id, call->model_name, call->candidates, call->top_k,
-                 std::string(GrpcCodeName(status.error_code())), seconds * 1e3,
-                 status.ok() ? "" : " error=", status.error_message());
+                 call.request_id, call.model_name, call.candidates, call.top_k,
+                 std::string(GrpcCodeName(code)), seconds * 1e3,
+                 code == grpc::StatusCode::OK ? "" : " error=", message);
+  }
+}
+
+void RankerService::Finish(Call* call, const grpc::Status& status) {
+  if (call->no_message) {
+    call->finished_seconds = SecondsSince(call->start);  // recorded in OnCallDone
+  } else {
+    Record(*call, status.error_code(), status.error_message(), SecondsSince(call->start));
   }
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
@@ -321,6 +336,13 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
 void RankerService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
   call->reactor.reset();        // we are inside its OnDone: nothing touches it after this
+  if (call->no_message) {
+    const bool cancelled = call->cancelled.load(std::memory_order_acquire);
+    Record(*call, cancelled ? grpc::StatusCode::CANCELLED : grpc::StatusCode::INVALID_ARGUMENT,
+           cancelled ? "the call was cancelled before its request arrived"
+                     : "the call carried no fuserank.v1.RankRequest message",
+           call->finished_seconds);
+  }
   const bool accepted = call->accepted;
   if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
   ReleaseCall(std::unique_ptr<Call>(call));

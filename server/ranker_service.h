@@ -71,6 +71,8 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   void Unaccept(Call* call);
   void OnScored(Call* call, const absl::Status& status, const engine::RequestResult& result);
   absl::Status Encode(Call* call, const engine::RequestResult& result);
+  // The call's line in the metrics and the access log.
+  void Record(const Call& call, grpc::StatusCode code, const std::string& message, double seconds);
   // Records the call and sends its status; `call` belongs to gRPC until OnCallDone.
   void Finish(Call* call, const grpc::Status& status);
   // gRPC is done with the call: back to the pool, no longer in flight.
