@@ -101,6 +101,7 @@ AdmissionTicket& AdmissionTicket::operator=(AdmissionTicket&& other) noexcept {
   if (this != &other) {
     Release();
     batcher_ = std::exchange(other.batcher_, nullptr);
+    candidates_ = std::exchange(other.candidates_, 0);
     ids_ = std::exchange(other.ids_, 0);
   }
   return *this;
@@ -108,14 +109,16 @@ AdmissionTicket& AdmissionTicket::operator=(AdmissionTicket&& other) noexcept {
 
 void AdmissionTicket::Release() {
   if (batcher_ == nullptr) return;
-  batcher_->Unreserve(ids_);
+  batcher_->Unreserve(candidates_, ids_);
   batcher_ = nullptr;
+  candidates_ = 0;
   ids_ = 0;
 }
 
-void Batcher::Unreserve(int64_t ids) {
+void Batcher::Unreserve(int candidates, int64_t ids) {
   absl::MutexLock lock(&mu_);
   --reserved_;
+  reserved_candidates_ -= candidates;
   reserved_ids_ -= ids;
 }
 
@@ -124,23 +127,36 @@ absl::Status Batcher::CheckRoom(int64_t ids, BatcherClock::time_point deadline) 
   if (queued_ids_ + reserved_ids_ + ids > options_.max_queued_ids) {
     return QueuedIdsFull(queued_ids_ + reserved_ids_, ids, options_.max_queued_ids);
   }
-  if (queue_size_ == 0 || !backlog_) return absl::OkStatus();
-  // Behind a backlog a request admitted now waits about as long as the oldest has.
-  const BatcherClock::time_point now = BatcherClock::now();
-  const BatcherClock::duration waited = now - queue_[queue_head_].enqueued;
-  if (max_delay_ > BatcherClock::duration::zero() && 2 * waited > max_delay_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the request queue is standing: its oldest request has waited ",
-                     Micros(waited) / 1000, " ms, more than half of engine.max_queue_delay_ms (",
-                     options_.max_queue_delay_ms, "); retry with backoff"));
+  const bool bounded_wait = max_delay_ > BatcherClock::duration::zero();
+  const bool has_deadline = deadline != BatcherClock::time_point::max();
+  const int64_t ahead = queued_candidates_ + reserved_candidates_;
+  if ((!bounded_wait && !has_deadline) || ahead == 0 || service_rate_ <= 0) {
+    return absl::OkStatus();
   }
-  if (deadline != BatcherClock::time_point::max() && deadline - now < waited) {
+  const double wait_s = static_cast<double>(ahead) / service_rate_;
+  const int64_t wait_ms = static_cast<int64_t>(wait_s * 1e3);
+  if (bounded_wait && wait_s > Seconds(max_delay_)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the request queue is standing: a new request would wait about ", wait_ms, " ms (", ahead,
+        " candidates ahead at about ", static_cast<int64_t>(service_rate_),
+        " per second), more than engine.max_queue_delay_ms (", options_.max_queue_delay_ms,
+        "); retry with backoff"));
+  }
+  const BatcherClock::time_point now = BatcherClock::now();
+  if (has_deadline && Seconds(deadline - now) < wait_s) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the request's deadline is ", Micros(deadline - now) / 1000,
-                     " ms away, but the oldest queued request has already waited ",
-                     Micros(waited) / 1000, " ms; retry with backoff or a longer deadline"));
+                     " ms away, but it would wait about ", wait_ms,
+                     " ms in the queue; retry with backoff or a longer deadline"));
   }
   return absl::OkStatus();
+}
+
+void Batcher::NoteBatch(int candidates, double seconds) {
+  if (candidates <= 0 || seconds <= 0) return;
+  // Every worker at the rate of this one; recent batches weigh most.
+  const double sample = candidates / seconds * workers_;
+  service_rate_ = service_rate_ <= 0 ? sample : 0.7 * service_rate_ + 0.3 * sample;
 }
 
 absl::Status Batcher::Admission() const {
@@ -149,13 +165,15 @@ absl::Status Batcher::Admission() const {
   return CheckRoom(0, BatcherClock::time_point::max());
 }
 
-absl::StatusOr<AdmissionTicket> Batcher::Admit(BatcherClock::time_point deadline) {
+absl::StatusOr<AdmissionTicket> Batcher::Admit(BatcherClock::time_point deadline, int candidates) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return ShuttingDown();
   if (absl::Status room = CheckRoom(0, deadline); !room.ok()) return room;
   ++reserved_;
+  reserved_candidates_ += std::max(0, candidates);
   AdmissionTicket ticket;
   ticket.batcher_ = this;
+  ticket.candidates_ = std::max(0, candidates);
   return ticket;
 }
 
@@ -232,6 +250,7 @@ absl::Status Batcher::Submit(std::unique_ptr<Batch> request, BatcherClock::time_
       status = ShuttingDown();
     } else {
       --reserved_;  // the ticket's room becomes the queued request's
+      reserved_candidates_ -= ticket.candidates_;
       reserved_ids_ -= ticket.ids_;
       ticket.batcher_ = nullptr;
       return Enqueue(&request, deadline, &done, cancelled);
@@ -305,7 +324,6 @@ void Batcher::FormBatch(Slot* slot) {
     ids += head.ids;
     slot->parts.push_back(PopHead());
   }
-  backlog_ = queue_size_ > 0;
   queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
 }
 
@@ -376,14 +394,15 @@ void Batcher::WorkerLoop(int worker) {
       mu_.Await(absl::Condition(&has_work));
       if (!slot.assigned) return;  // the batcher is done and left nothing for us
     }
-    RunBatch(worker, &slot, &result);
+    const double seconds = RunBatch(worker, &slot, &result);
     absl::MutexLock lock(&mu_);
+    NoteBatch(slot.ran_candidates, seconds);
     slot.assigned = false;
     idle_.push_back(worker);
   }
 }
 
-void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
+double Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   std::vector<Work>& parts = slot->parts;
   const Batch* batch = parts[0].batch.get();
   if (parts.size() > 1) {  // merge outside mu_: Submit() is not held up by the copy
@@ -393,6 +412,8 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   const BatcherClock::time_point start = BatcherClock::now();
   result->Clear();
   absl::Status status = backend_->Run(worker, *batch, result);
+  const double seconds = Seconds(BatcherClock::now() - start);
+  slot->ran_candidates = batch->num_candidates();
   if (status.ok() && !WellFormed(*result, parts.size())) {
     status = absl::InternalError(absl::StrCat("the backend returned malformed results for ",
                                               result->result_begin.size() - 1,
@@ -416,6 +437,7 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   }
   parts.clear();
   slot->merged.Clear();  // keeps capacity; drops its hold on the model
+  return seconds;
 }
 
 void Batcher::Complete(Work* work, const absl::Status& status, const RequestResult& result) {

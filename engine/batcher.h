@@ -9,10 +9,10 @@
 // Admission (docs/serving.md, "Admission"): Admit() answers before the caller decodes, and
 // counts the requests it admitted as queued until they are submitted, so decoding callers
 // cannot overfill the queue. It refuses, with RESOURCE_EXHAUSTED at once, when the queue
-// holds queue_capacity requests or max_queued_ids ids, and when the queue is standing --
-// the last batch formed left requests behind, and the oldest of them has waited more than
-// half of max_queue_delay_ms, or longer than the new request's deadline leaves (behind a
-// backlog a new request waits about as long as the oldest has).
+// holds queue_capacity requests or max_queued_ids ids, and when a new request would wait
+// longer than max_queue_delay_ms or than its deadline leaves: the wait is predicted as the
+// candidates queued ahead of it over the rate at which the workers have lately scored
+// candidates (a moving average over recent batches).
 //
 // When a batch forms (the policy; docs/serving.md explains the choice):
 //   - only when a backend worker is free: queued requests wait in the queue, where later
@@ -94,6 +94,7 @@ class AdmissionTicket {
   void Release();
 
   Batcher* batcher_ = nullptr;
+  int candidates_ = 0;
   int64_t ids_ = 0;
 };
 
@@ -112,8 +113,9 @@ class Batcher {
 
   // Admission before decoding (see the header comment): a ticket holding one request's
   // room, or RESOURCE_EXHAUSTED at once with a message naming the limit, or UNAVAILABLE
-  // after Shutdown(). `deadline` is the request's (time_point::max() for none).
-  absl::StatusOr<AdmissionTicket> Admit(BatcherClock::time_point deadline);
+  // after Shutdown(). `deadline` is the request's (time_point::max() for none), `candidates`
+  // its candidate count (held as queued work until it is submitted).
+  absl::StatusOr<AdmissionTicket> Admit(BatcherClock::time_point deadline, int candidates = 0);
   // Counts `ids` more ids against max_queued_ids for `ticket`; RESOURCE_EXHAUSTED naming
   // the limit (the ticket unchanged) when they do not fit.
   absl::Status AddIds(AdmissionTicket* ticket, int64_t ids);
@@ -158,6 +160,7 @@ class Batcher {
   struct Slot {
     std::vector<Work> parts;  // the requests of the batch, in queue order
     Batch merged;             // their Append()ed copy when there are several
+    int ran_candidates = 0;   // of the batch last run
     bool assigned = false;
   };
 
@@ -177,16 +180,19 @@ class Batcher {
   // waited longer than max_queue_delay_ms. DropStatus() says which, for its caller.
   bool Unwanted(const Work& work, BatcherClock::time_point now) const;
   absl::Status DropStatus(const Work& work, BatcherClock::time_point now) const;
-  // Admit() and Admission() without the shutdown check: room, ids and the queue's age.
+  // Admit() and Admission() without the shutdown check: room, ids and the predicted wait.
   absl::Status CheckRoom(int64_t ids, BatcherClock::time_point deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Folds one batch's `candidates` scored in `seconds` into service_rate_.
+  void NoteBatch(int candidates, double seconds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Enqueue(std::unique_ptr<Batch>* request, BatcherClock::time_point deadline,
                        RequestDone* done, const std::atomic<bool>* cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   friend class AdmissionTicket;  // Unreserve()
-  void Unreserve(int64_t ids);
+  void Unreserve(int candidates, int64_t ids);
   void CompleteDropped();
-  void RunBatch(int worker, Slot* slot, BatchResult* result);
+  // Runs the slot's batch and completes its requests; returns the seconds Run() took.
+  double RunBatch(int worker, Slot* slot, BatchResult* result);
   void Complete(Work* work, const absl::Status& status, const RequestResult& result);
 
   Backend* const backend_;
@@ -202,14 +208,15 @@ class Batcher {
   size_t queue_head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t queue_size_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t queued_candidates_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t queued_ids_ ABSL_GUARDED_BY(mu_) = 0;  // of the queued requests
-  // The last batch formed left requests behind: the queue is backlogged, and its oldest
-  // request's wait is what a new one can expect.
-  bool backlog_ ABSL_GUARDED_BY(mu_) = false;
-  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;       // tickets not yet submitted
-  int64_t reserved_ids_ ABSL_GUARDED_BY(mu_) = 0;  // their ids
-  std::vector<Slot> slots_;                        // sized once
-  std::vector<int> idle_ ABSL_GUARDED_BY(mu_);     // workers without a batch
+  int64_t queued_ids_ ABSL_GUARDED_BY(mu_) = 0;           // of the queued requests
+  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;              // tickets not yet submitted
+  int64_t reserved_candidates_ ABSL_GUARDED_BY(mu_) = 0;  // their candidates
+  int64_t reserved_ids_ ABSL_GUARDED_BY(mu_) = 0;         // their ids
+  // Candidates per second all workers score, a moving average over recent batches; 0
+  // until a batch has run.
+  double service_rate_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Slot> slots_;                     // sized once
+  std::vector<int> idle_ ABSL_GUARDED_BY(mu_);  // workers without a batch
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool batcher_done_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int> queue_depth_{0};

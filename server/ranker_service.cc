@@ -195,7 +195,7 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
   // never queues.
   engine::AdmissionTicket ticket;
   if (shape.candidates > 0) {
-    ASSIGN_OR_RETURN(ticket, batcher.Admit(deadline));
+    ASSIGN_OR_RETURN(ticket, batcher.Admit(deadline, shape.candidates));
   }
   RETURN_IF_ERROR(ScanFeatures(WireStream(*request).stream(), decoder.scan_limits(), &shape));
   if (ticket.valid()) RETURN_IF_ERROR(batcher.AddIds(&ticket, shape.ids));

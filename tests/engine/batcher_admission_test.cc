@@ -1,9 +1,9 @@
 // Tests of the Batcher's admission (issues 13 and 14) on a fake backend that runs one batch
 // per Step(): tickets hold queue room from Admit() to Submit(), queued ids count against
-// max_queued_ids, a merged batch keeps within max_batch_ids, a standing queue is refused at
-// the door and its over-age requests are shed without compute, and the batch pool does not
-// keep a large batch. Waits only ever wait for something to happen (or a lower bound of
-// time to pass), never assert on speed.
+// max_queued_ids, a merged batch keeps within max_batch_ids, a request that would wait
+// longer than max_queue_delay_ms or its deadline is refused at the door and an over-age one
+// is shed without compute, and the batch pool does not keep a large batch. Waits only ever wait for
+// something to happen (or a lower bound of time to pass), never assert on speed.
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -192,29 +192,49 @@ TEST(BatcherAdmissionTest, AMergedBatchKeepsWithinMaxBatchIds) {
   EXPECT_GT(merged, 0u) << "no request was merged: the budget proved nothing";
 }
 
+// R0 runs for at least 100 ms, so the workers' measured rate is at most 40 candidates per
+// second; then R1 runs and R2 (4 candidates) waits: a new request would wait >= 100 ms.
+struct Backlog {
+  std::vector<Outcome> outcomes = std::vector<Outcome>(3);
+  BatcherClock::time_point r2_queued;
+
+  void Build(StepBackend* backend, Batcher* batcher) {
+    ASSERT_TRUE(
+        batcher->Submit(MakeRequest(batcher, 4, 1), kNoDeadline, Record(&outcomes[0])).ok());
+    backend->WaitRuns(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(
+        batcher->Submit(MakeRequest(batcher, 4, 1), kNoDeadline, Record(&outcomes[1])).ok());
+    r2_queued = BatcherClock::now();
+    ASSERT_TRUE(
+        batcher->Submit(MakeRequest(batcher, 4, 1), kNoDeadline, Record(&outcomes[2])).ok());
+    backend->Step();       // R0 ends; the next batch takes R1 alone (4 candidates each)
+    backend->WaitRuns(2);  // R2 waits behind it
+  }
+};
+
+BatcherOptions OneRequestPerBatch(int max_queue_delay_ms) {
+  BatcherOptions options;
+  options.max_batch_candidates = 4;
+  options.max_batch_wait_us = 0;
+  options.max_queue_delay_ms = max_queue_delay_ms;
+  return options;
+}
+
 TEST(BatcherAdmissionTest, AStandingQueueIsRefusedAtTheDoorAndItsOldRequestsShed) {
   StepBackend backend;
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };
-  BatcherOptions options;
-  options.max_batch_candidates = 4;  // one request per batch
-  options.max_batch_wait_us = 0;
-  options.max_queue_delay_ms = 60;
-  Batcher batcher(&backend, options);
-  std::vector<Outcome> outcomes(3);
-  for (Outcome& outcome : outcomes) {
-    ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 4, 1), kNoDeadline, Record(&outcome)).ok());
-  }
-  backend.WaitRuns(1);
-  backend.Step();       // the first batch ends; the next takes one request, leaves one
-  backend.WaitRuns(2);  // a backlog now: the door judges by its oldest request's wait
-  const auto start = std::chrono::steady_clock::now();
-  std::this_thread::sleep_until(start + std::chrono::milliseconds(31));  // > 60 / 2 ms
-  const absl::StatusOr<AdmissionTicket> refused = batcher.Admit(kNoDeadline);
+  Batcher batcher(&backend, OneRequestPerBatch(60));
+  Backlog backlog;
+  backlog.Build(&backend, &batcher);
+  if (HasFatalFailure()) return;
+  const absl::StatusOr<AdmissionTicket> refused = batcher.Admit(kNoDeadline, 4);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(refused.status().message()),
-              HasSubstr("half of engine.max_queue_delay_ms (60)"));
-  std::this_thread::sleep_until(start + std::chrono::milliseconds(61));
-  backend.Step();  // the third request has now waited longer than 60 ms: shed, not run
+              HasSubstr("more than engine.max_queue_delay_ms (60)"));
+  std::this_thread::sleep_until(backlog.r2_queued + std::chrono::milliseconds(61));
+  backend.Step();  // R2 has now waited longer than 60 ms: shed, not run
+  std::vector<Outcome>& outcomes = backlog.outcomes;
   ASSERT_TRUE(outcomes[2].done.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(outcomes[2].status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(outcomes[2].status.message()), HasSubstr("it was not computed"));
@@ -223,32 +243,23 @@ TEST(BatcherAdmissionTest, AStandingQueueIsRefusedAtTheDoorAndItsOldRequestsShed
     EXPECT_TRUE(outcomes[i].status.ok()) << outcomes[i].status;
   }
   EXPECT_EQ(backend.runs().size(), 2u);
-  // The queue is empty again: the door is open.
-  EXPECT_TRUE(batcher.Admit(kNoDeadline).ok());
+  EXPECT_TRUE(batcher.Admit(kNoDeadline, 4).ok()) << "the queue is empty again";
 }
 
-TEST(BatcherAdmissionTest, ADeadlineShorterThanTheBacklogIsRefusedAtTheDoor) {
+TEST(BatcherAdmissionTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoor) {
   StepBackend backend;
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };
-  BatcherOptions options;
-  options.max_batch_candidates = 4;
-  options.max_batch_wait_us = 0;
-  Batcher batcher(&backend, options);  // no max_queue_delay_ms: deadlines alone
-  std::vector<Outcome> outcomes(3);
-  for (Outcome& outcome : outcomes) {
-    ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 4, 1), kNoDeadline, Record(&outcome)).ok());
-  }
-  backend.WaitRuns(1);
-  backend.Step();
-  backend.WaitRuns(2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Batcher batcher(&backend, OneRequestPerBatch(0));  // no age limit: deadlines alone
+  Backlog backlog;
+  backlog.Build(&backend, &batcher);
+  if (HasFatalFailure()) return;
   const absl::StatusOr<AdmissionTicket> hurried =
-      batcher.Admit(BatcherClock::now() + std::chrono::milliseconds(5));
+      batcher.Admit(BatcherClock::now() + std::chrono::milliseconds(5), 4);
   EXPECT_EQ(hurried.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(hurried.status().message()), HasSubstr("deadline is"));
-  EXPECT_TRUE(batcher.Admit(BatcherClock::now() + std::chrono::seconds(60)).ok());
+  EXPECT_TRUE(batcher.Admit(BatcherClock::now() + std::chrono::seconds(60), 4).ok());
   backend.Open();
-  for (Outcome& outcome : outcomes) {
+  for (Outcome& outcome : backlog.outcomes) {
     ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
     EXPECT_TRUE(outcome.status.ok()) << outcome.status;
   }
