@@ -160,8 +160,9 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   return reactor;
 }
 
-absl::Status RankerService::Start(grpc::CallbackServerContext* context,
-                                  const grpc::ByteBuffer* request, Call* call) {
+absl::Status RankerService::CheckCall(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request, Call* call,
+                                      Clock::time_point* deadline, RequestShape* shape) {
   if (shutting_down_.load(std::memory_order_relaxed)) {
     return absl::UnavailableError("the server is shutting down; retry on another replica");
   }
@@ -174,8 +175,8 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
     call->no_message = true;
     return absl::InvalidArgumentError("the call carried no fuserank.v1.RankRequest message");
   }
-  const Clock::time_point deadline = SteadyDeadline(*context);
-  if (deadline <= call->start) {
+  *deadline = SteadyDeadline(*context);
+  if (*deadline <= call->start) {
     return absl::DeadlineExceededError(
         "the deadline passed before the request was read; it was not computed");
   }
@@ -185,19 +186,26 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
                                                    " bytes, more than server.max_request_bytes (",
                                                    options_.max_request_bytes, ")"));
   }
+  RETURN_IF_ERROR(ScanTopLevel(WireStream(*request).stream(), options_.max_candidates, shape));
+  call->model_name = shape->model.substr(0, kLoggedChars);
+  ASSIGN_OR_RETURN(call->model, models_->Acquire(shape->model));
+  return absl::OkStatus();
+}
+
+absl::Status RankerService::Start(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request, Call* call) {
+  Clock::time_point deadline;
   RequestShape shape;
-  RETURN_IF_ERROR(ScanTopLevel(WireStream(*request).stream(), options_.max_candidates, &shape));
-  call->model_name = shape.model.substr(0, kLoggedChars);
-  ASSIGN_OR_RETURN(call->model, models_->Acquire(shape.model));
+  RETURN_IF_ERROR(CheckCall(context, request, call, &deadline, &shape));
   engine::Batcher& batcher = *call->model->batcher;
-  const RequestDecoder& decoder = *call->model->decoder;
   // Overloaded: refuse before the request costs a parse. A request without candidates
   // never queues.
   engine::AdmissionTicket ticket;
   if (shape.candidates > 0) {
     ASSIGN_OR_RETURN(ticket, batcher.Admit(deadline, shape.candidates));
   }
-  RETURN_IF_ERROR(ScanFeatures(WireStream(*request).stream(), decoder.scan_limits(), &shape));
+  RETURN_IF_ERROR(
+      ScanFeatures(WireStream(*request).stream(), call->model->decoder->scan_limits(), &shape));
   if (ticket.valid()) RETURN_IF_ERROR(batcher.AddIds(&ticket, shape.ids));
   std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
   absl::Status accepted = ParseAndDecode(*request, call, batch.get());

@@ -29,6 +29,7 @@
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics.h"
+#include "server/request_scan.h"
 #include "server/served_models.h"
 
 namespace fuserank::server {
@@ -59,6 +60,11 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
  private:
   struct Call;  // one call's state and its reactor; pooled so protos keep their capacity
 
+  // The checks before anything is admitted: shutting down, no message, deadline, size, the
+  // top-level wire scan, the model (set in call->model). Sets `deadline` and `shape`.
+  absl::Status CheckCall(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                         Call* call, engine::BatcherClock::time_point* deadline,
+                         RequestShape* shape);
   // Everything up to the hand-off to the batcher. OK: the batcher owns `call` now.
   absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                      Call* call);
