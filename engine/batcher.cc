@@ -154,9 +154,12 @@ absl::Status Batcher::CheckRoom(int64_t ids, BatcherClock::time_point deadline) 
 
 void Batcher::NoteBatch(int candidates, double seconds) {
   if (candidates <= 0 || seconds <= 0) return;
-  // Every worker at the rate of this one; recent batches weigh most.
-  const double sample = candidates / seconds * workers_;
-  service_rate_ = service_rate_ <= 0 ? sample : 0.7 * service_rate_ + 0.3 * sample;
+  // Moving averages of candidates and seconds per batch, their ratio the rate: a batch
+  // weighs by its time, so tiny batches (all overhead) do not drag the rate down.
+  constexpr double kKeep = 0.8;
+  recent_candidates_ = kKeep * recent_candidates_ + (1 - kKeep) * candidates;
+  recent_seconds_ = kKeep * recent_seconds_ + (1 - kKeep) * seconds;
+  service_rate_ = recent_candidates_ / recent_seconds_ * workers_;  // every worker at this rate
 }
 
 absl::Status Batcher::Admission() const {

@@ -212,9 +212,11 @@ class Batcher {
   size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;              // tickets not yet submitted
   int64_t reserved_candidates_ ABSL_GUARDED_BY(mu_) = 0;  // their candidates
   int64_t reserved_ids_ ABSL_GUARDED_BY(mu_) = 0;         // their ids
-  // Candidates per second all workers score, a moving average over recent batches; 0
-  // until a batch has run.
+  // Candidates per second all workers score, from moving averages of recent batches'
+  // candidates and run times; 0 until a batch has run.
   double service_rate_ ABSL_GUARDED_BY(mu_) = 0;
+  double recent_candidates_ ABSL_GUARDED_BY(mu_) = 0;
+  double recent_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Slot> slots_;                     // sized once
   std::vector<int> idle_ ABSL_GUARDED_BY(mu_);  // workers without a batch
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
