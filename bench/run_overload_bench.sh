@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Goodput under overload (issue 14), run by `make bench` (from bench/run_cpu_bench.sh) or
 # alone: fuserank-server pinned to one core, fuserank-bench pinned to another (taskset),
-# the bench model at 256 candidates, engine.queue_capacity 64, 2 s deadlines. Closed-loop
+# the bench model at 256 candidates, engine.queue_capacity 64 (issue 14's setting) and a
+# 50 ms queue budget (engine.max_queue_delay_ms), 2 s deadlines. Closed-loop
 # capacity first (the median of REPEATS runs at CONCURRENCY calls in flight), then
 # open-loop Poisson arrivals at each of FACTORS x capacity, then 0.5x for the first second
 # after the 6x spike. Writes bench/out/overload/*.json and the section of docs/benchmarks.md
@@ -10,7 +11,8 @@
 # usage: bench/run_overload_bench.sh        (about 2 minutes)
 # env:   BUILD=build  SERVER=$BUILD/bin/fuserank-server  MODEL=bench/out/model/bench.yaml
 #        DURATION=10 WARMUP=3 REPEATS=3 CONCURRENCY=64 FACTORS="0.9 1.5 3 6"
-#        SERVER_CPU=0 LOAD_CPU=1  ENGINE="{device: cpu, queue_capacity: 64}"  LABEL=""
+#        SERVER_CPU=0 LOAD_CPU=1  ENGINE="{device: cpu, queue_capacity: 64, max_queue_delay_ms: 50}"
+#        LABEL=""
 #        WRITE_DOCS=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,7 @@ CONCURRENCY=${CONCURRENCY:-64}
 FACTORS=${FACTORS:-0.9 1.5 3 6}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-ENGINE=${ENGINE:-"{device: cpu, queue_capacity: 64}"}
+ENGINE=${ENGINE:-"{device: cpu, queue_capacity: 64, max_queue_delay_ms: 50}"}
 LABEL=${LABEL:-}
 WRITE_DOCS=${WRITE_DOCS:-1}
 PY=/usr/bin/python3

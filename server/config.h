@@ -50,7 +50,7 @@ struct EngineConfig {
   int max_batch_candidates = 8192;
   int max_batch_wait_us = 200;
   int queue_capacity = 1024;
-  int max_queue_delay_ms = 50;        // shed requests older than this; 0: deadlines only
+  int max_queue_delay_ms = 0;         // the queue's latency budget; 0: deadlines only
   int max_batch_ids = 4194304;        // ids (user + item) in one merged batch
   int64_t max_queued_ids = 16777216;  // ids of the requests queued or being admitted
   bool cuda_graphs = true;

@@ -88,9 +88,11 @@ TEST(GoodputTest, OverloadIsShedAtTheDoorWithoutCollapse) {
   absl::StatusOr<std::string> path = testing::WriteTestModel(model, dir);
   ASSERT_TRUE(path.ok()) << path.status();
   const std::string config = dir + "/server.yaml";
-  // The issue's setting: a queue of 64; everything else at its default.
+  // The issue's setting, a queue of 64, with a queue latency budget of 50 ms; everything
+  // else at its default.
   std::ofstream(config) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"\", "
-                           "metrics_listen: \"\"}\nengine: {device: cpu, queue_capacity: 64}\n"
+                           "metrics_listen: \"\"}\nengine: {device: cpu, queue_capacity: 64, "
+                           "max_queue_delay_ms: 50}\n"
                            "model: {path: \""
                         << *path << "\"}\nlogging: {level: info}\n";
   testing::ServerProcess server;

@@ -33,7 +33,7 @@ TEST(ConfigTest, EmptyFileGivesEveryDefault) {
   EXPECT_EQ(config->engine.device, engine::DeviceChoice::kAuto);
   EXPECT_EQ(config->engine.gpu, 0);
   EXPECT_TRUE(config->engine.streams_auto);
-  EXPECT_EQ(config->engine.max_queue_delay_ms, 50);
+  EXPECT_EQ(config->engine.max_queue_delay_ms, 0);
   EXPECT_EQ(config->engine.max_batch_ids, 4194304);
   EXPECT_EQ(config->engine.max_queued_ids, 16777216);
   EXPECT_EQ(config->engine.max_batch_candidates, 8192);
@@ -180,7 +180,7 @@ logging: {level: warn, format: json, access_log_sample: 0.1}
   const std::string default_yaml = EffectiveConfigYaml(*defaults);
   EXPECT_THAT(default_yaml, HasSubstr("streams: auto"));
   EXPECT_THAT(default_yaml, HasSubstr("max_inflight_requests: 0"));
-  EXPECT_THAT(default_yaml, HasSubstr("max_queue_delay_ms: 50"));
+  EXPECT_THAT(default_yaml, HasSubstr("max_queue_delay_ms: 0"));
   EXPECT_THAT(default_yaml, HasSubstr("path: config/models/demo.yaml"));
   absl::StatusOr<Config> defaults_again = ParseConfig(default_yaml, "effective");
   ASSERT_TRUE(defaults_again.ok()) << defaults_again.status();
