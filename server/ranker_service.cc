@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
 #include "server/request_scan.h"
@@ -127,7 +128,13 @@ struct RankerService::Call {
 RankerService::RankerService(const ServedModels* models, Metrics* metrics, RankerOptions options)
     : models_(models), metrics_(metrics), options_(options) {}
 
-RankerService::~RankerService() = default;
+RankerService::~RankerService() {
+  // gRPC's server is gone by now, but a refused call's OnDone (WaitIdle() waits only for
+  // accepted ones) may still be on its way out of the service: wait for it, bounded.
+  for (int i = 0; i < 10000 && inflight_.load(std::memory_order_acquire) > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
 
 grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
@@ -355,11 +362,12 @@ void RankerService::OnCallDone(Call* call) {
   if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
-  inflight_.fetch_sub(1, std::memory_order_relaxed);
   if (accepted) {
     absl::MutexLock lock(&accepted_mu_);
     --accepted_;
   }
+  // Last: from here on the service may be destroyed.
+  inflight_.fetch_sub(1, std::memory_order_release);
 }
 
 void RankerService::StartShutdown() {
