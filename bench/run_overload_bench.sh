@@ -3,7 +3,8 @@
 # alone: fuserank-server pinned to one core, fuserank-bench pinned to another (taskset),
 # the bench model at 256 candidates, engine.queue_capacity 64 (issue 14's setting) and a
 # 50 ms queue budget (engine.max_queue_delay_ms), 2 s deadlines. Closed-loop
-# capacity first (the median of REPEATS runs at CONCURRENCY calls in flight), then
+# capacity first (the median of REPEATS runs at CONCURRENCY calls in flight, on a server
+# with no queue budget: CAPACITY_ENGINE), then, on a server with ENGINE,
 # open-loop Poisson arrivals at each of FACTORS x capacity, then 0.5x for the first second
 # after the 6x spike. Writes bench/out/overload/*.json and the section of docs/benchmarks.md
 # between the overload-bench markers (WRITE_DOCS=0: neither, only the table on stdout).
@@ -12,6 +13,7 @@
 # env:   BUILD=build  SERVER=$BUILD/bin/fuserank-server  MODEL=bench/out/model/bench.yaml
 #        DURATION=10 WARMUP=3 REPEATS=3 CONCURRENCY=64 FACTORS="0.9 1.5 3 6"
 #        SERVER_CPU=0 LOAD_CPU=1  ENGINE="{device: cpu, queue_capacity: 64, max_queue_delay_ms: 50}"
+#        CAPACITY_ENGINE="{device: cpu, queue_capacity: 64}"
 #        LABEL=""
 #        WRITE_DOCS=1
 set -euo pipefail
@@ -30,6 +32,7 @@ FACTORS=${FACTORS:-0.9 1.5 3 6}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 ENGINE=${ENGINE:-"{device: cpu, queue_capacity: 64, max_queue_delay_ms: 50}"}
+CAPACITY_ENGINE=${CAPACITY_ENGINE:-"{device: cpu, queue_capacity: 64}"}
 LABEL=${LABEL:-}
 WRITE_DOCS=${WRITE_DOCS:-1}
 PY=/usr/bin/python3
@@ -49,23 +52,35 @@ free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-PORT=$(free_port)
-cat >"$OUT/server.yaml" <<EOF
+PID=""
+trap '[[ -n "$PID" ]] && kill $PID 2>/dev/null || true' EXIT
+# Starts the server pinned to SERVER_CPU with `engine: $1`, files named after $2; sets
+# PORT and PID.
+start_server() {
+  PORT=$(free_port)
+  cat >"$OUT/server-$2.yaml" <<EOF
 # Written by bench/run_overload_bench.sh.
 server: {listen: "127.0.0.1:$PORT", admin_listen: "", metrics_listen: ""}
-engine: $ENGINE
+engine: $1
 model: {path: $MODEL}
 logging: {level: warn}
 EOF
-echo "taskset -c $SERVER_CPU $SERVER --config $OUT/server.yaml" >>"$OUT/commands.txt"
-taskset -c "$SERVER_CPU" "$SERVER" --config "$OUT/server.yaml" >"$OUT/server.log" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null || true' EXIT
-for _ in $(seq 600); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-  kill -0 "$PID" 2>/dev/null || { log "the server exited:"; cat "$OUT/server.log" >&2; exit 1; }
-  sleep 0.2
-done
+  echo "taskset -c $SERVER_CPU $SERVER --config $OUT/server-$2.yaml" >>"$OUT/commands.txt"
+  taskset -c "$SERVER_CPU" "$SERVER" --config "$OUT/server-$2.yaml" >"$OUT/server-$2.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 600); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0
+    kill -0 "$PID" 2>/dev/null || { log "the server exited:"; cat "$OUT/server-$2.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  log "the server did not listen within 120 s"
+  exit 1
+}
+stop_server() {
+  kill "$PID" 2>/dev/null || true
+  wait "$PID" 2>/dev/null || true
+  PID=""
+}
 
 run() {  # FILE ARGS...: one fuserank-bench run on LOAD_CPU; its JSON line into FILE
   local file=$1
@@ -77,6 +92,9 @@ run() {  # FILE ARGS...: one fuserank-bench run on LOAD_CPU; its JSON line into 
 
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# Capacity is the server's, not its admission's: measured with no queue budget (at
+# CONCURRENCY in flight a budget would refuse some of the closed loop's own calls).
+start_server "$CAPACITY_ENGINE" capacity
 for r in $(seq "$REPEATS"); do
   run "$OUT/closed_r$r.json" --concurrency="$CONCURRENCY" --duration="$DURATION" \
     --warmup="$WARMUP" --seed="$r"
@@ -88,6 +106,8 @@ print(statistics.median(q))
 EOF
 )
 log "capacity $CAPACITY requests/s (closed loop, $CONCURRENCY in flight)"
+stop_server
+start_server "$ENGINE" overload
 i=0
 for f in $FACTORS; do
   i=$((i + 1))
@@ -100,13 +120,12 @@ run "$OUT/spike.json" --rate="$rate" --duration=3 --warmup=0
 rate=$("$PY" -c "print(round(0.5 * $CAPACITY, 1))")
 run "$OUT/after.json" --rate="$rate" --duration=1 --warmup=0 --seed=9
 LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
-kill "$PID" 2>/dev/null || true
-wait "$PID" 2>/dev/null || true
+stop_server
 
 "$PY" - "$OUT" "$CAPACITY" "$STARTED" "$LOADAVG_START" "$LOADAVG_END" "$WRITE_DOCS" \
-  "$LABEL" "$ENGINE" "$CONCURRENCY" <<'EOF'
+  "$LABEL" "$ENGINE" "$CONCURRENCY" "$CAPACITY_ENGINE" <<'EOF'
 import glob, json, os, platform, re, subprocess, sys
-out, capacity, started, load_start, load_end, write_docs, label, engine, concurrency = sys.argv[1:]
+out, capacity, started, load_start, load_end, write_docs, label, engine, concurrency, capacity_engine = sys.argv[1:]
 capacity = float(capacity)
 def cpu():
     try:
@@ -134,7 +153,7 @@ lines = [
     "",
     f"- Machine: {cpu()}, {os.cpu_count()} CPUs; server on one core and fuserank-bench on another (`taskset`); load average {load_start} at the start, {load_end} at the end (1, 5, 15 minutes; other work on the machine shows here).",
     f"- Server: `engine: {engine}`, every other key at its default; the bench model, 256 candidates per request, 2 s deadlines.",
-    f"- Capacity: {capacity:,.0f} requests/s, the median closed-loop rate at {concurrency} calls in flight. Goodput is OK answers per second over it; latencies count from the scheduled send (no coordinated omission); \"refused p99\" is the p99 of RESOURCE_EXHAUSTED answers as the client saw them.",
+    f"- Capacity: {capacity:,.0f} requests/s, the median closed-loop rate at {concurrency} calls in flight on the server with `engine: {capacity_engine}` (no queue budget, which would refuse some of the closed loop's own calls). Goodput is OK answers per second over it; latencies count from the scheduled send (no coordinated omission); \"refused p99\" is the p99 of RESOURCE_EXHAUSTED answers as the client saw them.",
     "",
     "| offered | requests/s | answered OK per s | goodput / capacity | p50 of OK | p99 of OK | refused p99 | not OK |",
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",

@@ -36,22 +36,39 @@ namespace {
 
 using Clock = engine::BatcherClock;
 
-// Calls kept in the pool. Each keeps its arena's first block (the parse of a request up
-// to a few KB needs no other) and item ids of at most server.max_candidates candidates.
+// Calls kept in the pool. Each keeps its response arena's first block and item ids of at
+// most server.max_candidates candidates.
 constexpr size_t kMaxPooledCalls = 256;
 constexpr size_t kArenaFirstBlock = 16 << 10;
+// Requests are parsed into an arena of the thread that runs Rank() (gRPC's callback
+// threads), reset after each decode: its first block holds the parse of a request of a
+// hundred KB or so, so such a parse allocates nothing, and the thread keeps nothing more.
+constexpr size_t kParseFirstBlock = 1 << 20;
 // Strings of the request kept for the access log.
 constexpr size_t kLoggedChars = 128;
 // A call done with a request this large asks the trimmer to give memory back.
 constexpr size_t kTrimAfterBytes = 1 << 20;
 
-google::protobuf::ArenaOptions CallArenaOptions(char* first_block) {
+google::protobuf::ArenaOptions ArenaOptions(char* first_block, size_t size) {
   google::protobuf::ArenaOptions options;
   options.initial_block = first_block;
-  options.initial_block_size = kArenaFirstBlock;
-  options.start_block_size = 64 << 10;  // larger requests: few, large blocks
+  options.initial_block_size = size;
+  options.start_block_size = 64 << 10;  // beyond the first block: few, large blocks
   options.max_block_size = 1 << 20;
   return options;
+}
+
+struct ParseArena {
+  ParseArena()
+      : first_block(new char[kParseFirstBlock]),
+        arena(ArenaOptions(first_block.get(), kParseFirstBlock)) {}
+  std::unique_ptr<char[]> first_block;
+  google::protobuf::Arena arena;
+};
+
+google::protobuf::Arena& ThreadParseArena() {
+  thread_local ParseArena parse_arena;
+  return parse_arena.arena;
 }
 
 // Reads the bytes of `request` as a stream; `copy` shares its slices.
@@ -100,10 +117,9 @@ struct RankerService::Call {
     Call* const call_;
   };
 
-  Call() : arena(CallArenaOptions(first_block)) {}
+  Call() : arena(ArenaOptions(first_block, kArenaFirstBlock)) {}
 
-  // The request is parsed into `arena` and the response built there; Reset() frees all
-  // but the first block.
+  // The response is built in `arena`; Reset() frees all but the first block.
   alignas(std::max_align_t) char first_block[kArenaFirstBlock];
   google::protobuf::Arena arena;
   std::vector<int64_t> item_ids;  // of the candidates, in request order, for the answer
@@ -238,7 +254,8 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
 
 absl::Status RankerService::ParseAndDecode(const grpc::ByteBuffer& request, Call* call,
                                            engine::Batch* batch) {
-  auto* parsed = google::protobuf::Arena::CreateMessage<v1::RankRequest>(&call->arena);
+  google::protobuf::Arena& arena = ThreadParseArena();
+  auto* parsed = google::protobuf::Arena::CreateMessage<v1::RankRequest>(&arena);
   grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
   const grpc::Status status =
       grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::RankRequest>(&wire, parsed);
@@ -258,7 +275,7 @@ absl::Status RankerService::ParseAndDecode(const grpc::ByteBuffer& request, Call
       call->item_ids.push_back(candidate.item_id());
     }
   }
-  call->arena.Reset();  // the parsed request is gone; the batch holds what the engine needs
+  arena.Reset();  // the parsed request is gone; the batch holds what the engine needs
   return decoded;
 }
 

@@ -4,8 +4,9 @@
 // Finish, and no thread waits for it in between. Everything that refuses a call runs
 // before the request is parsed (docs/serving.md, "Admission"), so refusing costs little
 // and an over-limit request is never built. The request is taken as raw bytes and parsed
-// into the call's own arena, released as soon as it is decoded: call states are pooled
-// but keep only the arena's first block, never the largest request seen.
+// into an arena of the thread running Rank(), reset as soon as it is decoded; call states
+// are pooled and keep only their response arena's first block, never the largest request
+// seen.
 // A call is accepted once it passes admission (not shutting down, queue not full, decoded);
 // it then counts as in flight until gRPC reports it done (OnDone), so a drain that waits
 // for WaitIdle() never cuts off an accepted call, nor a response still being sent. A client

@@ -60,10 +60,34 @@ bool CountPackedVarints(CodedInputStream* in, uint32_t length, int64_t* count) {
   return true;
 }
 
+// What the scan keeps of one Feature: its ids counted, its name only for a message (in a
+// fixed buffer: no allocation per feature).
 struct FeatureScan {
   int64_t ids = 0;
-  std::string name;
+  char name[kMaxNameInMessage];
+  uint32_t name_size = 0;
   bool long_name = false;
+
+  void Reset() {
+    ids = 0;
+    name_size = 0;
+    long_name = false;
+  }
+  std::string Name() const {
+    return long_name ? std::string("(a name too long to be a table)")
+                     : std::string(name, name_size);
+  }
+};
+
+// Where a feature sits, turned into text only for a message.
+struct FeaturePath {
+  int candidate = -1;  // -1: user_features
+  int k = 0;
+
+  std::string Text() const {
+    return candidate < 0 ? absl::StrCat("user_features[", k, "]")
+                         : absl::StrCat("candidates[", candidate, "].features[", k, "]");
+  }
 };
 
 // Reads one Feature message up to the current limit.
@@ -84,9 +108,9 @@ bool ScanFeature(CodedInputStream* in, FeatureScan* feature) {
       uint32_t length = 0;
       if (!in->ReadVarint32(&length)) return false;
       feature->long_name = length > kMaxNameInMessage;
-      feature->name.clear();
+      feature->name_size = feature->long_name ? 0 : length;
       if (!(feature->long_name ? in->Skip(static_cast<int>(std::min<uint32_t>(length, INT_MAX)))
-                               : in->ReadString(&feature->name, static_cast<int>(length)))) {
+                               : in->ReadRaw(feature->name, static_cast<int>(length)))) {
         return false;
       }
     } else if (!WireFormatLite::SkipField(in, tag)) {
@@ -97,21 +121,19 @@ bool ScanFeature(CodedInputStream* in, FeatureScan* feature) {
 
 // Scans the length-delimited Feature that `in` is at and checks its id count.
 absl::Status ScanNestedFeature(CodedInputStream* in, const ScanLimits& limits,
-                               absl::string_view path, FeatureScan* feature) {
+                               const FeaturePath& path, FeatureScan* feature) {
   uint32_t length = 0;
   if (!in->ReadVarint32(&length)) return NotARequest("a feature is truncated");
   const CodedInputStream::Limit limit =
       in->PushLimit(static_cast<int>(std::min<uint32_t>(length, INT_MAX)));
-  *feature = FeatureScan{};
+  feature->Reset();
   const bool ok = ScanFeature(in, feature);
   in->PopLimit(limit);
-  if (!ok) return NotARequest(absl::StrCat(path, " is malformed"));
+  if (!ok) return NotARequest(absl::StrCat(path.Text(), " is malformed"));
   if (feature->ids > limits.max_ids_per_feature) {
-    const std::string table =
-        feature->long_name ? std::string("(a name too long to be a table)") : feature->name;
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", feature->ids, " ids for table '",
-                                                   table, "' exceed server.max_ids_per_feature (",
-                                                   limits.max_ids_per_feature, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path.Text(), ": ", feature->ids, " ids for table '", feature->Name(),
+                     "' exceed server.max_ids_per_feature (", limits.max_ids_per_feature, ")"));
   }
   return absl::OkStatus();
 }
@@ -145,7 +167,7 @@ absl::Status ScanCandidate(CodedInputStream* in, const ScanLimits& limits, int c
         return TooManyFeatures(absl::StrCat("candidates[", c, "].features"), limits,
                                limits.item_tables, "item");
       }
-      const std::string path = absl::StrCat("candidates[", c, "].features[", k, "]");
+      const FeaturePath path{c, k};
       if (absl::Status s = ScanNestedFeature(in, limits, path, &feature); !s.ok()) return s;
       *ids += feature.ids;
       if (*ids > limits.max_ids) return TooManyIds(*ids, limits);
@@ -207,7 +229,7 @@ absl::Status ScanFeatures(google::protobuf::io::ZeroCopyInputStream* input,
       if (user_features > limits.user_tables + kFeatureListSlack) {
         return TooManyFeatures("user_features", limits, limits.user_tables, "user");
       }
-      const std::string path = absl::StrCat("user_features[", k, "]");
+      const FeaturePath path{-1, k};
       if (absl::Status s = ScanNestedFeature(&in, limits, path, &feature); !s.ok()) return s;
       ids += feature.ids;
       if (ids > limits.max_ids) return TooManyIds(ids, limits);

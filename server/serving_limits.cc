@@ -19,15 +19,16 @@ int AutoStreams(const EngineConfig& engine, int cores) {
   return std::clamp(cores / std::max(1, engine.cpu_threads), 1, kMaxAutoStreams);
 }
 
-// Every model's full queue, a full batch of the largest requests on every worker, and one
-// call being read or answered per core: what the server can usefully hold at once.
+// What the server can usefully hold at once: per model, a full queue and as many again
+// being computed or answered (a batch of small requests holds many), plus a full batch of
+// the largest requests per worker; and a few calls per core being read.
 int DerivedInflight(const Config& config, int streams, int cores) {
   const EngineConfig& engine = config.engine;
   const int per_batch =
       std::max(1, engine.max_batch_candidates / std::max(1, config.server.max_candidates));
-  const int64_t per_model = int64_t{engine.queue_capacity} + int64_t{streams} * per_batch;
+  const int64_t per_model = 2 * int64_t{engine.queue_capacity} + int64_t{streams} * per_batch;
   const int64_t models = static_cast<int64_t>(config.models.size());
-  return static_cast<int>(std::min<int64_t>(1 << 20, models * per_model + 2 * cores));
+  return static_cast<int>(std::min<int64_t>(1 << 20, models * per_model + 4 * cores));
 }
 
 }  // namespace

@@ -26,19 +26,19 @@ TEST(ServingLimitsTest, AutoStreamsFollowTheCoresOnTheCpuAndStayFourOnCuda) {
 }
 
 TEST(ServingLimitsTest, TheInflightBoundIsDerivedFromTheQueueTheWorkersAndTheBatch) {
-  // Per model: queue_capacity + streams * (max_batch_candidates / max_candidates); plus
-  // two calls per core being read or answered.
+  // Per model: 2 x queue_capacity + streams * (max_batch_candidates / max_candidates);
+  // plus four calls per core being read.
   const Config config = Parsed(
       "server: {max_candidates: 256}\n"
       "engine: {device: cpu, queue_capacity: 64, max_batch_candidates: 1024}");
   const ServingLimits limits = ResolveServingLimits(config, 1);
-  EXPECT_EQ(limits.max_inflight_requests, 64 + 1 * 4 + 2);
+  EXPECT_EQ(limits.max_inflight_requests, 2 * 64 + 1 * 4 + 4);
   EXPECT_EQ(limits.max_concurrent_streams, 2 * limits.max_inflight_requests);
   EXPECT_EQ(limits.transport_memory_bytes, int64_t{32} * 16777216);
   const Config two = Parsed(
       "engine: {device: cpu, queue_capacity: 10}\n"
       "models: [{name: a, path: a.yaml}, {name: b, path: b.yaml}]");
-  EXPECT_EQ(ResolveServingLimits(two, 2).max_inflight_requests, 2 * (10 + 2 * 2) + 4);
+  EXPECT_EQ(ResolveServingLimits(two, 2).max_inflight_requests, 2 * (2 * 10 + 2 * 2) + 8);
 }
 
 TEST(ServingLimitsTest, SetKeysAreTakenAsTheyAre) {
