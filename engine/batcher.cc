@@ -54,7 +54,8 @@ Batcher::Batcher(Backend* backend, BatcherOptions options)
       workers_(std::max(1, backend->num_workers())),
       capacity_(static_cast<size_t>(std::max(1, options.queue_capacity))),
       max_wait_(std::chrono::microseconds(std::max(0, options.max_batch_wait_us))),
-      max_delay_(std::chrono::milliseconds(std::max(0, options.max_queue_delay_ms))) {
+      max_delay_(std::chrono::milliseconds(std::max(0, options.max_queue_delay_ms))),
+      time_model_(options.max_batch_candidates, workers_) {
   pool_limit_ = capacity_ + 2 * static_cast<size_t>(workers_);
   slots_ = std::vector<Slot>(workers_);
   for (Slot& slot : slots_) slot.parts.reserve(std::min(capacity_, kReservedParts));
@@ -130,17 +131,18 @@ absl::Status Batcher::CheckRoom(int64_t ids, BatcherClock::time_point deadline) 
   const bool bounded_wait = max_delay_ > BatcherClock::duration::zero();
   const bool has_deadline = deadline != BatcherClock::time_point::max();
   const int64_t ahead = queued_candidates_ + reserved_candidates_;
-  if ((!bounded_wait && !has_deadline) || ahead == 0 || service_rate_ <= 0) {
+  if ((!bounded_wait && !has_deadline) || ahead == 0 || !time_model_.trained()) {
     return absl::OkStatus();
   }
-  const double wait_s = static_cast<double>(ahead) / service_rate_;
+  const double wait_s = time_model_.WaitSeconds(ahead);
   const int64_t wait_ms = static_cast<int64_t>(wait_s * 1e3);
   if (bounded_wait && wait_s > Seconds(max_delay_)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the request queue is standing: a new request would wait about ", wait_ms, " ms (", ahead,
-        " candidates ahead at about ", static_cast<int64_t>(service_rate_),
-        " per second), more than engine.max_queue_delay_ms (", options_.max_queue_delay_ms,
-        "); retry with backoff"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the request queue is standing: a new request would wait about ", wait_ms,
+                     " ms (", ahead, " candidates ahead, full batches at about ",
+                     static_cast<int64_t>(time_model_.FullBatchRate()),
+                     " per second), more than engine.max_queue_delay_ms (",
+                     options_.max_queue_delay_ms, "); retry with backoff"));
   }
   const BatcherClock::time_point now = BatcherClock::now();
   if (has_deadline && Seconds(deadline - now) < wait_s) {
@@ -150,16 +152,6 @@ absl::Status Batcher::CheckRoom(int64_t ids, BatcherClock::time_point deadline) 
                      " ms in the queue; retry with backoff or a longer deadline"));
   }
   return absl::OkStatus();
-}
-
-void Batcher::NoteBatch(int candidates, double seconds) {
-  if (candidates <= 0 || seconds <= 0) return;
-  // Moving averages of candidates and seconds per batch, their ratio the rate: a batch
-  // weighs by its time, so tiny batches (all overhead) do not drag the rate down.
-  constexpr double kKeep = 0.8;
-  recent_candidates_ = kKeep * recent_candidates_ + (1 - kKeep) * candidates;
-  recent_seconds_ = kKeep * recent_seconds_ + (1 - kKeep) * seconds;
-  service_rate_ = recent_candidates_ / recent_seconds_ * workers_;  // every worker at this rate
 }
 
 absl::Status Batcher::Admission() const {
@@ -327,6 +319,10 @@ void Batcher::FormBatch(Slot* slot) {
     ids += head.ids;
     slot->parts.push_back(PopHead());
   }
+  // Requests left behind: this batch is as large as the queue allows, and the worker will
+  // be busy from now until it is done -- a fair sample of how fast the queue drains.
+  slot->backlogged = queue_size_ > 0;
+  slot->picked = now;
   queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
 }
 
@@ -397,15 +393,19 @@ void Batcher::WorkerLoop(int worker) {
       mu_.Await(absl::Condition(&has_work));
       if (!slot.assigned) return;  // the batcher is done and left nothing for us
     }
-    const double seconds = RunBatch(worker, &slot, &result);
+    RunBatch(worker, &slot, &result);
     absl::MutexLock lock(&mu_);
-    NoteBatch(slot.ran_candidates, seconds);
+    // The whole time the batch held its worker (merge, run, answers), on the wall clock:
+    // what a queued request waits for, CPU shared with the transport included.
+    if (slot.backlogged) {
+      time_model_.Note(slot.ran_candidates, Seconds(BatcherClock::now() - slot.picked));
+    }
     slot.assigned = false;
     idle_.push_back(worker);
   }
 }
 
-double Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
+void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   std::vector<Work>& parts = slot->parts;
   const Batch* batch = parts[0].batch.get();
   if (parts.size() > 1) {  // merge outside mu_: Submit() is not held up by the copy
@@ -415,7 +415,6 @@ double Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   const BatcherClock::time_point start = BatcherClock::now();
   result->Clear();
   absl::Status status = backend_->Run(worker, *batch, result);
-  const double seconds = Seconds(BatcherClock::now() - start);
   slot->ran_candidates = batch->num_candidates();
   if (status.ok() && !WellFormed(*result, parts.size())) {
     status = absl::InternalError(absl::StrCat("the backend returned malformed results for ",
@@ -440,7 +439,6 @@ double Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   }
   parts.clear();
   slot->merged.Clear();  // keeps capacity; drops its hold on the model
-  return seconds;
 }
 
 void Batcher::Complete(Work* work, const absl::Status& status, const RequestResult& result) {

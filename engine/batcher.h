@@ -10,9 +10,10 @@
 // counts the requests it admitted as queued until they are submitted, so decoding callers
 // cannot overfill the queue. It refuses, with RESOURCE_EXHAUSTED at once, when the queue
 // holds queue_capacity requests or max_queued_ids ids, and when a new request would wait
-// longer than max_queue_delay_ms or than its deadline leaves: the wait is predicted as the
-// candidates queued ahead of it over the rate at which the workers have lately scored
-// candidates (a moving average over recent batches).
+// longer than max_queue_delay_ms or than its deadline leaves: the wait is predicted from
+// the candidates queued ahead of it and a per-batch plus per-candidate time fitted to the
+// batches workers took while requests remained queued, timed on the wall clock from pick
+// to done (batch_time_model.h). Without such a backlog yet, nothing is predicted.
 //
 // When a batch forms (the policy; docs/serving.md explains the choice):
 //   - only when a backend worker is free: queued requests wait in the queue, where later
@@ -45,6 +46,7 @@
 #include "absl/types/span.h"
 #include "engine/backend.h"
 #include "engine/batch.h"
+#include "engine/batch_time_model.h"
 
 namespace fuserank::engine {
 
@@ -161,6 +163,8 @@ class Batcher {
     std::vector<Work> parts;  // the requests of the batch, in queue order
     Batch merged;             // their Append()ed copy when there are several
     int ran_candidates = 0;   // of the batch last run
+    bool backlogged = false;  // FormBatch left requests in the queue
+    BatcherClock::time_point picked;
     bool assigned = false;
   };
 
@@ -183,16 +187,13 @@ class Batcher {
   // Admit() and Admission() without the shutdown check: room, ids and the predicted wait.
   absl::Status CheckRoom(int64_t ids, BatcherClock::time_point deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Folds one batch's `candidates` scored in `seconds` into service_rate_.
-  void NoteBatch(int candidates, double seconds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Enqueue(std::unique_ptr<Batch>* request, BatcherClock::time_point deadline,
                        RequestDone* done, const std::atomic<bool>* cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   friend class AdmissionTicket;  // Unreserve()
   void Unreserve(int candidates, int64_t ids);
   void CompleteDropped();
-  // Runs the slot's batch and completes its requests; returns the seconds Run() took.
-  double RunBatch(int worker, Slot* slot, BatchResult* result);
+  void RunBatch(int worker, Slot* slot, BatchResult* result);
   void Complete(Work* work, const absl::Status& status, const RequestResult& result);
 
   Backend* const backend_;
@@ -212,11 +213,9 @@ class Batcher {
   size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;              // tickets not yet submitted
   int64_t reserved_candidates_ ABSL_GUARDED_BY(mu_) = 0;  // their candidates
   int64_t reserved_ids_ ABSL_GUARDED_BY(mu_) = 0;         // their ids
-  // Candidates per second all workers score, from moving averages of recent batches'
-  // candidates and run times; 0 until a batch has run.
-  double service_rate_ ABSL_GUARDED_BY(mu_) = 0;
-  double recent_candidates_ ABSL_GUARDED_BY(mu_) = 0;
-  double recent_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  // How long queued work takes, learnt from the batches workers picked while requests
+  // remained queued (batch_time_model.h).
+  BatchTimeModel time_model_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot> slots_;                     // sized once
   std::vector<int> idle_ ABSL_GUARDED_BY(mu_);  // workers without a batch
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

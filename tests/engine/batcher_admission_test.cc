@@ -192,24 +192,31 @@ TEST(BatcherAdmissionTest, AMergedBatchKeepsWithinMaxBatchIds) {
   EXPECT_GT(merged, 0u) << "no request was merged: the budget proved nothing";
 }
 
-// R0 runs for at least 100 ms, so the workers' measured rate is at most 40 candidates per
-// second; then R1 runs and R2 (4 candidates) waits: a new request would wait >= 100 ms.
+// B holds the worker while R0 and F queue (one request per batch); R0 then runs for at
+// least 100 ms with F queued behind it, so the measured drain is at most 40 candidates
+// per second. Then R1 and R2 (4 candidates each) queue, and the next batch takes F (or R1,
+// where F was shed).
 struct Backlog {
-  std::vector<Outcome> outcomes = std::vector<Outcome>(3);
+  std::vector<Outcome> outcomes = std::vector<Outcome>(5);  // B, R0, F, R1, R2
   BatcherClock::time_point r2_queued;
 
+  void Submit(Batcher* batcher, int i) {
+    ASSERT_TRUE(
+        batcher->Submit(MakeRequest(batcher, 4, 1), kNoDeadline, Record(&outcomes[i])).ok());
+  }
   void Build(StepBackend* backend, Batcher* batcher) {
-    ASSERT_TRUE(
-        batcher->Submit(MakeRequest(batcher, 4, 1), kNoDeadline, Record(&outcomes[0])).ok());
+    Submit(batcher, 0);
     backend->WaitRuns(1);
+    Submit(batcher, 1);
+    Submit(batcher, 2);
+    backend->Step();  // B ends; R0 runs, F behind it
+    backend->WaitRuns(2);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ASSERT_TRUE(
-        batcher->Submit(MakeRequest(batcher, 4, 1), kNoDeadline, Record(&outcomes[1])).ok());
+    Submit(batcher, 3);
     r2_queued = BatcherClock::now();
-    ASSERT_TRUE(
-        batcher->Submit(MakeRequest(batcher, 4, 1), kNoDeadline, Record(&outcomes[2])).ok());
-    backend->Step();       // R0 ends; the next batch takes R1 alone (4 candidates each)
-    backend->WaitRuns(2);  // R2 waits behind it
+    Submit(batcher, 4);
+    backend->Step();  // R0 ends; the next batch takes one request
+    backend->WaitRuns(3);
   }
 };
 
@@ -228,21 +235,25 @@ TEST(BatcherAdmissionTest, AStandingQueueIsRefusedAtTheDoorAndItsOldRequestsShed
   Backlog backlog;
   backlog.Build(&backend, &batcher);
   if (HasFatalFailure()) return;
+  // F waited 100 ms, more than 60: shed when R1's batch formed. R2 waits behind R1: a new
+  // request would wait at least as long as R0's batch took (>= 100 ms).
+  std::vector<Outcome>& outcomes = backlog.outcomes;
+  ASSERT_TRUE(outcomes[2].done.WaitForNotificationWithTimeout(kPatience));
+  EXPECT_EQ(outcomes[2].status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(outcomes[2].status.message()), HasSubstr("it was not computed"));
   const absl::StatusOr<AdmissionTicket> refused = batcher.Admit(kNoDeadline, 4);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("more than engine.max_queue_delay_ms (60)"));
   std::this_thread::sleep_until(backlog.r2_queued + std::chrono::milliseconds(61));
   backend.Step();  // R2 has now waited longer than 60 ms: shed, not run
-  std::vector<Outcome>& outcomes = backlog.outcomes;
-  ASSERT_TRUE(outcomes[2].done.WaitForNotificationWithTimeout(kPatience));
-  EXPECT_EQ(outcomes[2].status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(outcomes[2].status.message()), HasSubstr("it was not computed"));
-  for (int i = 0; i < 2; ++i) {
+  ASSERT_TRUE(outcomes[4].done.WaitForNotificationWithTimeout(kPatience));
+  EXPECT_EQ(outcomes[4].status.code(), absl::StatusCode::kResourceExhausted);
+  for (int i : {0, 1, 3}) {
     ASSERT_TRUE(outcomes[i].done.WaitForNotificationWithTimeout(kPatience));
     EXPECT_TRUE(outcomes[i].status.ok()) << outcomes[i].status;
   }
-  EXPECT_EQ(backend.runs().size(), 2u);
+  EXPECT_EQ(backend.runs().size(), 3u);
   EXPECT_TRUE(batcher.Admit(kNoDeadline, 4).ok()) << "the queue is empty again";
 }
 
@@ -259,7 +270,7 @@ TEST(BatcherAdmissionTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoo
   EXPECT_THAT(std::string(hurried.status().message()), HasSubstr("deadline is"));
   EXPECT_TRUE(batcher.Admit(BatcherClock::now() + std::chrono::seconds(60), 4).ok());
   backend.Open();
-  for (Outcome& outcome : backlog.outcomes) {
+  for (Outcome& outcome : backlog.outcomes) {  // no age limit: all run
     ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
     EXPECT_TRUE(outcome.status.ok()) << outcome.status;
   }
