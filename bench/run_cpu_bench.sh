@@ -4,9 +4,10 @@
 # driven by the same fuserank-bench load, ONE AT A TIME (this box has 2 cores: a service
 # running beside the other would steal its CPU). Then the engine microbenchmarks and the
 # torch forward alone. Writes bench/out/*.json, docs/img/cpu_latency_throughput.png and
-# the generated section of docs/benchmarks.md (between the cpu-bench markers).
+# the generated section of docs/benchmarks.md (between the cpu-bench markers). Last, the
+# goodput-under-overload section (bench/run_overload_bench.sh, its own markers).
 #
-# usage: bench/run_cpu_bench.sh            (from anywhere; about 8 minutes)
+# usage: bench/run_cpu_bench.sh            (from anywhere; about 10 minutes)
 # env:   BUILD=build  DURATION=10 WARMUP=3 REPEATS=3  CONCURRENCY=4  SIZES="16 256"
 #        SWEEP_DURATION=6 SWEEP_WARMUP=2 FRACTIONS="0.1 0.3 0.5 0.7 0.9"  MICRO_MIN_TIME=0.2
 #        SYSTEMS="fuserank torch"  ENGINE="{device: cpu, cpu_threads: 2}"
@@ -205,6 +206,15 @@ if logged "$PY" bench/peers/torch_forward_bench.py --model="$MODEL" --candidates
   tail -n1 "$LOGS/torch-forward.log" >"$OUT/results/torch_forward.json"
 else
   log "torch_forward_bench.py failed: see $LOGS/torch-forward.log"
+fi
+
+log "goodput under overload: bench/run_overload_bench.sh"
+if [[ "$WRITE_DOCS" == 1 ]]; then
+  BUILD="$BUILD" MODEL="$MODEL" bash bench/run_overload_bench.sh >&2 ||
+    log "run_overload_bench.sh failed: see bench/out/overload"
+else
+  BUILD="$BUILD" MODEL="$MODEL" DURATION=2 WARMUP=1 REPEATS=1 WRITE_DOCS=0 \
+    bash bench/run_overload_bench.sh >&2 || log "run_overload_bench.sh failed: see bench/out/overload"
 fi
 
 cat >"$OUT/results/run.json" <<EOF

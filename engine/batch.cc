@@ -1,14 +1,25 @@
 #include "engine/batch.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 namespace fuserank::engine {
 namespace {
 
+// `base + count` as a 32-bit offset; a batch past 32 bits is a broken invariant of whoever
+// built it (the batcher's budgets keep merged batches far below), never a wrap.
+uint32_t Offset(size_t base, size_t count, const char* what) {
+  if (base + count > UINT32_MAX) {
+    std::fprintf(stderr, "Batch::Append: %s past 32-bit offsets (%zu + %zu)\n", what, base, count);
+    std::abort();
+  }
+  return static_cast<uint32_t>(base);
+}
+
 // Appends `other`'s bags after `bags`' own, shifting their row offsets.
 void AppendBags(const BagSet& other, BagSet* bags) {
-  const uint32_t base = static_cast<uint32_t>(bags->rows.size());
+  const uint32_t base = Offset(bags->rows.size(), other.rows.size(), "rows");
   bags->bag_begin.reserve(bags->bag_begin.size() + other.num_bags());
   for (size_t b = 1; b < other.bag_begin.size(); ++b) {
     bags->bag_begin.push_back(base + other.bag_begin[b]);
@@ -23,6 +34,12 @@ void AppendAll(const std::vector<T>& from, std::vector<T>* to) {
 }
 
 }  // namespace
+
+size_t Batch::capacity_bytes() const {
+  return candidate_begin.capacity() * sizeof(uint32_t) + top_k.capacity() * sizeof(uint32_t) +
+         user.capacity_bytes() + item.capacity_bytes() +
+         (user_dense.capacity() + item_dense.capacity()) * sizeof(float);
+}
 
 void Batch::Clear() {
   model.reset();  // do not keep a replaced model alive through an idle batch
@@ -45,7 +62,7 @@ void Batch::Append(const Batch& other) {
     std::fprintf(stderr, "Batch::Append: batches of different models\n");
     std::abort();  // a broken invariant of the batcher, not a request error
   }
-  const uint32_t base = static_cast<uint32_t>(num_candidates());
+  const uint32_t base = Offset(candidate_begin.back(), other.candidate_begin.back(), "candidates");
   for (size_t r = 1; r < other.candidate_begin.size(); ++r) {
     candidate_begin.push_back(base + other.candidate_begin[r]);
   }

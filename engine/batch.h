@@ -1,7 +1,10 @@
 // The engine's batch layout: one or more requests, their candidates and every bag of
 // ids already mapped to rows, in flat CSR arrays that a backend reads directly (and the
-// CUDA backend copies to the device in one transfer). A Batch is owned by one thread at
-// a time; Clear() keeps capacity so a reused Batch does not allocate after warm-up.
+// CUDA backend copies to the device in one transfer). Offsets are 32-bit: whoever builds a
+// batch keeps it within the id and candidate budgets (engine.max_batch_ids,
+// engine.max_batch_candidates), and Append() aborts rather than wrap. A Batch is owned by
+// one thread at a time; Clear() keeps capacity so a reused Batch does not allocate after
+// warm-up.
 #ifndef FUSERANK_ENGINE_BATCH_H_
 #define FUSERANK_ENGINE_BATCH_H_
 
@@ -23,6 +26,10 @@ struct BagSet {
   std::vector<float> weights;          // one per row
 
   size_t num_bags() const { return bag_begin.size() - 1; }
+  size_t capacity_bytes() const {
+    return bag_begin.capacity() * sizeof(uint32_t) + rows.capacity() * sizeof(int32_t) +
+           weights.capacity() * sizeof(float);
+  }
   void Clear() {
     bag_begin.assign(1, 0);
     rows.clear();
@@ -41,6 +48,8 @@ struct Batch {
 
   int num_requests() const { return static_cast<int>(candidate_begin.size()) - 1; }
   int num_candidates() const { return static_cast<int>(candidate_begin.back()); }
+  // Heap bytes the batch holds, used or not (what pooling it keeps alive).
+  size_t capacity_bytes() const;
   void Clear();
   // Appends every request of `other` (same model) after this batch's requests.
   void Append(const Batch& other);

@@ -15,13 +15,10 @@ int64_t Micros(BatcherClock::duration d) {
   return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
 }
 
-absl::Status QueueFull(size_t capacity) {
-  return absl::ResourceExhaustedError(
-      absl::StrCat("the request queue is full (engine.queue_capacity = ", capacity,
-                   " requests waiting); retry with backoff"));
-}
-
-absl::Status ShuttingDown() { return absl::UnavailableError("the server is shutting down"); }
+// Pooled request batches: one that holds more than this is freed instead of pooled (a rare
+// large request must not pin its memory), and the pool holds at most kMaxPoolBytes.
+constexpr size_t kMaxPooledBatchBytes = size_t{1} << 20;
+constexpr size_t kMaxPoolBytes = size_t{64} << 20;
 
 // True when `result` holds `requests` well-formed slices of its items.
 bool WellFormed(const BatchResult& result, size_t requests) {
@@ -42,7 +39,9 @@ Batcher::Batcher(Backend* backend, BatcherOptions options)
       options_(options),
       workers_(std::max(1, backend->num_workers())),
       capacity_(static_cast<size_t>(std::max(1, options.queue_capacity))),
-      max_wait_(std::chrono::microseconds(std::max(0, options.max_batch_wait_us))) {
+      max_wait_(std::chrono::microseconds(std::max(0, options.max_batch_wait_us))),
+      max_delay_(std::chrono::milliseconds(std::max(0, options.max_queue_delay_ms))),
+      time_model_(options.max_batch_candidates, workers_) {
   pool_limit_ = capacity_ + 2 * static_cast<size_t>(workers_);
   slots_ = std::vector<Slot>(workers_);
   for (Slot& slot : slots_) slot.parts.reserve(std::min(capacity_, kReservedParts));
@@ -66,6 +65,7 @@ std::unique_ptr<Batch> Batcher::AcquireBatch() {
     if (!pool_.empty()) {
       std::unique_ptr<Batch> batch = std::move(pool_.back());
       pool_.pop_back();
+      pool_bytes_ -= batch->capacity_bytes();
       return batch;
     }
   }
@@ -75,43 +75,13 @@ std::unique_ptr<Batch> Batcher::AcquireBatch() {
 void Batcher::ReleaseBatch(std::unique_ptr<Batch> batch) {
   if (batch == nullptr) return;
   batch->Clear();
+  const size_t bytes = batch->capacity_bytes();
+  if (bytes > kMaxPooledBatchBytes) return;  // freed here
   absl::MutexLock lock(&pool_mu_);
-  if (pool_.size() < pool_limit_) pool_.push_back(std::move(batch));
-}
-
-absl::Status Batcher::Admission() const {
-  if (refusing_.load(std::memory_order_relaxed)) return ShuttingDown();
-  if (static_cast<size_t>(queue_depth()) >= capacity_) return QueueFull(capacity_);
-  return absl::OkStatus();
-}
-
-absl::Status Batcher::Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
-                             RequestDone done, const std::atomic<bool>* cancelled) {
-  absl::Status status;
-  if (request == nullptr || request->num_requests() != 1 || request->num_candidates() == 0) {
-    status = absl::InternalError("Batcher::Submit takes one request with candidates");
-  } else {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) {
-      status = ShuttingDown();
-    } else if (queue_size_ == capacity_) {
-      status = QueueFull(capacity_);
-    } else {
-      Work& work = queue_[(queue_head_ + queue_size_) % capacity_];
-      work.candidates = request->num_candidates();
-      work.batch = std::move(request);
-      work.done = std::move(done);
-      work.cancelled = cancelled;
-      work.enqueued = BatcherClock::now();
-      work.deadline = deadline;
-      ++queue_size_;
-      queued_candidates_ += work.candidates;
-      queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
-      return absl::OkStatus();
-    }
+  if (pool_.size() < pool_limit_ && pool_bytes_ + bytes <= kMaxPoolBytes) {
+    pool_bytes_ += bytes;
+    pool_.push_back(std::move(batch));
   }
-  ReleaseBatch(std::move(request));
-  return status;
 }
 
 void Batcher::Shutdown() {
@@ -120,7 +90,6 @@ void Batcher::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    refusing_.store(true, std::memory_order_relaxed);
   }
   for (std::thread& thread : threads_) thread.join();
   joined_ = true;
@@ -146,28 +115,43 @@ Batcher::Work Batcher::PopHead() {
   queue_head_ = (queue_head_ + 1) % capacity_;
   --queue_size_;
   queued_candidates_ -= work.candidates;
+  queued_ids_ -= work.ids;
   return work;
+}
+
+bool Batcher::Unwanted(const Work& work, BatcherClock::time_point now) const {
+  if (work.deadline < now) return true;
+  if (work.cancelled != nullptr && work.cancelled->load(std::memory_order_acquire)) return true;
+  return max_delay_ > BatcherClock::duration::zero() && now - work.enqueued > max_delay_;
 }
 
 void Batcher::FormBatch(Slot* slot) {
   const BatcherClock::time_point now = BatcherClock::now();
   const Model* model = nullptr;
   int64_t candidates = 0;
+  int64_t ids = 0;
   while (queue_size_ > 0) {
     const Work& head = queue_[queue_head_];
-    if (head.deadline < now ||
-        (head.cancelled != nullptr && head.cancelled->load(std::memory_order_acquire))) {
+    if (Unwanted(head, now)) {
       dropped_.push_back(PopHead());
       continue;
     }
+    // A request never fails because of another: the merged batch keeps within both
+    // budgets (a request alone fits max_batch_ids: the server refuses larger ones).
     if (!slot->parts.empty() && (head.batch->model.get() != model ||
-                                 candidates + head.candidates > options_.max_batch_candidates)) {
+                                 candidates + head.candidates > options_.max_batch_candidates ||
+                                 ids + head.ids > options_.max_batch_ids)) {
       break;
     }
     model = head.batch->model.get();
     candidates += head.candidates;
+    ids += head.ids;
     slot->parts.push_back(PopHead());
   }
+  // Requests left behind: this batch is as large as the queue allows, and the worker will
+  // be busy from now until it is done -- a fair sample of how fast the queue drains.
+  slot->backlogged = queue_size_ > 0;
+  slot->picked = now;
   queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
 }
 
@@ -203,21 +187,26 @@ void Batcher::BatcherLoop() {
   }
 }
 
+absl::Status Batcher::DropStatus(const Work& work, BatcherClock::time_point now) const {
+  const int64_t waited_us = Micros(now - work.enqueued);
+  // The deadline wins over the cancellation it usually causes.
+  if (work.deadline < now) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the deadline passed after ", waited_us, " us in the queue; the request was not computed"));
+  }
+  if (work.cancelled != nullptr && work.cancelled->load(std::memory_order_acquire)) {
+    return absl::CancelledError(absl::StrCat("the client cancelled the request after ", waited_us,
+                                             " us in the queue; it was not computed"));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "shed after ", waited_us / 1000, " ms in the queue, more than engine.max_queue_delay_ms (",
+      options_.max_queue_delay_ms, "); it was not computed; retry with backoff"));
+}
+
 void Batcher::CompleteDropped() {
   const BatcherClock::time_point now = BatcherClock::now();
   for (Work& work : dropped_) {
-    const int64_t waited_us = Micros(now - work.enqueued);
-    // The deadline wins over the cancellation it usually causes.
-    const absl::Status status =
-        work.deadline < now
-            ? absl::DeadlineExceededError(absl::StrCat("the deadline passed after ", waited_us,
-                                                       " us in the queue; the request was "
-                                                       "not computed"))
-            : absl::CancelledError(absl::StrCat("the client cancelled the request after ",
-                                                waited_us,
-                                                " us in the queue; it was not "
-                                                "computed"));
-    Complete(&work, status, RequestResult{});
+    Complete(&work, DropStatus(work, now), RequestResult{});
   }
   dropped_.clear();
 }
@@ -235,6 +224,11 @@ void Batcher::WorkerLoop(int worker) {
     }
     RunBatch(worker, &slot, &result);
     absl::MutexLock lock(&mu_);
+    // The whole time the batch held its worker (merge, run, answers), on the wall clock:
+    // what a queued request waits for, CPU shared with the transport included.
+    if (slot.backlogged) {
+      time_model_.Note(slot.ran_candidates, Seconds(BatcherClock::now() - slot.picked));
+    }
     slot.assigned = false;
     idle_.push_back(worker);
   }
@@ -250,6 +244,7 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   const BatcherClock::time_point start = BatcherClock::now();
   result->Clear();
   absl::Status status = backend_->Run(worker, *batch, result);
+  slot->ran_candidates = batch->num_candidates();
   if (status.ok() && !WellFormed(*result, parts.size())) {
     status = absl::InternalError(absl::StrCat("the backend returned malformed results for ",
                                               result->result_begin.size() - 1,

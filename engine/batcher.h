@@ -1,23 +1,34 @@
 // The request path between decode and compute: decoded requests wait in a bounded queue,
 // one batcher thread merges them into batches (dynamic batching), and one thread per
 // backend worker runs each batch and hands every request its own slice of the result.
-// Request Batches are pooled and each worker merges into its own reused Batch, so a warm
-// Batcher allocates nothing per request.
+// Request Batches are pooled (up to a byte budget, so the pool never keeps the largest
+// batch it has seen) and each worker merges into its own reused Batch, so a warm Batcher
+// allocates nothing per request.
 // Thread-safe: every public method may be called from any thread.
+//
+// Admission (docs/serving.md, "Admission"): Admit() answers before the caller decodes, and
+// counts the requests it admitted as queued until they are submitted, so decoding callers
+// cannot overfill the queue. It refuses, with RESOURCE_EXHAUSTED at once, when the queue
+// holds queue_capacity requests or max_queued_ids ids, and when a new request would wait
+// longer than max_queue_delay_ms or than its deadline leaves: the wait is predicted from
+// the candidates queued ahead of it and a per-batch plus per-candidate time fitted to the
+// batches workers took while requests remained queued, timed on the wall clock from pick
+// to done (batch_time_model.h). Without such a backlog yet, nothing is predicted.
 //
 // When a batch forms (the policy; docs/serving.md explains the choice):
 //   - only when a backend worker is free: queued requests wait in the queue, where later
 //     arrivals can still join them, never in a half-formed batch;
 //   - a batch is the longest run of queued requests, oldest first, of one model whose
-//     candidates fit in max_batch_candidates (a request is never split; one larger than
-//     the limit runs alone);
+//     candidates fit in max_batch_candidates and whose ids fit in max_batch_ids (a request
+//     is never split; one larger than the candidate limit runs alone);
 //   - it goes at once when it is full, when another worker is free as well, or when no
 //     worker is busy (low load: waiting could only add latency); otherwise -- the last
 //     free worker while the others compute -- it waits until its oldest request has been
 //     queued max_batch_wait_us, gathering the requests that would otherwise wait for a
 //     whole batch to finish;
 //   - a request whose deadline has passed or whose caller cancelled it is dropped when its
-//     batch forms, with DEADLINE_EXCEEDED or CANCELLED, and is never computed.
+//     batch forms, with DEADLINE_EXCEEDED or CANCELLED, and one that has waited longer than
+//     max_queue_delay_ms is shed with RESOURCE_EXHAUSTED; none of them is computed.
 #ifndef FUSERANK_ENGINE_BATCHER_H_
 #define FUSERANK_ENGINE_BATCHER_H_
 
@@ -25,6 +36,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -34,6 +46,7 @@
 #include "absl/types/span.h"
 #include "engine/backend.h"
 #include "engine/batch.h"
+#include "engine/batch_time_model.h"
 
 namespace fuserank::engine {
 
@@ -56,9 +69,36 @@ struct RequestResult {
 using RequestDone = absl::AnyInvocable<void(const absl::Status&, const RequestResult&)>;
 
 struct BatcherOptions {
-  int queue_capacity = 1024;        // engine.queue_capacity: requests waiting
-  int max_batch_candidates = 8192;  // engine.max_batch_candidates
-  int max_batch_wait_us = 200;      // engine.max_batch_wait_us
+  int queue_capacity = 1024;          // engine.queue_capacity: requests waiting
+  int max_batch_candidates = 8192;    // engine.max_batch_candidates
+  int max_batch_wait_us = 200;        // engine.max_batch_wait_us
+  int64_t max_batch_ids = 4194304;    // engine.max_batch_ids: user + item ids per batch
+  int64_t max_queued_ids = 16777216;  // engine.max_queued_ids: ids queued or admitted
+  int max_queue_delay_ms = 0;         // engine.max_queue_delay_ms; 0: no age limit
+};
+
+class Batcher;
+
+// Room held in a Batcher's queue for one request from Admit() to Submit(), counted as
+// queued so that requests being decoded cannot overfill the queue. Destroying a ticket
+// that was not submitted gives the room back. Move-only; used by one thread at a time.
+class AdmissionTicket {
+ public:
+  AdmissionTicket() = default;
+  AdmissionTicket(AdmissionTicket&& other) noexcept { *this = std::move(other); }
+  AdmissionTicket& operator=(AdmissionTicket&& other) noexcept;
+  ~AdmissionTicket() { Release(); }
+
+  bool valid() const { return batcher_ != nullptr; }
+  int64_t ids() const { return ids_; }
+
+ private:
+  friend class Batcher;
+  void Release();
+
+  Batcher* batcher_ = nullptr;
+  int candidates_ = 0;
+  int64_t ids_ = 0;
 };
 
 class Batcher {
@@ -74,9 +114,15 @@ class Batcher {
   // Gives back a batch that will not be submitted (its decode failed, say).
   void ReleaseBatch(std::unique_ptr<Batch> batch);
 
-  // A cheap early answer to "would Submit() take a request now?", so that a caller can
-  // refuse before decoding: RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after
-  // Shutdown(), else OK. Submit() alone decides.
+  // Admission before decoding (see the header comment): a ticket holding one request's
+  // room, or RESOURCE_EXHAUSTED at once with a message naming the limit, or UNAVAILABLE
+  // after Shutdown(). `deadline` is the request's (time_point::max() for none), `candidates`
+  // its candidate count (held as queued work until it is submitted).
+  absl::StatusOr<AdmissionTicket> Admit(BatcherClock::time_point deadline, int candidates = 0);
+  // Counts `ids` more ids against max_queued_ids for `ticket`; RESOURCE_EXHAUSTED naming
+  // the limit (the ticket unchanged) when they do not fit.
+  absl::Status AddIds(AdmissionTicket* ticket, int64_t ids);
+  // The same decision as Admit() without holding room (a cheap early answer).
   absl::Status Admission() const;
 
   // Queues `request` (a Batch holding exactly one request). OK: `done` will be called
@@ -88,6 +134,11 @@ class Batcher {
   // CANCELLED, also without being computed.
   absl::Status Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
                       RequestDone done, const std::atomic<bool>* cancelled = nullptr);
+  // The same for a request admitted by Admit(): its room is already held, so only
+  // Shutdown() (UNAVAILABLE) or a request that is not one batch (INTERNAL) refuses it.
+  // `ticket` is consumed either way.
+  absl::Status Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
+                      RequestDone done, const std::atomic<bool>* cancelled, AdmissionTicket ticket);
 
   // Stops accepting, completes every queued request, joins the threads. Idempotent.
   // REQUIRES: not called from a RequestDone callback (it would join its own thread).
@@ -104,6 +155,7 @@ class Batcher {
     BatcherClock::time_point enqueued;
     BatcherClock::time_point deadline;
     int candidates = 0;
+    int64_t ids = 0;
   };
   // One slot per worker. The batcher fills the slot of an idle worker and sets
   // `assigned`; from then until the worker clears `assigned`, the worker alone touches
@@ -111,6 +163,9 @@ class Batcher {
   struct Slot {
     std::vector<Work> parts;  // the requests of the batch, in queue order
     Batch merged;             // their Append()ed copy when there are several
+    int ran_candidates = 0;   // of the batch last run
+    bool backlogged = false;  // FormBatch left requests in the queue
+    BatcherClock::time_point picked;
     bool assigned = false;
   };
 
@@ -126,6 +181,18 @@ class Batcher {
   // REQUIRES: queue not empty.
   void FormBatch(Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Work PopHead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when `work` is not to be computed: its deadline passed, it was cancelled, or it
+  // waited longer than max_queue_delay_ms. DropStatus() says which, for its caller.
+  bool Unwanted(const Work& work, BatcherClock::time_point now) const;
+  absl::Status DropStatus(const Work& work, BatcherClock::time_point now) const;
+  // Admit() and Admission() without the shutdown check: room, ids and the predicted wait.
+  absl::Status CheckRoom(int64_t ids, BatcherClock::time_point deadline) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Enqueue(std::unique_ptr<Batch>* request, BatcherClock::time_point deadline,
+                       RequestDone* done, const std::atomic<bool>* cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  friend class AdmissionTicket;  // Unreserve()
+  void Unreserve(int candidates, int64_t ids);
   void CompleteDropped();
   void RunBatch(int worker, Slot* slot, BatchResult* result);
   void Complete(Work* work, const absl::Status& status, const RequestResult& result);
@@ -135,6 +202,7 @@ class Batcher {
   const int workers_;
   const size_t capacity_;
   const BatcherClock::duration max_wait_;
+  const BatcherClock::duration max_delay_;  // max_queue_delay_ms; zero: none
 
   mutable absl::Mutex mu_;
   // Ring buffer of queued requests: no allocation per Submit. Sized once.
@@ -142,16 +210,23 @@ class Batcher {
   size_t queue_head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t queue_size_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t queued_candidates_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t queued_ids_ ABSL_GUARDED_BY(mu_) = 0;           // of the queued requests
+  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;              // tickets not yet submitted
+  int64_t reserved_candidates_ ABSL_GUARDED_BY(mu_) = 0;  // their candidates
+  int64_t reserved_ids_ ABSL_GUARDED_BY(mu_) = 0;         // their ids
+  // How long queued work takes, learnt from the batches workers picked while requests
+  // remained queued (batch_time_model.h).
+  BatchTimeModel time_model_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot> slots_;                     // sized once
   std::vector<int> idle_ ABSL_GUARDED_BY(mu_);  // workers without a batch
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool batcher_done_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int> queue_depth_{0};
-  std::atomic<bool> refusing_{false};  // mirrors stopping_ for Admission()
-  std::vector<Work> dropped_;          // batcher thread only: expired or cancelled
+  std::vector<Work> dropped_;  // batcher thread only: expired or cancelled
 
   absl::Mutex pool_mu_;
   std::vector<std::unique_ptr<Batch>> pool_ ABSL_GUARDED_BY(pool_mu_);
+  size_t pool_bytes_ ABSL_GUARDED_BY(pool_mu_) = 0;  // capacity held by pool_
   size_t pool_limit_ = 0;
 
   std::vector<std::thread> threads_;

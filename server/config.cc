@@ -99,6 +99,26 @@ class MapReader {
     *out = static_cast<int>(wide);
   }
   bool Int64(absl::string_view key, int64_t* out) { return Scalar(key, "an integer", out); }
+  // An integer, or the plain scalar `auto` (sets *is_auto and leaves *out alone).
+  void IntOrAuto(absl::string_view key, int* out, bool* is_auto) {
+    std::optional<YAML::Node> node = Find(key);
+    if (!node) return;
+    if (node->IsScalar() && node->Tag() != "!" && node->Scalar() == "auto") {
+      *is_auto = true;
+      return;
+    }
+    int64_t wide = 0;
+    if (!ConvertScalar(*node, &wide)) {
+      errors_->Add(Key(key), absl::StrCat("must be an integer or auto, got ", Describe(*node)));
+      return;
+    }
+    if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max()) {
+      errors_->Add(Key(key), absl::StrCat("is out of range, got ", wide));
+      return;
+    }
+    *out = static_cast<int>(wide);
+    *is_auto = false;
+  }
   void Double(absl::string_view key, double* out) { Scalar(key, "a number", out); }
   void Bool(absl::string_view key, bool* out) { Scalar(key, "true or false", out); }
 
@@ -193,6 +213,9 @@ void ReadServer(const YAML::Node& node, ConfigErrors* errors, ServerConfig* serv
   r.Int("max_candidates", &server->max_candidates);
   r.Int("max_ids_per_feature", &server->max_ids_per_feature);
   r.Int("shutdown_grace_seconds", &server->shutdown_grace_seconds);
+  r.Int("max_inflight_requests", &server->max_inflight_requests);
+  r.Int("max_concurrent_streams", &server->max_concurrent_streams);
+  r.Int64("transport_memory_bytes", &server->transport_memory_bytes);
   r.ReportUnknown();
 }
 
@@ -204,10 +227,13 @@ void ReadEngine(const YAML::Node& node, ConfigErrors* errors, EngineConfig* engi
       {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}},
       &engine->device);
   r.Int("gpu", &engine->gpu);
-  r.Int("streams", &engine->streams);
+  r.IntOrAuto("streams", &engine->streams, &engine->streams_auto);
   r.Int("max_batch_candidates", &engine->max_batch_candidates);
   r.Int("max_batch_wait_us", &engine->max_batch_wait_us);
   r.Int("queue_capacity", &engine->queue_capacity);
+  r.Int("max_queue_delay_ms", &engine->max_queue_delay_ms);
+  r.Int("max_batch_ids", &engine->max_batch_ids);
+  r.Int64("max_queued_ids", &engine->max_queued_ids);
   r.Bool("cuda_graphs", &engine->cuda_graphs);
   r.Int("cpu_threads", &engine->cpu_threads);
   r.Bool("allow_tf32", &engine->allow_tf32);
@@ -363,16 +389,27 @@ std::string EffectiveConfigYaml(const Config& c) {
   out << YAML::Key << "max_candidates" << YAML::Value << c.server.max_candidates;
   out << YAML::Key << "max_ids_per_feature" << YAML::Value << c.server.max_ids_per_feature;
   out << YAML::Key << "shutdown_grace_seconds" << YAML::Value << c.server.shutdown_grace_seconds;
+  out << YAML::Key << "max_inflight_requests" << YAML::Value << c.server.max_inflight_requests;
+  out << YAML::Key << "max_concurrent_streams" << YAML::Value << c.server.max_concurrent_streams;
+  out << YAML::Key << "transport_memory_bytes" << YAML::Value << c.server.transport_memory_bytes;
   out << YAML::EndMap;
 
   const EngineConfig& e = c.engine;
   out << YAML::Key << "engine" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "device" << YAML::Value << std::string(DeviceChoiceName(e.device));
   out << YAML::Key << "gpu" << YAML::Value << e.gpu;
-  out << YAML::Key << "streams" << YAML::Value << e.streams;
+  out << YAML::Key << "streams" << YAML::Value;
+  if (e.streams_auto) {
+    out << "auto";
+  } else {
+    out << e.streams;
+  }
   out << YAML::Key << "max_batch_candidates" << YAML::Value << e.max_batch_candidates;
   out << YAML::Key << "max_batch_wait_us" << YAML::Value << e.max_batch_wait_us;
   out << YAML::Key << "queue_capacity" << YAML::Value << e.queue_capacity;
+  out << YAML::Key << "max_queue_delay_ms" << YAML::Value << e.max_queue_delay_ms;
+  out << YAML::Key << "max_batch_ids" << YAML::Value << e.max_batch_ids;
+  out << YAML::Key << "max_queued_ids" << YAML::Value << e.max_queued_ids;
   out << YAML::Key << "cuda_graphs" << YAML::Value << e.cuda_graphs;
   out << YAML::Key << "cpu_threads" << YAML::Value << e.cpu_threads;
   out << YAML::Key << "allow_tf32" << YAML::Value << e.allow_tf32;

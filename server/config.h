@@ -35,15 +35,27 @@ struct ServerConfig {
   int max_candidates = 4096;
   int max_ids_per_feature = 1024;
   int shutdown_grace_seconds = 10;
+  // Admission and the transport (docs/serving.md, "Admission"); 0: derived from the
+  // engine keys when the server starts (server.cc: ServingLimits).
+  int max_inflight_requests = 0;       // Rank calls accepted and not finished
+  int max_concurrent_streams = 0;      // HTTP/2 streams one connection may have open
+  int64_t transport_memory_bytes = 0;  // gRPC resource quota of the ranking port
 };
 
 struct EngineConfig {
   engine::DeviceChoice device = engine::DeviceChoice::kAuto;
   int gpu = 0;
-  int streams = 4;  // backend workers: concurrent batches
+  // Backend workers: concurrent batches. `streams: auto` (the default) sets
+  // streams_auto, and the server picks 4 for engine.device cuda, else the cores this
+  // process may run on divided by cpu_threads, at most 4 (server.cc: ServingLimits).
+  int streams = 4;
+  bool streams_auto = true;
   int max_batch_candidates = 8192;
   int max_batch_wait_us = 200;
   int queue_capacity = 1024;
+  int max_queue_delay_ms = 0;         // the queue's latency budget; 0: deadlines only
+  int max_batch_ids = 4194304;        // ids (user + item) in one merged batch
+  int64_t max_queued_ids = 16777216;  // ids of the requests queued or being admitted
   bool cuda_graphs = true;
   int cpu_threads = 1;  // CPU backend: threads that split one batch
   bool allow_tf32 = false;

@@ -180,12 +180,18 @@ void CheckServer(const ServerConfig& server, ConfigErrors* errors) {
   CheckRange("server.max_candidates", server.max_candidates, 1, 1 << 20, errors);
   CheckRange("server.max_ids_per_feature", server.max_ids_per_feature, 1, 1 << 20, errors);
   CheckRange("server.shutdown_grace_seconds", server.shutdown_grace_seconds, 0, 3600, errors);
+  CheckRange("server.max_inflight_requests", server.max_inflight_requests, 0, 1 << 20, errors);
+  CheckRange("server.max_concurrent_streams", server.max_concurrent_streams, 0, 1 << 20, errors);
+  if (server.transport_memory_bytes != 0) {
+    CheckRange<int64_t>("server.transport_memory_bytes", server.transport_memory_bytes, 1 << 20,
+                        int64_t{1} << 40, errors);
+  }
 }
 
 void CheckEngine(const Config& config, ConfigErrors* errors) {
   const EngineConfig& engine = config.engine;
   CheckRange("engine.gpu", engine.gpu, 0, 1023, errors);
-  CheckRange("engine.streams", engine.streams, 1, 64, errors);
+  if (!engine.streams_auto) CheckRange("engine.streams", engine.streams, 1, 64, errors);
   CheckRange("engine.max_batch_candidates", engine.max_batch_candidates, 1, 1 << 22, errors);
   if (engine.max_batch_candidates < config.server.max_candidates &&
       engine.max_batch_candidates >= 1) {
@@ -196,6 +202,15 @@ void CheckEngine(const Config& config, ConfigErrors* errors) {
   }
   CheckRange("engine.max_batch_wait_us", engine.max_batch_wait_us, 0, 1000000, errors);
   CheckRange("engine.queue_capacity", engine.queue_capacity, 1, 1 << 20, errors);
+  CheckRange("engine.max_queue_delay_ms", engine.max_queue_delay_ms, 0, 3600000, errors);
+  // Merged offsets are 32-bit (engine/batch.h, the CUDA packer): stay far below.
+  CheckRange("engine.max_batch_ids", engine.max_batch_ids, 1, 1 << 26, errors);
+  CheckRange<int64_t>("engine.max_queued_ids", engine.max_queued_ids, 1, int64_t{1} << 32, errors);
+  if (engine.max_queued_ids < engine.max_batch_ids && engine.max_queued_ids >= 1) {
+    errors->Add("engine.max_queued_ids",
+                absl::StrCat("must be at least engine.max_batch_ids (", engine.max_batch_ids,
+                             ") so that one request can queue, got ", engine.max_queued_ids));
+  }
   CheckRange("engine.cpu_threads", engine.cpu_threads, 1, 1024, errors);
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 #include "server/model_warmup.h"
+#include "server/serving_limits.h"
 #include "spdlog/spdlog.h"
 
 namespace fuserank::server {
@@ -33,6 +34,13 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.roots = std::make_shared<const ModelRoots>(ModelRoots::FromConfig(config));
   options.budget = std::make_shared<MemoryBudget>(
       static_cast<uint64_t>(std::max<int64_t>(0, config.model_memory_budget_bytes)));
+  // engine.streams may be `auto`: the workers the cores can run (serving_limits.h).
+  const ServingLimits limits = ResolveServingLimits(config, AvailableCores());
+  options.backend.workers = limits.streams;
+  options.limits.max_ids = config.engine.max_batch_ids;
+  options.batcher.max_batch_ids = config.engine.max_batch_ids;
+  options.batcher.max_queued_ids = config.engine.max_queued_ids;
+  options.batcher.max_queue_delay_ms = config.engine.max_queue_delay_ms;
   return options;
 }
 

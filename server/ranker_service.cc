@@ -1,16 +1,22 @@
 #include "server/ranker_service.h"
 
+#include <google/protobuf/arena.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <random>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/request_scan.h"
 #include "spdlog/spdlog.h"
 
 // ThreadSanitizer cannot see gRPC order Finish() before OnDone(): the hand-off runs in
@@ -30,8 +36,51 @@ namespace {
 
 using Clock = engine::BatcherClock;
 
-// Calls kept in the pool: each keeps the capacity of the largest request it held.
+// Calls kept in the pool. Each keeps its response arena's first block and item ids of at
+// most server.max_candidates candidates.
 constexpr size_t kMaxPooledCalls = 256;
+constexpr size_t kArenaFirstBlock = 16 << 10;
+// Requests are parsed into an arena of the thread that runs Rank() (gRPC's callback
+// threads), reset after each decode: its first block holds the parse of a request of a
+// hundred KB or so, so such a parse allocates nothing, and the thread keeps nothing more.
+constexpr size_t kParseFirstBlock = 1 << 20;
+// Strings of the request kept for the access log.
+constexpr size_t kLoggedChars = 128;
+// A call done with a request this large asks the trimmer to give memory back.
+constexpr size_t kTrimAfterBytes = 1 << 20;
+
+google::protobuf::ArenaOptions ArenaOptions(char* first_block, size_t size) {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = first_block;
+  options.initial_block_size = size;
+  options.start_block_size = 64 << 10;  // beyond the first block: few, large blocks
+  options.max_block_size = 1 << 20;
+  return options;
+}
+
+struct ParseArena {
+  ParseArena()
+      : first_block(new char[kParseFirstBlock]),
+        arena(ArenaOptions(first_block.get(), kParseFirstBlock)) {}
+  std::unique_ptr<char[]> first_block;
+  google::protobuf::Arena arena;
+};
+
+google::protobuf::Arena& ThreadParseArena() {
+  thread_local ParseArena parse_arena;
+  return parse_arena.arena;
+}
+
+// Reads the bytes of `request` as a stream; `copy` shares its slices.
+class WireStream {
+ public:
+  explicit WireStream(const grpc::ByteBuffer& request) : copy_(request), reader_(&copy_) {}
+  google::protobuf::io::ZeroCopyInputStream* stream() { return &reader_; }
+
+ private:
+  grpc::ByteBuffer copy_;
+  grpc::ProtoBufferReader reader_;
+};
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -68,8 +117,22 @@ struct RankerService::Call {
     Call* const call_;
   };
 
-  v1::RankRequest request;
-  v1::RankResponse response;
+  Call() : arena(ArenaOptions(first_block, kArenaFirstBlock)) {}
+
+  // The response is built in `arena`; Reset() frees all but the first block.
+  alignas(std::max_align_t) char first_block[kArenaFirstBlock];
+  google::protobuf::Arena arena;
+  std::vector<int64_t> item_ids;  // of the candidates, in request order, for the answer
+  std::string request_id;         // its first kLoggedChars, for the access log
+  std::string model_name;         // as requested, likewise
+  int candidates = 0;
+  uint32_t top_k = 0;
+  size_t request_bytes = 0;
+  // gRPC handed the call over without its message: counted (metrics, access log) when it is
+  // done, as CANCELLED if the client cancelled it by then -- which gRPC may report only
+  // after Rank() has run -- else as the INVALID_ARGUMENT it was answered.
+  bool no_message = false;
+  double finished_seconds = 0;
   std::optional<Reactor> reactor;
   grpc::ByteBuffer* response_buffer = nullptr;
   ModelHandle model;  // the version that decodes, scores and answers this call
@@ -81,7 +144,13 @@ struct RankerService::Call {
 RankerService::RankerService(const ServedModels* models, Metrics* metrics, RankerOptions options)
     : models_(models), metrics_(metrics), options_(options) {}
 
-RankerService::~RankerService() = default;
+RankerService::~RankerService() {
+  // gRPC's server is gone by now, but a refused call's OnDone (WaitIdle() waits only for
+  // accepted ones) may still be on its way out of the service: wait for it, bounded.
+  for (int i = 0; i < 10000 && inflight_.load(std::memory_order_acquire) > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
 
 grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
@@ -91,45 +160,79 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->response_buffer = response;
   call->cancelled.store(false, std::memory_order_relaxed);
   call->accepted = false;
-  call->request.Clear();
+  call->item_ids.clear();
+  call->request_id.clear();
+  call->model_name.clear();
+  call->candidates = 0;
+  call->top_k = 0;
+  call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
+  call->no_message = false;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
-  const absl::Status status = Start(context, *request, call);
+  // The first bound, before anything reads the request: calls handed to us and not done.
+  const int inflight = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
+  absl::Status status;
+  if (inflight > options_.max_inflight_requests) {
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("too many Rank calls in flight (server.max_inflight_requests = ",
+                     options_.max_inflight_requests, "); retry with backoff"));
+  } else {
+    status = Start(context, request, call);
+  }
   if (!status.ok()) Finish(call, ToGrpcStatus(status));
   return reactor;
 }
 
-absl::Status RankerService::Start(grpc::CallbackServerContext* context,
-                                  const grpc::ByteBuffer& request, Call* call) {
+absl::Status RankerService::CheckCall(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request, Call* call,
+                                      Clock::time_point* deadline, RequestShape* shape) {
   if (shutting_down_.load(std::memory_order_relaxed)) {
     return absl::UnavailableError("the server is shutting down; retry on another replica");
   }
-  const Clock::time_point deadline = SteadyDeadline(*context);
-  if (deadline <= call->start) {
+  if (request == nullptr || !request->Valid()) {
+    // gRPC hands over calls whose message never arrived, most often because the client
+    // cancelled first: that is no bad request.
+    if (context->IsCancelled()) {
+      return absl::CancelledError("the call was cancelled before its request arrived");
+    }
+    call->no_message = true;
+    return absl::InvalidArgumentError("the call carried no fuserank.v1.RankRequest message");
+  }
+  *deadline = SteadyDeadline(*context);
+  if (*deadline <= call->start) {
     return absl::DeadlineExceededError(
         "the deadline passed before the request was read; it was not computed");
   }
-  const size_t bytes = request.Length();
+  const size_t bytes = request->Length();
   if (bytes > static_cast<size_t>(options_.max_request_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("the request is ", bytes,
                                                    " bytes, more than server.max_request_bytes (",
                                                    options_.max_request_bytes, ")"));
   }
-  grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
-  const grpc::Status parsed =
-      grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::RankRequest>(&wire, &call->request);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the request is not a valid fuserank.v1.RankRequest: ", parsed.error_message()));
-  }
-  ASSIGN_OR_RETURN(call->model, models_->Acquire(call->request.model()));
+  RETURN_IF_ERROR(ScanTopLevel(WireStream(*request).stream(), options_.max_candidates, shape));
+  call->model_name = shape->model.substr(0, kLoggedChars);
+  ASSIGN_OR_RETURN(call->model, models_->Acquire(shape->model));
+  return absl::OkStatus();
+}
+
+absl::Status RankerService::Start(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request, Call* call) {
+  Clock::time_point deadline;
+  RequestShape shape;
+  RETURN_IF_ERROR(CheckCall(context, request, call, &deadline, &shape));
   engine::Batcher& batcher = *call->model->batcher;
-  // Overloaded: refuse before spending a decode on a request the queue cannot take.
-  RETURN_IF_ERROR(batcher.Admission());
+  // Overloaded: refuse before the request costs a parse. A request without candidates
+  // never queues.
+  engine::AdmissionTicket ticket;
+  if (shape.candidates > 0) {
+    ASSIGN_OR_RETURN(ticket, batcher.Admit(deadline, shape.candidates));
+  }
+  RETURN_IF_ERROR(
+      ScanFeatures(WireStream(*request).stream(), call->model->decoder->scan_limits(), &shape));
+  if (ticket.valid()) RETURN_IF_ERROR(batcher.AddIds(&ticket, shape.ids));
   std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
-  const absl::Status decoded = call->model->decoder->Append(call->request, batch.get());
+  absl::Status accepted = ParseAndDecode(*request, call, batch.get());
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
-  absl::Status accepted = decoded;
   if (accepted.ok()) accepted = Accept(call);
   if (!accepted.ok() || batch->num_candidates() == 0) {
     batcher.ReleaseBatch(std::move(batch));
@@ -143,10 +246,37 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
       [this, call](const absl::Status& status, const engine::RequestResult& result) {
         OnScored(call, status, result);
       },
-      &call->cancelled);
-  if (!queued.ok()) Unaccept(call);  // refused after all (the queue filled meanwhile)
+      &call->cancelled, std::move(ticket));
+  if (!queued.ok()) Unaccept(call);  // refused after all (shutting down meanwhile)
   metrics_->SetQueueDepth(models_->QueueDepth());
   return queued;
+}
+
+absl::Status RankerService::ParseAndDecode(const grpc::ByteBuffer& request, Call* call,
+                                           engine::Batch* batch) {
+  google::protobuf::Arena& arena = ThreadParseArena();
+  auto* parsed = google::protobuf::Arena::CreateMessage<v1::RankRequest>(&arena);
+  grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
+  const grpc::Status status =
+      grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::RankRequest>(&wire, parsed);
+  absl::Status decoded;
+  if (!status.ok()) {
+    decoded = absl::InvalidArgumentError(absl::StrCat(
+        "the request is not a valid fuserank.v1.RankRequest: ", status.error_message()));
+  } else {
+    call->request_id = parsed->request_id().substr(0, kLoggedChars);
+    call->candidates = parsed->candidates_size();
+    call->top_k = parsed->top_k();
+    decoded = call->model->decoder->Append(*parsed, batch);
+  }
+  if (decoded.ok()) {
+    call->item_ids.reserve(static_cast<size_t>(parsed->candidates_size()));
+    for (const v1::Candidate& candidate : parsed->candidates()) {
+      call->item_ids.push_back(candidate.item_id());
+    }
+  }
+  arena.Reset();  // the parsed request is gone; the batch holds what the engine needs
+  return decoded;
 }
 
 absl::Status RankerService::Accept(Call* call) {
@@ -192,9 +322,9 @@ void RankerService::OnScored(Call* call, const absl::Status& status,
 }
 
 absl::Status RankerService::Encode(Call* call, const engine::RequestResult& result) {
-  v1::RankResponse& response = call->response;
-  response.Clear();
-  const int n = call->request.candidates_size();
+  v1::RankResponse& response =
+      *google::protobuf::Arena::CreateMessage<v1::RankResponse>(&call->arena);
+  const int n = static_cast<int>(call->item_ids.size());
   response.mutable_items()->Reserve(static_cast<int>(result.items.size()));
   for (const engine::ScoredIndex& scored : result.items) {
     if (scored.index >= static_cast<uint32_t>(n)) {
@@ -202,7 +332,7 @@ absl::Status RankerService::Encode(Call* call, const engine::RequestResult& resu
           absl::StrCat("the engine returned candidate ", scored.index, " of a request with ", n));
     }
     v1::ScoredItem* item = response.add_items();
-    item->set_item_id(call->request.candidates(static_cast<int>(scored.index)).item_id());
+    item->set_item_id(call->item_ids[scored.index]);
     item->set_score(scored.score);
     item->set_index(scored.index);
   }
@@ -217,15 +347,22 @@ absl::Status RankerService::Encode(Call* call, const engine::RequestResult& resu
   return absl::OkStatus();
 }
 
-void RankerService::Finish(Call* call, const grpc::Status& status) {
-  const double seconds = SecondsSince(call->start);
-  metrics_->RecordRequest(Rpc::kRank, status.error_code(), seconds);
+void RankerService::Record(const Call& call, grpc::StatusCode code, const std::string& message,
+                           double seconds) {
+  metrics_->RecordRequest(Rpc::kRank, code, seconds);
   if (Sampled(options_.access_log_sample)) {
     spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}{}{}",
-                 call->request.request_id().substr(0, 128), call->request.model().substr(0, 128),
-                 call->request.candidates_size(), call->request.top_k(),
-                 std::string(GrpcCodeName(status.error_code())), seconds * 1e3,
-                 status.ok() ? "" : " error=", status.error_message());
+                 call.request_id, call.model_name, call.candidates, call.top_k,
+                 std::string(GrpcCodeName(code)), seconds * 1e3,
+                 code == grpc::StatusCode::OK ? "" : " error=", message);
+  }
+}
+
+void RankerService::Finish(Call* call, const grpc::Status& status) {
+  if (call->no_message) {
+    call->finished_seconds = SecondsSince(call->start);  // recorded in OnCallDone
+  } else {
+    Record(*call, status.error_code(), status.error_message(), SecondsSince(call->start));
   }
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
@@ -234,13 +371,23 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
 void RankerService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
   call->reactor.reset();        // we are inside its OnDone: nothing touches it after this
+  if (call->no_message) {
+    const bool cancelled = call->cancelled.load(std::memory_order_acquire);
+    Record(*call, cancelled ? grpc::StatusCode::CANCELLED : grpc::StatusCode::INVALID_ARGUMENT,
+           cancelled ? "the call was cancelled before its request arrived"
+                     : "the call carried no fuserank.v1.RankRequest message",
+           call->finished_seconds);
+  }
   const bool accepted = call->accepted;
+  if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
   if (accepted) {
     absl::MutexLock lock(&accepted_mu_);
     --accepted_;
   }
+  // Last: from here on the service may be destroyed.
+  inflight_.fetch_sub(1, std::memory_order_release);
 }
 
 void RankerService::StartShutdown() {
@@ -270,6 +417,7 @@ std::unique_ptr<RankerService::Call> RankerService::AcquireCall() {
 void RankerService::ReleaseCall(std::unique_ptr<Call> call) {
   call->model.reset();  // a retired version is freed once its last call lets go
   call->response_buffer = nullptr;
+  call->arena.Reset();  // the response; keeps only the first block
   absl::MutexLock lock(&pool_mu_);
   if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
 }

@@ -1,8 +1,12 @@
 // fuserank.v1.Ranker on the gRPC callback API: one Rank call reads top to bottom as
-// parse -> find model -> admission -> decode (request_decoder) -> queue (engine/batcher) ->
-// backend -> encode -> Finish, and no thread waits for it in between. The request is taken
-// as raw bytes so its size can be checked against server.max_request_bytes
-// (INVALID_ARGUMENT naming the limit) and its protos reused: call states are pooled.
+// in-flight bound -> size -> wire scan (request_scan) -> find model -> queue admission ->
+// parse -> decode (request_decoder) -> queue (engine/batcher) -> backend -> encode ->
+// Finish, and no thread waits for it in between. Everything that refuses a call runs
+// before the request is parsed (docs/serving.md, "Admission"), so refusing costs little
+// and an over-limit request is never built. The request is taken as raw bytes and parsed
+// into an arena of the thread running Rank(), reset as soon as it is decoded; call states
+// are pooled and keep only their response arena's first block, never the largest request
+// seen.
 // A call is accepted once it passes admission (not shutting down, queue not full, decoded);
 // it then counts as in flight until gRPC reports it done (OnDone), so a drain that waits
 // for WaitIdle() never cuts off an accepted call, nor a response still being sent. A client
@@ -24,13 +28,17 @@
 #include "absl/time/time.h"
 #include "engine/batcher.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
+#include "server/memory_trimmer.h"
 #include "server/metrics.h"
+#include "server/request_scan.h"
 #include "server/served_models.h"
 
 namespace fuserank::server {
 
 struct RankerOptions {
   int64_t max_request_bytes = 16777216;  // server.max_request_bytes
+  int max_candidates = 4096;             // server.max_candidates (checked on the wire)
+  int max_inflight_requests = 1024;      // server.max_inflight_requests, resolved (> 0)
   double access_log_sample = 0.0;        // logging.access_log_sample
 };
 
@@ -53,15 +61,25 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
  private:
   struct Call;  // one call's state and its reactor; pooled so protos keep their capacity
 
+  // The checks before anything is admitted: shutting down, no message, deadline, size, the
+  // top-level wire scan, the model (set in call->model). Sets `deadline` and `shape`.
+  absl::Status CheckCall(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                         Call* call, engine::BatcherClock::time_point* deadline,
+                         RequestShape* shape);
   // Everything up to the hand-off to the batcher. OK: the batcher owns `call` now.
-  absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
+  absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                      Call* call);
+  // Parses the request into the call's arena and decodes it into `batch`; keeps what the
+  // answer needs (item ids) and releases the parsed request.
+  absl::Status ParseAndDecode(const grpc::ByteBuffer& request, Call* call, engine::Batch* batch);
   // The last step of admission: refused (UNAVAILABLE) once StartShutdown() has run, else
   // the call is accepted and WaitIdle() waits for it.
   absl::Status Accept(Call* call);
   void Unaccept(Call* call);
   void OnScored(Call* call, const absl::Status& status, const engine::RequestResult& result);
   absl::Status Encode(Call* call, const engine::RequestResult& result);
+  // The call's line in the metrics and the access log.
+  void Record(const Call& call, grpc::StatusCode code, const std::string& message, double seconds);
   // Records the call and sends its status; `call` belongs to gRPC until OnCallDone.
   void Finish(Call* call, const grpc::Status& status);
   // gRPC is done with the call: back to the pool, no longer in flight.
@@ -74,6 +92,8 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   Metrics* const metrics_;
   const RankerOptions options_;
   std::atomic<bool> shutting_down_{false};
+  std::atomic<int> inflight_{0};  // calls handed to Rank() and not yet done
+  MemoryTrimmer trimmer_;         // after large requests
 
   absl::Mutex accepted_mu_;  // orders Accept() against StartShutdown()
   bool refusing_ ABSL_GUARDED_BY(accepted_mu_) = false;

@@ -79,6 +79,12 @@ RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, Decod
     : model_(std::move(model)), limits_(limits) {
   const auto& user = model_->user_tables();
   const auto& item = model_->item_tables();
+  scan_limits_.max_candidates = limits_.max_candidates;
+  scan_limits_.max_ids_per_feature = limits_.max_ids_per_feature;
+  scan_limits_.max_ids = limits_.max_ids;
+  scan_limits_.user_tables = static_cast<int>(user.size());
+  scan_limits_.item_tables = static_cast<int>(item.size());
+  scan_limits_.model_name = model_->spec().name;
   for (size_t s = 0; s < user.size(); ++s) {
     tables_[model_->tables()[user[s]].name] = {user[s], static_cast<int>(s), Side::kUser};
   }
@@ -112,6 +118,7 @@ absl::Status RequestDecoder::AppendImpl(const v1::RankRequest& request,
                                                    " candidates exceed server.max_candidates (",
                                                    limits_.max_candidates, ")"));
   }
+  const size_t ids_before = batch->user.rows.size() + batch->item.rows.size();
   RETURN_IF_ERROR(AppendDense(request.user_dense(), spec.dense_user, "user", -1, spec.name,
                               &batch->user_dense));
   RETURN_IF_ERROR(AppendBags(request.user_features(), Side::kUser, -1, &batch->user));
@@ -120,6 +127,15 @@ absl::Status RequestDecoder::AppendImpl(const v1::RankRequest& request,
     RETURN_IF_ERROR(
         AppendDense(candidate.dense(), spec.dense_item, "item", c, spec.name, &batch->item_dense));
     RETURN_IF_ERROR(AppendBags(candidate.features(), Side::kItem, c, &batch->item));
+  }
+  const size_t ids = batch->user.rows.size() + batch->item.rows.size() - ids_before;
+  if (ids > static_cast<size_t>(limits_.max_ids)) {
+    return absl::InvalidArgumentError(absl::StrCat("candidates: the request holds ", ids,
+                                                   " ids, more than engine.max_batch_ids (",
+                                                   limits_.max_ids, ")"));
+  }
+  if (batch->candidate_begin.back() > UINT32_MAX - static_cast<uint32_t>(n)) {
+    return absl::InvalidArgumentError("candidates: the batch is past 32-bit offsets");
   }
   batch->candidate_begin.push_back(batch->candidate_begin.back() + static_cast<uint32_t>(n));
   const uint32_t top_k = request.top_k();
@@ -188,6 +204,12 @@ absl::Status RequestDecoder::AppendBag(const v1::Feature& feature,
                                        engine::BagSet* bags) const {
   const int count = feature.ids_size();
   const bool weighted = feature.weights_size() != 0;
+  // Offsets are 32-bit; a request alone is far below (engine.max_batch_ids), but one
+  // appended to a large batch must be refused, never wrap.
+  if (bags->rows.size() + static_cast<size_t>(count) > UINT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(FeaturePath(candidate, k), ": the batch is past 32-bit offsets"));
+  }
   for (int i = 0; i < count; ++i) {
     const int64_t id = feature.ids(i);
     int32_t row = 0;

@@ -6,6 +6,7 @@
 #ifndef FUSERANK_SERVER_REQUEST_DECODER_H_
 #define FUSERANK_SERVER_REQUEST_DECODER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -14,12 +15,14 @@
 #include "engine/batch.h"
 #include "engine/model.h"
 #include "fuserank/v1/ranker.pb.h"
+#include "server/request_scan.h"
 
 namespace fuserank::server {
 
 struct DecodeLimits {
   int max_candidates = 4096;       // server.max_candidates
   int max_ids_per_feature = 1024;  // server.max_ids_per_feature
+  int64_t max_ids = 4194304;       // engine.max_batch_ids: user + item ids of one request
 };
 
 class RequestDecoder {
@@ -32,6 +35,9 @@ class RequestDecoder {
   absl::Status Append(const v1::RankRequest& request, engine::Batch* batch) const;
 
   const std::shared_ptr<const engine::Model>& model() const { return model_; }
+  const DecodeLimits& limits() const { return limits_; }
+  // The same limits, and the model's table counts, for the wire scan before parsing.
+  const ScanLimits& scan_limits() const { return scan_limits_; }
 
  private:
   struct TableRef {
@@ -54,6 +60,7 @@ class RequestDecoder {
 
   std::shared_ptr<const engine::Model> model_;
   DecodeLimits limits_;
+  ScanLimits scan_limits_;
   absl::flat_hash_map<std::string, TableRef> tables_;
 };
 

@@ -17,6 +17,7 @@
 #include "server/admin_auth.h"
 #include "server/admin_auth_interceptor.h"
 #include "server/model_loader.h"
+#include "server/serving_limits.h"
 #include "server/tls_files.h"
 #include "spdlog/spdlog.h"
 
@@ -65,11 +66,8 @@ const char* ListenHint(const TlsConfig& tls) {
                        : " (address in use?)";
 }
 
-// gRPC's own limit sits above server.max_request_bytes so that requests just over the
-// limit reach RankerService, which refuses them with INVALID_ARGUMENT naming the key.
-int GrpcReceiveLimit(int64_t max_request_bytes) {
-  return static_cast<int>(std::min<int64_t>(INT_MAX, 2 * max_request_bytes + 4096));
-}
+// The loader's options (model_loader.h) with what the engine keys of this change add:
+// the resolved worker count and the per-batch and queue budgets.
 
 }  // namespace
 
@@ -110,11 +108,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   // The token first: a bad token file refuses to start before minutes of model loading.
   absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(config.server.admin_token_file);
   if (!auth.ok()) return WithContext(auth.status(), config.file);
+  const ServingLimits limits = ResolveServingLimits(config, AvailableCores());
+  spdlog::info("admission: {}", DescribeServingLimits(config, limits));
   ASSIGN_OR_RETURN(server->models_, LoadServedModels(config, server->metrics_.get()));
   server->hot_row_metrics_ =
       std::make_unique<HotRowMetrics>(server->models_.get(), server->metrics_.get());
   RankerOptions ranker_options;
   ranker_options.max_request_bytes = config.server.max_request_bytes;
+  ranker_options.max_candidates = config.server.max_candidates;
+  ranker_options.max_inflight_requests = limits.max_inflight_requests;
   ranker_options.access_log_sample = config.logging.access_log_sample;
   server->ranker_ = std::make_unique<RankerService>(server->models_.get(), server->metrics_.get(),
                                                     ranker_options);
@@ -130,7 +132,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
     server->watcher_ = std::make_unique<ModelWatcher>(
         server->models_.get(), absl::Seconds(config.model_watch_interval_seconds));
   }
-  RETURN_IF_ERROR(server->StartGrpc());
+  RETURN_IF_ERROR(server->StartGrpc(limits));
   auto where = [](const std::string& address, int port) {
     return address.empty() ? std::string("off") : absl::StrCat(address, " (port ", port, ")");
   };
@@ -143,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   return server;
 }
 
-absl::Status Server::StartGrpc() {
+absl::Status Server::StartGrpc(const ServingLimits& limits) {
   static std::once_flag once;
   std::call_once(once, [] {
     grpc::EnableDefaultHealthCheckService(true);
@@ -155,7 +157,14 @@ absl::Status Server::StartGrpc() {
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.server.listen, *credentials, &port_);
-  builder.SetMaxReceiveMessageSize(GrpcReceiveLimit(config_.server.max_request_bytes));
+  // No receive limit of gRPC's own: its refusal is RESOURCE_EXHAUSTED, which clients read
+  // as "retry"; RankerService refuses every request over server.max_request_bytes with
+  // INVALID_ARGUMENT naming the key. The transport's memory is bounded by the quota.
+  builder.SetMaxReceiveMessageSize(-1);
+  grpc::ResourceQuota quota("fuserank-ranking-port");
+  quota.Resize(static_cast<size_t>(limits.transport_memory_bytes));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams);
   // Without this, gRPC sets SO_REUSEPORT and a second server on the same port would start
   // and silently share it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -22,6 +22,7 @@
 #include "server/model_watcher.h"
 #include "server/ranker_service.h"
 #include "server/served_models.h"
+#include "server/serving_limits.h"
 
 namespace fuserank::server {
 
@@ -47,7 +48,7 @@ class Server {
 
  private:
   explicit Server(Config config) : config_(std::move(config)) {}
-  absl::Status StartGrpc();
+  absl::Status StartGrpc(const ServingLimits& limits);
 
   const Config config_;
   // Destroyed bottom-up: servers, then services, then models (batchers), then metrics.
@@ -70,8 +71,9 @@ class Server {
 // config itself. Errors name the model path.
 absl::Status CheckModels(const Config& config);
 
-// Loads the models and creates a backend, decoder and batcher for each (model_loader.h);
-// records fuserank_model_info in `metrics`, which must outlive the result.
+// Loads the models and creates a backend, decoder and batcher for each (model_loader.h,
+// with the resolved engine.streams and the engine's id and queue budgets); records
+// fuserank_model_info in `metrics`, which must outlive the result.
 absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& config,
                                                                Metrics* metrics);
 

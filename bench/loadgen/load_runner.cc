@@ -49,6 +49,7 @@ struct Lane {
   int slots = 0;  // closed loop: calls this lane keeps in flight
   bool shut_down = false;
   LatencyHistogram latency;
+  LatencyHistogram refused;
   int64_t ok = 0;
   std::map<std::string, int64_t> errors;
   absl::Mutex mu;
@@ -155,6 +156,9 @@ void Runner::Complete(Lane& lane, const Call& call, int64_t now_ns) {
     lane.interval.Record(latency);
   } else {
     if (measured) ++lane.errors[error];
+    if (measured && call.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      lane.refused.Record(latency);
+    }
     absl::MutexLock lock(&lane.mu);
     ++lane.interval_errors;
   }
@@ -286,6 +290,7 @@ absl::StatusOr<RunResult> Runner::Run() {
   result.window_s = options_.duration_s;
   for (Lane& lane : lanes_) {
     result.latency.Merge(lane.latency);
+    result.refused.Merge(lane.refused);
     result.ok += lane.ok;
     for (const auto& [code, n] : lane.errors) {
       result.errors_by_code[code] += n;

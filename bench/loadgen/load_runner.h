@@ -35,6 +35,7 @@ struct RunOptions {
 
 struct RunResult {
   LatencyHistogram latency;  // nanoseconds, OK calls that started inside the window
+  LatencyHistogram refused;  // the same for calls refused with RESOURCE_EXHAUSTED
   int64_t ok = 0;            // calls started inside the window that returned OK
   int64_t errors = 0;        // calls started inside the window that failed
   std::map<std::string, int64_t> errors_by_code;  // gRPC code name, or BAD_RESPONSE

@@ -89,6 +89,8 @@ std::string ReportJson(const BenchReport& report) {
       {"p99_ms", Number(Ms(h.ValueAtQuantile(0.99)), 4)},
       {"p999_ms", Number(Ms(h.ValueAtQuantile(0.999)), 4)},
       {"max_ms", Number(Ms(h.max()), 4)},
+      {"refused_p50_ms", Number(Ms(r.refused.ValueAtQuantile(0.50)), 4)},
+      {"refused_p99_ms", Number(Ms(r.refused.ValueAtQuantile(0.99)), 4)},
       {"delayed_sends", absl::StrCat(r.delayed_sends)},
       {"max_send_lag_ms", Number(Ms(r.max_send_lag_ns), 4)},
   };
@@ -116,6 +118,10 @@ std::string ReportText(const BenchReport& report) {
                         Ms(h.ValueAtQuantile(0.99)), Ms(h.ValueAtQuantile(0.999)), Ms(h.max()));
   for (const auto& [code, n] : r.errors_by_code) {
     absl::StrAppendFormat(&text, "  error %s: %d\n", code, n);
+  }
+  if (r.refused.count() > 0) {
+    absl::StrAppendFormat(&text, "  RESOURCE_EXHAUSTED answered in ms: p50 %.3f  p99 %.3f\n",
+                          Ms(r.refused.ValueAtQuantile(0.5)), Ms(r.refused.ValueAtQuantile(0.99)));
   }
   if (report.run.rate > 0 && (r.delayed_sends > 0 || r.max_send_lag_ns > 1000000)) {
     absl::StrAppendFormat(&text,

@@ -36,6 +36,15 @@ TEST(ReportTest, JsonIsOneLineWithTheContractKeys) {
   }
 }
 
+TEST(ReportTest, RefusalsAreTimedApart) {
+  BenchReport report = SampleReport();
+  report.result.refused.Record(2000000);  // 2 ms
+  const std::string json = ReportJson(report);
+  EXPECT_NE(json.find("\"refused_p50_ms\":2.0"), std::string::npos) << json;
+  EXPECT_NE(ReportText(report).find("RESOURCE_EXHAUSTED answered in ms: p50 2.0"),
+            std::string::npos);
+}
+
 TEST(ReportTest, OpenLoopReportsTheRate) {
   BenchReport report = SampleReport();
   report.run.concurrency = 0;

@@ -333,6 +333,26 @@ INSTANTIATE_TEST_SUITE_P(
                 [](v1::RankRequest* r) { r->set_request_id(std::string(70000, 'x')); },
                 kInvalid,
                 {"more than server.max_request_bytes (65536)"}},
+        // Over twice the limit gRPC itself used to answer RESOURCE_EXHAUSTED ("retry").
+        BadCase{"far_more_bytes_than_the_limit",
+                [](v1::RankRequest* r) { r->set_request_id(std::string(300000, 'x')); },
+                kInvalid,
+                {"more than server.max_request_bytes (65536)"}},
+        // Refused on the wire, before parsing builds them.
+        BadCase{"far_more_features_than_item_tables",
+                [](v1::RankRequest* r) {
+                  for (int i = 0; i < 30; ++i) r->mutable_candidates(1)->add_features();
+                },
+                kInvalid,
+                {"candidates[1].features: more than 19 features, but model 'dot32' has 3 "
+                 "item-side tables"}},
+        BadCase{"far_more_user_features_than_user_tables",
+                [](v1::RankRequest* r) {
+                  for (int i = 0; i < 30; ++i) r->add_user_features();
+                },
+                kInvalid,
+                {"user_features: more than 18 features, but model 'dot32' has 2 user-side "
+                 "tables"}},
         BadCase{"out_of_range_id_in_a_reject_table",
                 [](v1::RankRequest* r) { r->mutable_user_features(1)->set_ids(0, 50); },
                 kInvalid,

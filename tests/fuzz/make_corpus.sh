@@ -242,4 +242,24 @@ seed("bad_extra_tensor_name", DOT % "sum",
      safetensors(dot_tensors([0.5], 0.5) + [("e\\u0007\\n\\u001b[2J", "F32", [1], f32([1.0]))]))
 seed("bad_truncated", DOT % "sum", safetensors(dot_tensors([0.5], 0.5))[:-9])
 EOF
+# --- rank_path: the request_decoder model and its seeds, plus the over-limit floods
+# at the target's small limits (16 candidates, 8 ids per feature, 40 ids in all).
+mkdir -p "${OUT}/rank_path"
+cp "${OUT}"/request_decoder/*.pb "${OUT}/rank_path/"
+rank_request() {  # name, text proto
+  printf '%s\n' "$2" | protoc --encode=fuserank.v1.RankRequest --proto_path="${ROOT}/proto" \
+    "${ROOT}/proto/fuserank/v1/ranker.proto" >"${OUT}/rank_path/$1.pb"
+}
+repeat() {  # count, text
+  local i out=""
+  for ((i = 0; i < $1; ++i)); do out+="$2 "; done
+  printf '%s' "${out}"
+}
+rank_request valid_full_batch "user_dense: [1, 2] $(repeat 16 "candidates {features {name: \"item_0\" ids: [1, 2]} dense: [1, 2, 3]}")"
+rank_request bad_empty_candidates_flood "user_dense: [0, 0] $(repeat 400 'candidates {}')"
+rank_request bad_empty_features_flood "user_dense: [0, 0] candidates {$(repeat 300 'features {}') dense: [1, 2, 3]}"
+rank_request bad_user_features_flood "user_dense: [0, 0] $(repeat 300 'user_features {}')"
+rank_request bad_ids_flood "user_dense: [0, 0] user_features {name: \"user_0\" ids: [$(repeat 500 '1,') 1]}"
+rank_request bad_ids_in_all "user_dense: [0, 0] $(repeat 6 "candidates {features {name: \"item_0\" ids: [1, 2, 3, 4, 5, 6, 7, 8]} dense: [1, 2, 3]}")"
+
 find "${OUT}" -type f | sort | sed "s|${ROOT}/||"

@@ -28,9 +28,15 @@ TEST(ConfigTest, EmptyFileGivesEveryDefault) {
   EXPECT_EQ(config->server.max_candidates, 4096);
   EXPECT_EQ(config->server.max_ids_per_feature, 1024);
   EXPECT_EQ(config->server.shutdown_grace_seconds, 10);
+  EXPECT_EQ(config->server.max_inflight_requests, 0);
+  EXPECT_EQ(config->server.max_concurrent_streams, 0);
+  EXPECT_EQ(config->server.transport_memory_bytes, 0);
   EXPECT_EQ(config->engine.device, engine::DeviceChoice::kAuto);
   EXPECT_EQ(config->engine.gpu, 0);
-  EXPECT_EQ(config->engine.streams, 4);
+  EXPECT_TRUE(config->engine.streams_auto);
+  EXPECT_EQ(config->engine.max_queue_delay_ms, 0);
+  EXPECT_EQ(config->engine.max_batch_ids, 4194304);
+  EXPECT_EQ(config->engine.max_queued_ids, 16777216);
   EXPECT_EQ(config->engine.max_batch_candidates, 8192);
   EXPECT_EQ(config->engine.max_batch_wait_us, 200);
   EXPECT_EQ(config->engine.queue_capacity, 1024);
@@ -65,6 +71,9 @@ server:
   max_candidates: 100
   max_ids_per_feature: 7
   shutdown_grace_seconds: 3
+  max_inflight_requests: 40
+  max_concurrent_streams: 80
+  transport_memory_bytes: 33554432
 engine:
   device: cpu
   gpu: 2
@@ -72,6 +81,9 @@ engine:
   max_batch_candidates: 500
   max_batch_wait_us: 0
   queue_capacity: 16
+  max_queue_delay_ms: 20
+  max_batch_ids: 1000
+  max_queued_ids: 5000
   cuda_graphs: false
   cpu_threads: 3
   allow_tf32: true
@@ -94,9 +106,16 @@ logging: {level: debug, format: json, access_log_sample: 0.25}
   EXPECT_EQ(config->server.max_candidates, 100);
   EXPECT_EQ(config->server.max_ids_per_feature, 7);
   EXPECT_EQ(config->server.shutdown_grace_seconds, 3);
+  EXPECT_EQ(config->server.max_inflight_requests, 40);
+  EXPECT_EQ(config->server.max_concurrent_streams, 80);
+  EXPECT_EQ(config->server.transport_memory_bytes, 33554432);
   EXPECT_EQ(config->engine.device, engine::DeviceChoice::kCpu);
   EXPECT_EQ(config->engine.gpu, 2);
   EXPECT_EQ(config->engine.streams, 8);
+  EXPECT_FALSE(config->engine.streams_auto);
+  EXPECT_EQ(config->engine.max_queue_delay_ms, 20);
+  EXPECT_EQ(config->engine.max_batch_ids, 1000);
+  EXPECT_EQ(config->engine.max_queued_ids, 5000);
   EXPECT_EQ(config->engine.max_batch_candidates, 500);
   EXPECT_EQ(config->engine.max_batch_wait_us, 0);
   EXPECT_EQ(config->engine.queue_capacity, 16);
@@ -129,7 +148,7 @@ TEST(ConfigTest, ReadsAModelList) {
 TEST(ConfigTest, NullSectionsKeepTheirDefaults) {
   absl::StatusOr<Config> config = ParseConfig("server:\nengine:\n", kFile);
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->engine.streams, 4);
+  EXPECT_TRUE(config->engine.streams_auto);
 }
 
 TEST(ConfigTest, TheShippedConfigIsValidAndUsesTheDemoModel) {
@@ -162,7 +181,9 @@ logging: {level: warn, format: json, access_log_sample: 0.1}
   absl::StatusOr<Config> defaults = ParseConfig("", kFile);
   ASSERT_TRUE(defaults.ok());
   const std::string default_yaml = EffectiveConfigYaml(*defaults);
-  EXPECT_THAT(default_yaml, HasSubstr("streams: 4"));
+  EXPECT_THAT(default_yaml, HasSubstr("streams: auto"));
+  EXPECT_THAT(default_yaml, HasSubstr("max_inflight_requests: 0"));
+  EXPECT_THAT(default_yaml, HasSubstr("max_queue_delay_ms: 0"));
   EXPECT_THAT(default_yaml, HasSubstr("path: config/models/demo.yaml"));
   absl::StatusOr<Config> defaults_again = ParseConfig(default_yaml, "effective");
   ASSERT_TRUE(defaults_again.ok()) << defaults_again.status();
@@ -195,9 +216,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfigCase{"streams_zero", "engine: {streams: 0}",
                       "config/x.yaml: engine.streams: must be in 1..64, got 0"},
         BadConfigCase{"streams_not_int", "engine: {streams: four}",
-                      "config/x.yaml: engine.streams: must be an integer, got 'four'"},
+                      "config/x.yaml: engine.streams: must be an integer or auto, got 'four'"},
         BadConfigCase{"quoted_number", "engine: {streams: \"4\"}",
-                      "engine.streams: must be an integer, got the string '4'"},
+                      "engine.streams: must be an integer or auto, got the string '4'"},
+        BadConfigCase{"quoted_auto", "engine: {streams: \"auto\"}",
+                      "engine.streams: must be an integer or auto, got the string 'auto'"},
+        BadConfigCase{"inflight", "server: {max_inflight_requests: -1}",
+                      "server.max_inflight_requests: must be in 0..1048576, got -1"},
+        BadConfigCase{"concurrent_streams", "server: {max_concurrent_streams: -3}",
+                      "server.max_concurrent_streams: must be in 0..1048576, got -3"},
+        BadConfigCase{"transport_memory", "server: {transport_memory_bytes: 1000}",
+                      "server.transport_memory_bytes: must be in 1048576..1099511627776, got 1000"},
+        BadConfigCase{"queue_delay", "engine: {max_queue_delay_ms: -1}",
+                      "engine.max_queue_delay_ms: must be in 0..3600000, got -1"},
+        BadConfigCase{"batch_ids", "engine: {max_batch_ids: 0}",
+                      "engine.max_batch_ids: must be in 1..67108864, got 0"},
+        BadConfigCase{"queued_below_batch", "engine: {max_batch_ids: 100, max_queued_ids: 50}",
+                      "engine.max_queued_ids: must be at least engine.max_batch_ids (100) so "
+                      "that one request can queue, got 50"},
         BadConfigCase{"float_for_int", "server: {max_candidates: 1.5}",
                       "server.max_candidates: must be an integer, got '1.5'"},
         BadConfigCase{"int_overflow", "server: {max_candidates: 99999999999}",

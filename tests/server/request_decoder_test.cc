@@ -245,3 +245,40 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace fuserank::server
+
+namespace fuserank::server {
+namespace {
+
+// engine.max_batch_ids bounds one request's ids; the wire scan refuses such requests before
+// parsing (request_scan_test.cc), this is the decoder's own check behind it.
+TEST(RequestDecoderLimitsTest, MoreIdsInAllThanMaxBatchIdsIsRefusedAndLeavesTheBatch) {
+  const std::shared_ptr<const engine::Model> model = DecoderModel();
+  DecodeLimits limits;
+  limits.max_candidates = 8;
+  limits.max_ids_per_feature = 4;
+  limits.max_ids = 7;  // GoodRequest holds 5 user + 4 item ids
+  const RequestDecoder decoder(model, limits);
+  engine::Batch batch;
+  v1::RankRequest small = GoodRequest();
+  small.mutable_candidates()->RemoveLast();  // 8 ids: still one over
+  small.mutable_user_features(0)->mutable_ids()->RemoveLast();
+  small.mutable_user_features(1)->mutable_ids()->RemoveLast();
+  small.mutable_user_features(1)->mutable_weights()->RemoveLast();
+  ASSERT_TRUE(decoder.Append(small, &batch).ok()) << "6 ids";
+  const engine::Batch before = batch;
+  const absl::Status status = decoder.Append(GoodRequest(), &batch);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("the request holds 9 ids, more than engine.max_batch_ids (7)"));
+  EXPECT_EQ(batch.user.rows, before.user.rows);
+  EXPECT_EQ(batch.item.rows, before.item.rows);
+  EXPECT_EQ(batch.candidate_begin, before.candidate_begin);
+  // The scan limits mirror the decoder's, with the model's table counts.
+  EXPECT_EQ(decoder.scan_limits().max_ids, 7);
+  EXPECT_EQ(decoder.scan_limits().user_tables, 2);
+  EXPECT_EQ(decoder.scan_limits().item_tables, 2);
+  EXPECT_EQ(decoder.scan_limits().model_name, "small");
+}
+
+}  // namespace
+}  // namespace fuserank::server

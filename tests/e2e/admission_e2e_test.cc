@@ -1,0 +1,179 @@
+// Admission on the real server in-process on 127.0.0.1:0 (issue 14): a call whose message
+// never arrived is CANCELLED (or, when the client half-closed without one, INVALID_ARGUMENT
+// saying so), never "not a valid RankRequest", and the metrics count it so; the bound on
+// Rank calls in flight refuses at once with RESOURCE_EXHAUSTED naming
+// server.max_inflight_requests while the calls it holds finish; the limits it logs at start.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "fuserank/v1/ranker.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/config.h"
+#include "server/server.h"
+#include "tests/e2e/rank_check_util.h"
+#include "tests/e2e/reference_util.h"
+#include "tests/testing/test_model.h"
+
+namespace fuserank {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestModel;
+
+constexpr char kRankMethod[] = "/fuserank.v1.Ranker/Rank";
+
+// Sum of the Prometheus samples of fuserank_requests_total{rpc="Rank",code=`code`}.
+double RankCount(const std::string& scrape, const std::string& code) {
+  const std::string prefix =
+      absl::StrCat("fuserank_requests_total{code=\"", code, "\",rpc=\"Rank\"} ");
+  const size_t at = scrape.find(prefix);
+  return at == std::string::npos ? 0 : std::stod(scrape.substr(at + prefix.size()));
+}
+
+struct Started {
+  TestModel model;
+  std::unique_ptr<server::Server> server;
+  std::shared_ptr<grpc::Channel> channel;
+};
+
+// A model slow enough (a wide top MLP over `candidates` candidates) that calls stay in
+// flight for a while, served by one worker.
+Started StartServer(const std::string& name, const std::string& server_keys) {
+  Started started;
+  engine::ModelSpec spec = testing::SmallSpec(1, 2, 1000, 16);
+  spec.name = name;
+  spec.top_mlp = {512, 512, 1};
+  started.model = testing::MakeRandomModel(spec, 41);
+  absl::StatusOr<std::string> path = testing::WriteTestModel(started.model, testing::TempDir(name));
+  EXPECT_TRUE(path.ok()) << path.status();
+  if (!path.ok()) return started;
+  absl::StatusOr<server::Config> config = server::ParseConfig(
+      absl::StrCat("server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: \"\", ",
+                   server_keys, "}\nengine: {device: cpu, streams: 1, max_queue_delay_ms: 0}\n",
+                   "model: {path: \"", *path, "\"}\n"),
+      name + ".yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return started;
+  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return started;
+  started.server = std::move(*server);
+  started.channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", started.server->port()),
+                                        grpc::InsecureChannelCredentials());
+  return started;
+}
+
+// Opens a raw Rank call, sends no message, and either cancels it or half-closes it.
+void CallWithoutAMessage(grpc::GenericStub* stub, bool cancel) {
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub->PrepareCall(&context, kRankMethod, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  if (cancel) {
+    // Give the server time to see the call before the cancellation reaches it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    context.TryCancel();
+  } else {
+    call->WritesDone(reinterpret_cast<void*>(2));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(3));
+  while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void*>(3)) {
+  }
+  if (!cancel) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("carried no fuserank.v1.RankRequest message"));
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST(AdmissionE2eTest, ACallWhoseMessageNeverArrivedIsCancelledNotInvalid) {
+  Started started = StartServer("nomessage", "");
+  ASSERT_NE(started.server, nullptr);
+  grpc::GenericStub stub(started.channel);
+  const std::string before = started.server->metrics().Scrape();
+  constexpr int kCalls = 10;
+  for (int i = 0; i < kCalls; ++i) CallWithoutAMessage(&stub, /*cancel=*/true);
+  // The server counts a call once gRPC reports it done, a moment after the client.
+  std::string after;
+  for (int i = 0; i < 200; ++i) {
+    after = started.server->metrics().Scrape();
+    if (RankCount(after, "CANCELLED") - RankCount(before, "CANCELLED") >= kCalls) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(RankCount(after, "INVALID_ARGUMENT") - RankCount(before, "INVALID_ARGUMENT"), 0);
+  EXPECT_EQ(RankCount(after, "CANCELLED") - RankCount(before, "CANCELLED"), kCalls);
+
+  CallWithoutAMessage(&stub, /*cancel=*/false);  // no message, not cancelled: a bad call
+  const v1::RankRequest request = testing::RandomRequest(started.model, 3, 8);
+  testing::ExpectMatchesReference(
+      started.model, request, testing::Rank(v1::Ranker::NewStub(started.channel).get(), request));
+}
+
+// An async Rank call the test waits for.
+struct AsyncCall {
+  grpc::ClientContext context;
+  v1::RankRequest request;
+  v1::RankResponse response;
+  grpc::Status status;
+  absl::Notification done;
+};
+
+TEST(AdmissionE2eTest, TheInflightBoundRefusesAtOnceNamingItsKey) {
+  Started started = StartServer("inflight", "max_candidates: 4096, max_inflight_requests: 2");
+  ASSERT_NE(started.server, nullptr);
+  auto stub = v1::Ranker::NewStub(started.channel);
+  // Two calls of tens of ms each on one worker: in flight together for a while.
+  std::vector<AsyncCall> slow(2);
+  for (size_t i = 0; i < slow.size(); ++i) {
+    AsyncCall& call = slow[i];
+    call.request = testing::RandomRequest(started.model, 10 + i, 8000);
+    while (call.request.candidates_size() > 4096) call.request.mutable_candidates()->RemoveLast();
+    call.context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stub->async()->Rank(&call.context, &call.request, &call.response, [&call](grpc::Status s) {
+      call.status = std::move(s);
+      call.done.Notify();
+    });
+  }
+  // Both are in flight once the server has handed them to Rank().
+  for (int i = 0; i < 5000; ++i) {
+    const std::string scrape = started.server->metrics().Scrape();
+    if (scrape.find("fuserank_inflight_requests 2") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const testing::Reply refused =
+      testing::Rank(stub.get(), testing::RandomRequest(started.model, 20, 4));
+  const bool slow_done = slow[0].done.HasBeenNotified() && slow[1].done.HasBeenNotified();
+  if (!slow_done) {
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << refused.status.error_message();
+    EXPECT_THAT(refused.status.error_message(), HasSubstr("server.max_inflight_requests = 2"));
+  }
+  for (AsyncCall& call : slow) {
+    ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    testing::ExpectMatchesReference(started.model, call.request, {call.status, call.response});
+  }
+  EXPECT_FALSE(slow_done) << "the slow calls finished before the third arrived: nothing proven";
+  const v1::RankRequest after = testing::RandomRequest(started.model, 21, 4);
+  testing::ExpectMatchesReference(started.model, after, testing::Rank(stub.get(), after));
+}
+
+}  // namespace
+}  // namespace fuserank
