@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
 #include "server/kserve_tensors.h"
@@ -31,6 +32,8 @@ namespace {
 using Clock = engine::BatcherClock;
 
 constexpr size_t kMaxPooledCalls = 256;
+// Calls whose request was larger than this on the wire are freed, not pooled.
+constexpr size_t kMaxPooledRequestBytes = size_t{1} << 20;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -92,13 +95,20 @@ struct KServeService::Call {
   int num_outputs = 0;
   std::atomic<bool> cancelled{false};
   bool accepted = false;
+  size_t request_bytes = 0;  // on the wire: a large request's call is not pooled
   Clock::time_point start;
 };
 
 KServeService::KServeService(const ServedModels* models, Metrics* metrics, KServeOptions options)
     : models_(models), metrics_(metrics), options_(std::move(options)) {}
 
-KServeService::~KServeService() = default;
+KServeService::~KServeService() {
+  // gRPC's server is gone by now, but a refused call's OnDone (WaitIdle() waits only for
+  // accepted ones) may still be on its way out of the service: wait for it, bounded.
+  for (int i = 0; i < 10000 && inflight_.load(std::memory_order_acquire) > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
 
 grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request,
@@ -110,9 +120,24 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   call->accepted = false;
   call->request.Clear();
   call->info = InferRequestInfo{};
+  call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
-  const absl::Status status = Start(context, *request, call);
+  inflight_.fetch_add(1, std::memory_order_relaxed);
+  // The first bound, before anything reads the request, shared with Rank.
+  absl::Status status;
+  if (options_.limiter != nullptr && !options_.limiter->Enter()) {
+    status = absl::ResourceExhaustedError(absl::StrCat(
+        "too many calls in flight (server.max_inflight_requests = ", options_.limiter->limit(),
+        "); retry with backoff"));
+  } else if (request == nullptr || !request->Valid()) {
+    status =
+        context->IsCancelled()
+            ? absl::CancelledError("the call was cancelled before its request arrived")
+            : absl::InvalidArgumentError("the call carried no inference.ModelInferRequest message");
+  } else {
+    status = Start(context, *request, call);
+  }
   if (!status.ok()) Finish(call, ToGrpcStatus(status));
   return reactor;
 }
@@ -143,9 +168,20 @@ std::shared_ptr<const TensorDecoder> KServeService::DecoderFor(const ServedModel
   return decoder;
 }
 
-absl::Status KServeService::Admit(const ServedModel& model) {
-  // Overloaded: refuse before spending a decode on a request the queue cannot take.
-  return model.batcher->Admission();
+absl::StatusOr<engine::AdmissionTicket> KServeService::Admit(const Call& call,
+                                                             Clock::time_point deadline) {
+  // Overloaded: refuse before spending a decode on a request the queue cannot take. The
+  // candidate count is the shape of `item_ids` (the decoder checks it against the rest).
+  int64_t candidates = 0;
+  for (const auto& input : call.request.inputs()) {
+    if (input.name() == "item_ids" && input.shape_size() >= 1) candidates = input.shape(0);
+  }
+  if (candidates <= 0) return engine::AdmissionTicket();  // no candidates: nothing queues
+  if (candidates > options_.limits.max_candidates) {
+    // The decoder refuses it with the limit's message; hold no room for it meanwhile.
+    return engine::AdmissionTicket();
+  }
+  return call.model->batcher->Admit(deadline, static_cast<int>(candidates));
 }
 
 absl::Status KServeService::Start(grpc::CallbackServerContext* context,
@@ -177,11 +213,17 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
   RETURN_IF_ERROR(SelectOutputs(call));
   call->decoder = DecoderFor(*call->model);
   engine::Batcher& batcher = *call->model->batcher;
-  RETURN_IF_ERROR(Admit(*call->model));
+  ASSIGN_OR_RETURN(engine::AdmissionTicket ticket, Admit(*call, deadline));
   std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
-  const absl::Status decoded =
+  absl::Status decoded =
       call->decoder->Append(call->request, call->model->model, batch.get(), &call->info);
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
+  if (decoded.ok() && ticket.valid()) {
+    decoded = batcher.AddIds(
+        &ticket, static_cast<int64_t>(batch->user.rows.size() + batch->item.rows.size()));
+  } else if (decoded.ok() && batch->num_candidates() > 0) {
+    ASSIGN_OR_RETURN(ticket, batcher.Admit(deadline, batch->num_candidates()));  // not seen before
+  }
   absl::Status accepted = decoded;
   if (accepted.ok()) accepted = Accept(call);
   if (!accepted.ok() || batch->num_candidates() == 0) {
@@ -195,8 +237,8 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
       [this, call](const absl::Status& status, const engine::RequestResult& result) {
         OnScored(call, status, result);
       },
-      &call->cancelled);
-  if (!queued.ok()) Unaccept(call);  // refused after all (the queue filled meanwhile)
+      &call->cancelled, std::move(ticket));
+  if (!queued.ok()) Unaccept(call);  // refused after all (shutting down meanwhile)
   metrics_->SetQueueDepth(models_->QueueDepth());
   return queued;
 }
@@ -333,6 +375,9 @@ void KServeService::OnCallDone(Call* call) {
     absl::MutexLock lock(&accepted_mu_);
     --accepted_;
   }
+  if (options_.limiter != nullptr) options_.limiter->Leave();
+  // Last: from here on the service may be destroyed.
+  inflight_.fetch_sub(1, std::memory_order_release);
 }
 
 void KServeService::StartShutdown() {
@@ -363,6 +408,9 @@ void KServeService::ReleaseCall(std::unique_ptr<Call> call) {
   call->model.reset();  // a retired version is freed once its last call lets go
   call->decoder.reset();
   call->response_buffer = nullptr;
+  // A call that held a large request keeps its protos' capacity: free it instead of
+  // pooling it, so the pool never holds the largest size ever seen.
+  if (call->request_bytes > kMaxPooledRequestBytes) return;
   absl::MutexLock lock(&pool_mu_);
   if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
 }

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "engine/batcher.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/call_limiter.h"
 #include "server/metrics.h"
 #include "server/request_decoder.h"
 #include "server/served_models.h"
@@ -39,6 +40,9 @@ struct KServeOptions {
   int64_t max_request_bytes = 16777216;  // server.max_request_bytes
   DecodeLimits limits;                   // server.max_candidates, server.max_ids_per_feature
   std::string server_version;            // ServerMetadata.version
+  // The ranking port's bound on calls in flight (server.max_inflight_requests), shared with
+  // Rank; null: no bound of its own. Must outlive the service.
+  CallLimiter* limiter = nullptr;
 };
 
 using KServeBase = inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
@@ -95,9 +99,10 @@ class KServeService final : public KServeBase {
   // Everything up to the hand-off to the batcher. OK: the batcher owns `call` now.
   absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
                      Call* call);
-  // Admission of one decoded-to-be request, kept in one place so that a server-wide
-  // admission policy can replace it: today the model's Batcher::Admission(), as Rank.
-  absl::Status Admit(const ServedModel& model);
+  // Queue admission of one parsed, not yet decoded request, as Rank's: room for its
+  // candidates in the model's batcher (or RESOURCE_EXHAUSTED naming the limit, at once).
+  absl::StatusOr<engine::AdmissionTicket> Admit(const Call& call,
+                                                engine::BatcherClock::time_point deadline);
   absl::Status SelectOutputs(Call* call) const;
   absl::Status Accept(Call* call);
   void Unaccept(Call* call);
@@ -117,6 +122,7 @@ class KServeService final : public KServeBase {
   Metrics* const metrics_;
   const KServeOptions options_;
   std::atomic<bool> shutting_down_{false};
+  std::atomic<int> inflight_{0};  // calls handed to ModelInfer() and not yet done
 
   absl::Mutex accepted_mu_;  // orders Accept() against StartShutdown()
   bool refusing_ ABSL_GUARDED_BY(accepted_mu_) = false;

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/logging.h"
 #include "server/request_scan.h"
 #include "spdlog/spdlog.h"
 
@@ -169,13 +170,17 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->no_message = false;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
-  // The first bound, before anything reads the request: calls handed to us and not done.
+  // The first bound, before anything reads the request: calls handed over and not done
+  // (on the whole ranking port when the limiter is shared).
   const int inflight = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const bool within = options_.limiter != nullptr ? options_.limiter->Enter()
+                                                  : inflight <= options_.max_inflight_requests;
   absl::Status status;
-  if (inflight > options_.max_inflight_requests) {
-    status = absl::ResourceExhaustedError(
-        absl::StrCat("too many Rank calls in flight (server.max_inflight_requests = ",
-                     options_.max_inflight_requests, "); retry with backoff"));
+  if (!within) {
+    status = absl::ResourceExhaustedError(absl::StrCat(
+        "too many calls in flight (server.max_inflight_requests = ",
+        options_.limiter != nullptr ? options_.limiter->limit() : options_.max_inflight_requests,
+        "); retry with backoff"));
   } else {
     status = Start(context, request, call);
   }
@@ -351,10 +356,15 @@ void RankerService::Record(const Call& call, grpc::StatusCode code, const std::s
                            double seconds) {
   metrics_->RecordRequest(Rpc::kRank, code, seconds);
   if (Sampled(options_.access_log_sample)) {
-    spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}{}{}",
-                 call.request_id, call.model_name, call.candidates, call.top_k,
-                 std::string(GrpcCodeName(code)), seconds * 1e3,
-                 code == grpc::StatusCode::OK ? "" : " error=", message);
+    // Request-supplied strings are quoted safely; the error text, which may name a feature
+    // id (an oov: reject table), only at debug level.
+    spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}",
+                 LogSafe(call.request_id, 128), LogSafe(call.model_name, 128), call.candidates,
+                 call.top_k, std::string(GrpcCodeName(code)), seconds * 1e3);
+    if (code != grpc::StatusCode::OK) {
+      spdlog::debug("rank request_id='{}' error={}", LogSafe(call.request_id, 128),
+                    LogSafe(message, 512));
+    }
   }
 }
 
@@ -386,6 +396,7 @@ void RankerService::OnCallDone(Call* call) {
     absl::MutexLock lock(&accepted_mu_);
     --accepted_;
   }
+  if (options_.limiter != nullptr) options_.limiter->Leave();
   // Last: from here on the service may be destroyed.
   inflight_.fetch_sub(1, std::memory_order_release);
 }

@@ -117,6 +117,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   ranker_options.max_request_bytes = config.server.max_request_bytes;
   ranker_options.max_candidates = config.server.max_candidates;
   ranker_options.max_inflight_requests = limits.max_inflight_requests;
+  // One bound for the whole ranking port: Rank and ModelInfer calls together.
+  server->call_limiter_ = std::make_unique<CallLimiter>(limits.max_inflight_requests);
+  ranker_options.limiter = server->call_limiter_.get();
   ranker_options.access_log_sample = config.logging.access_log_sample;
   server->ranker_ = std::make_unique<RankerService>(server->models_.get(), server->metrics_.get(),
                                                     ranker_options);
@@ -124,6 +127,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   kserve_options.max_request_bytes = config.server.max_request_bytes;
   kserve_options.limits = {config.server.max_candidates, config.server.max_ids_per_feature};
   kserve_options.server_version = FUSERANK_VERSION;
+  kserve_options.limiter = server->call_limiter_.get();
   server->kserve_ = std::make_unique<KServeService>(server->models_.get(), server->metrics_.get(),
                                                     kserve_options);
   server->admin_ = std::make_unique<AdminService>(server->metrics_.get(), server->models_.get(),

@@ -56,6 +56,8 @@ class Server {
   std::unique_ptr<ServedModels> models_;
   std::unique_ptr<HotRowMetrics> hot_row_metrics_;  // reads models_ when metrics_ is scraped
   std::unique_ptr<ModelWatcher> watcher_;           // null when model.watch_interval_seconds is 0
+  // The ranking port's bound on calls in flight; outlives both services that share it.
+  std::unique_ptr<CallLimiter> call_limiter_;
   std::unique_ptr<RankerService> ranker_;
   std::unique_ptr<KServeService> kserve_;  // on the ranking port, into the same batchers
   std::unique_ptr<AdminService> admin_;

@@ -1,8 +1,8 @@
-// Admission on the real server in-process on 127.0.0.1:0 (issue 14): a call whose message
+// Admission on the real server in-process on 127.0.0.1:0: a call whose message
 // never arrived is CANCELLED (or, when the client half-closed without one, INVALID_ARGUMENT
 // saying so), never "not a valid RankRequest", and the metrics count it so; the bound on
-// Rank calls in flight refuses at once with RESOURCE_EXHAUSTED naming
-// server.max_inflight_requests while the calls it holds finish; the limits it logs at start.
+// calls in flight on the ranking port (Rank and ModelInfer together) refuses at once with
+// RESOURCE_EXHAUSTED naming server.max_inflight_requests while the calls it holds finish.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -14,9 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "bench/kserve/infer_request.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "inference/grpc_service.grpc.pb.h"
 #include "server/config.h"
 #include "server/server.h"
 #include "tests/e2e/rank_check_util.h"
@@ -160,11 +162,22 @@ TEST(AdmissionE2eTest, TheInflightBoundRefusesAtOnceNamingItsKey) {
   }
   const testing::Reply refused =
       testing::Rank(stub.get(), testing::RandomRequest(started.model, 20, 4));
+  // The bound is the ranking port's: a ModelInfer call is refused by the same count.
+  auto kserve = inference::GRPCInferenceService::NewStub(started.channel);
+  grpc::ClientContext infer_context;
+  inference::ModelInferResponse infer_response;
+  const grpc::Status infer_refused = kserve->ModelInfer(
+      &infer_context,
+      bench::ToInferRequest(started.model.spec, testing::RandomRequest(started.model, 22, 4), {}),
+      &infer_response);
   const bool slow_done = slow[0].done.HasBeenNotified() && slow[1].done.HasBeenNotified();
   if (!slow_done) {
     EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
         << refused.status.error_message();
     EXPECT_THAT(refused.status.error_message(), HasSubstr("server.max_inflight_requests = 2"));
+    EXPECT_EQ(infer_refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << infer_refused.error_message();
+    EXPECT_THAT(infer_refused.error_message(), HasSubstr("server.max_inflight_requests = 2"));
   }
   for (AsyncCall& call : slow) {
     ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
