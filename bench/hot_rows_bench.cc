@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "engine/access_sampler.h"
-#include "engine/frequency_sketch.h"
-#include "engine/hot_row_manager.h"
-#include "engine/hot_rows.h"
+#include "engine/hot_rows/access_sampler.h"
+#include "engine/hot_rows/frequency_sketch.h"
+#include "engine/hot_rows/hot_row_manager.h"
+#include "engine/hot_rows/hot_rows.h"
 #include "engine/model.h"
 
 namespace fuserank::engine {

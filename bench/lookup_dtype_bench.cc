@@ -1,4 +1,4 @@
-// Microbenchmarks of the CPU pooled lookup (engine/cpu_lookup.h) over one table's content
+// Microbenchmarks of the CPU pooled lookup (engine/cpu/cpu_lookup.h) over one table's content
 // stored as fp32, fp16, bf16 and int8 rows (bandwidth and memory of int8 rows).
 // Two shapes: `cache` (10k x 32, about 1.3 MB in fp32: fits this machine's L2/L3) and
 // `dram` (4Mi x 64, 1 GiB in fp32: 32x the 32 MiB L3), each with Zipf(1.05) and uniform
@@ -9,7 +9,7 @@
 // be more); counters read_bytes_per_id, table_MiB (rows x row bytes + qparams, resident),
 // max_abs_err (pooled vs the fp32 table, over the first 256 bags).
 // The tables are built here in memory as EmbeddingTable over aligned buffers: fp16/bf16
-// round to nearest even (engine/cpu_dtype.h), int8 quantizes each row as docs/export.md
+// round to nearest even (engine/cpu/cpu_dtype.h), int8 quantizes each row as docs/export.md
 // ("int8 rows") and tools/fuserank_export_writer.py do.
 // Run: bench/run_dtype_bench.sh, or build/bin/fuserank-microbench
 //   --benchmark_filter='^LookupDtype/' --benchmark_repetitions=5
@@ -28,8 +28,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "engine/cpu_dtype.h"
-#include "engine/cpu_lookup.h"
+#include "engine/cpu/cpu_dtype.h"
+#include "engine/cpu/cpu_lookup.h"
 #include "engine/model.h"
 
 namespace fuserank::engine {

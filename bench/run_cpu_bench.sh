@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU benchmark suite (issue 3), run by `make bench`: fuserank-server (engine.device:
+# The CPU benchmark suite, run by `make bench`: fuserank-server (engine.device:
 # cpu) and the PyTorch peer (bench/peers/torch_peer.py) serve the same bench model and are
 # driven by the same fuserank-bench load, ONE AT A TIME (this box has 2 cores: a service
 # running beside the other would steal its CPU). Then the engine microbenchmarks and the

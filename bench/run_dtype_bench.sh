@@ -120,7 +120,7 @@ lines = [
     f"Command: `{run_command}`, which runs",
     f"`{read('micro_command.txt')}`.",
     "",
-    wrap("`engine/cpu_lookup.h` `PooledLookup`, one thread, over the same table content in each "
+    wrap("`engine/cpu/cpu_lookup.h` `PooledLookup`, one thread, over the same table content in each "
     "dtype (fp16/bf16 rounded from fp32, int8 quantized row-wise as docs/export.md), bags of "
     "8 ids (weight 1, sum), 256 bags per call, cycling through 64k (cache table) or 1M "
     "(large table) ids; Zipf(1.05) ids scattered over the rows, or uniform ids. "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Goodput under overload (issue 14), run by `make bench` (from bench/run_cpu_bench.sh) or
+# Goodput under overload, run by `make bench` (from bench/run_cpu_bench.sh) or
 # alone: fuserank-server pinned to one core, fuserank-bench pinned to another (taskset),
-# the bench model at 256 candidates, engine.queue_capacity 64 (issue 14's setting) and a
+# the bench model at 256 candidates, engine.queue_capacity 64 (the setting the collapse was first measured with) and a
 # 50 ms queue budget (engine.max_queue_delay_ms), 2 s deadlines. Closed-loop
 # capacity first (the median of REPEATS runs at CONCURRENCY calls in flight, on a server
 # with no queue budget: CAPACITY_ENGINE), then, on a server with ENGINE,
@@ -171,7 +171,7 @@ if write_docs == "1":
     if begin in text and end in text:
         text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda m: block, text, flags=re.S)
     else:
-        text = text.rstrip("\n") + "\n\n## Goodput under overload (issue 14)\n\n" + block + "\n"
+        text = text.rstrip("\n") + "\n\n## Goodput under overload\n\n" + block + "\n"
     open(path, "w").write(text)
     print(f"run_overload_bench: wrote the overload section of {path}", file=sys.stderr)
 EOF

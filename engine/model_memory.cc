@@ -6,15 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/cpu/sgemm.h"
 #include "engine/safetensors.h"
-#include "engine/sgemm.h"
 
 namespace fuserank::engine {
 namespace {
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-constexpr uint64_t kTileCandidates = 64;    // engine/cpu_forward.h
-constexpr uint64_t kReservedRequests = 64;  // engine/cpu_backend.cc
+constexpr uint64_t kTileCandidates = 64;    // engine/cpu/cpu_forward.h
+constexpr uint64_t kReservedRequests = 64;  // engine/cpu/cpu_backend.cc
 
 uint64_t Add(uint64_t a, uint64_t b) { return a > kMax - b ? kMax : a + b; }
 uint64_t Mul(uint64_t a, uint64_t b) {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/hot_row_manager.h"
+#include "engine/hot_rows/hot_row_manager.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
 #include "spdlog/spdlog.h"

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/hot_row_manager.h"
+#include "engine/hot_rows/hot_row_manager.h"
 #include "fuserank/v1/admin.grpc.pb.h"
 #include "server/admin_auth.h"
 #include "server/admin_worker.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/frequency_sketch.h"
+#include "engine/hot_rows/frequency_sketch.h"
 #include "engine/regular_file.h"
 
 namespace fuserank::server {

@@ -51,9 +51,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   auto served = std::make_unique<ServedModel>();
   served->name = name.empty() ? model->spec().name : name;
   served->model = std::move(model);
-  const HotRowCache* previous_cache = previous == nullptr ? nullptr : previous->hot_rows.get();
-  absl::StatusOr<std::unique_ptr<HotRowCache>> cache =
-      HotRowCache::Create(served->name, served->model, options.cache, previous_cache);
+  const engine::HotRowCache* previous_cache =
+      previous == nullptr ? nullptr : previous->hot_rows.get();
+  absl::StatusOr<std::unique_ptr<engine::HotRowCache>> cache =
+      engine::HotRowCache::Create(served->name, served->model, options.cache, previous_cache);
   if (!cache.ok()) {
     return WithContext(cache.status(), absl::StrCat("model '", served->name, "': cache"));
   }

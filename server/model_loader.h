@@ -17,11 +17,11 @@
 #include "engine/backend.h"
 #include "engine/backend_factory.h"
 #include "engine/batcher.h"
+#include "engine/hot_rows/hot_row_cache.h"
 #include "engine/model.h"
 #include "engine/model_memory.h"
 #include "engine/model_spec.h"
 #include "server/config.h"
-#include "server/hot_row_cache.h"
 #include "server/model_budget.h"
 #include "server/model_roots.h"
 #include "server/request_decoder.h"
@@ -34,8 +34,8 @@ struct ModelLoaderOptions {
   engine::BackendOptions backend;
   DecodeLimits limits;
   engine::BatcherOptions batcher;
-  HotRowCacheOptions cache;  // backend.hot_rows and sample_accesses are set per version
-  bool warm_up = true;       // touch the tables' pages and run synthetic batches before serving
+  engine::HotRowCacheOptions cache;  // backend.hot_rows and sample_accesses are set per version
+  bool warm_up = true;  // touch the tables' pages and run synthetic batches before serving
   // model.roots: where specs and weights may be loaded from; null: anywhere.
   std::shared_ptr<const ModelRoots> roots;
   // model.memory_budget_bytes: shared by every version; null: no budget.

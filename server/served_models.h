@@ -21,8 +21,8 @@
 #include "absl/strings/string_view.h"
 #include "engine/backend.h"
 #include "engine/batcher.h"
+#include "engine/hot_rows/hot_row_cache.h"
 #include "engine/model.h"
-#include "server/hot_row_cache.h"
 #include "server/metrics.h"
 #include "server/model_budget.h"
 #include "server/model_files.h"
@@ -44,7 +44,7 @@ struct ServedModel {
   ModelFiles files;  // the files and their stamps as they were when loading began
   std::shared_ptr<const engine::Model> model;
   std::unique_ptr<RequestDecoder> decoder;
-  std::unique_ptr<HotRowCache> hot_rows;  // never null once loaded; outlives the backend
+  std::unique_ptr<engine::HotRowCache> hot_rows;  // never null once loaded; outlives the backend
   std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<engine::Batcher> batcher;
 
@@ -58,7 +58,7 @@ using ModelHandle = std::shared_ptr<const ServedModel>;
 
 // Builds a complete, warmed-up version of model `name` from the spec at `path`, to replace
 // `previous` (null at the first load): its hot-row cache takes over `previous`'s state
-// (HotRowCache::Create and StartServing).
+// (engine::HotRowCache::Create and StartServing).
 using VersionLoader = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
     const std::string& name, const std::string& path, const ServedModel* previous)>;
 

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "engine/cpu_dtype.h"
+#include "engine/cpu/cpu_dtype.h"
 #include "engine/model_spec.h"
 #include "engine/safetensors.h"
 #include "engine/status_macros.h"

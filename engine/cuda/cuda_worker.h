@@ -19,7 +19,7 @@
 #include "engine/cuda/gpu_layout.h"
 #include "engine/cuda/graph_retry.h"
 #include "engine/cuda/mlp_plan.h"
-#include "engine/hot_row_manager.h"
+#include "engine/hot_rows/hot_row_manager.h"
 
 namespace fuserank::engine::cuda {
 

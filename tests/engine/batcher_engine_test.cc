@@ -13,10 +13,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "engine/batcher.h"
-#include "engine/cpu_backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "tests/engine/alloc_counter_util.h"
-#include "tests/engine/cpu_reference_util.h"
+#include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::engine {

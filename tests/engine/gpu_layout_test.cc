@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu_mlp.h"
+#include "engine/cpu/cpu_mlp.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/topk.h"
 #include "gtest/gtest.h"
 #include "kernels/batch_layout.h"
 #include "kernels/layout_math.h"
 #include "kernels/topk_keys.h"
-#include "tests/engine/cpu_reference_util.h"
+#include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/testing/test_model.h"
 #include "tests/testing/test_seed.h"
 

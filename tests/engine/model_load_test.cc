@@ -16,15 +16,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend.h"
-#include "engine/cpu_backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/escape_text.h"
 #include "engine/model.h"
 #include "engine/model_memory.h"
 #include "engine/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/engine/cpu_reference_util.h"
-#include "tests/engine/cpu_test_models_util.h"
+#include "tests/engine/cpu/cpu_reference_util.h"
+#include "tests/engine/cpu/cpu_test_models_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::engine {

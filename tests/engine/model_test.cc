@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu_dtype.h"
+#include "engine/cpu/cpu_dtype.h"
 #include "engine/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend.h"
 #include "engine/batch.h"
-#include "engine/cpu_backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/escape_text.h"
 #include "engine/model.h"
 #include "engine/model_memory.h"

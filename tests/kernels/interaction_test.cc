@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu_interaction.h"
+#include "engine/cpu/cpu_interaction.h"
 #include "gtest/gtest.h"
 #include "kernels/batch_layout.h"
 #include "kernels/layout_math.h"

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu_lookup.h"
+#include "engine/cpu/cpu_lookup.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/gpu_layout.h"
 #include "gtest/gtest.h"
 #include "kernels/layout_math.h"
-#include "tests/engine/cpu_reference_util.h"
+#include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/testing/test_model.h"
 #include "tests/testing/test_seed.h"

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "engine/backend_factory.h"
-#include "engine/cpu_backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/cuda/cuda_backend.h"
 #include "gtest/gtest.h"
-#include "tests/engine/cpu_reference_util.h"
+#include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/testing/test_model.h"
 #include "tests/testing/test_seed.h"

@@ -10,7 +10,7 @@
 #include "engine/backend_factory.h"
 #include "engine/cuda/cuda_probe.h"
 #include "gtest/gtest.h"
-#include "tests/engine/cpu_reference_util.h"
+#include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/testing/test_model.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu_mlp.h"
+#include "engine/cpu/cpu_mlp.h"
 #include "gtest/gtest.h"
 #include "kernels/batch_layout.h"
 #include "kernels/layout_math.h"

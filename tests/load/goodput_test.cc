@@ -1,8 +1,8 @@
-// Goodput under open-loop overload (issue 14), a bounded version of the `make bench`
+// Goodput under open-loop overload, a bounded version of the `make bench`
 // section (bench/run_overload_bench.sh): the real server binary as a child process pinned
 // to one core, the load (bench/loadgen, Poisson arrivals, 2 s deadlines, latency from the
 // scheduled send) pinned to another. Closed-loop capacity first, then 0.9x, 1.5x, 3x and
-// 6x of it, then 0.5x again. The server must not collapse (issue 14 measured 0.16 of
+// 6x of it, then 0.5x again. The server must not collapse (before admission control it measured 0.16 of
 // capacity at 1.5x, 0.06 at 3x, OK answers seconds late): OK answers per second stay a
 // large share of capacity at every overload, answers and refusals at 1.5x and 3x come back
 // in well under a second, and the load after the spike is served as before it. The bounds
@@ -140,7 +140,7 @@ TEST(GoodputTest, OverloadIsShedAtTheDoorWithoutCollapse) {
         p.name.c_str(), p.offered, p.goodput, p.goodput / capacity, p.ok_p99_ms, p.refused_p99_ms,
         p.errors.c_str());
   }
-  // Loose bounds: the collapse of issue 14 was 0.16 at 1.5x and 0.06 at 3x, with OK
+  // Loose bounds: the collapse before admission control was 0.16 at 1.5x and 0.06 at 3x, with OK
   // answers seconds late; each point here is 2 s on a shared machine.
   EXPECT_GT(points[1].goodput, 0.6 * capacity) << "1.5x";
   EXPECT_GT(points[2].goodput, 0.4 * capacity) << "3x";

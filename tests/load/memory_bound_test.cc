@@ -1,4 +1,4 @@
-// Memory of the public port is bounded by the config, not by what clients send (issue 13):
+// Memory of the public port is bounded by the config, not by what clients send:
 // the real server binary as a child process, three waves of 16 concurrent ~16 MB requests,
 // each far over one limit (a run of empty candidates, one candidate with millions of empty
 // features, one feature with millions of ids), sent as raw bytes. Every one is refused with

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu_dtype.h"
+#include "engine/cpu/cpu_dtype.h"
 #include "engine/safetensors.h"
 
 namespace fuserank::testing {

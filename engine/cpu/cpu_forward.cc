@@ -1,0 +1,170 @@
+#include "engine/cpu/cpu_forward.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+
+#include "engine/cpu/cpu_interaction.h"
+#include "engine/cpu/cpu_lookup.h"
+#include "engine/cpu/cpu_mlp.h"
+
+namespace fuserank::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+struct ShareLayout {
+  int user_dots;
+  int top_bias;
+  int bottom_bias;
+  int width;
+};
+
+ShareLayout Layout(const CpuPlan& plan) {
+  ShareLayout layout;
+  layout.user_dots = plan.user_width;
+  layout.top_bias = layout.user_dots + (plan.dot ? plan.user_share_width : 0);
+  layout.bottom_bias = layout.top_bias + plan.top[0].out;
+  layout.width = layout.bottom_bias + (plan.has_bottom ? plan.bottom_user.out : 0);
+  return layout;
+}
+
+// Runs `first` (with `first_bias`) then `rest` on `count` rows; the last layer writes
+// to `out`, the others to the scratch ping-pong blocks.
+void RunChain(const PackedLayer& first, const float* first_bias, const PackedLayer* rest,
+              int num_rest, int count, const float* in, int in_stride, float* out, int out_stride,
+              TileScratch* scratch, int width) {
+  float* blocks[2] = {scratch->ping.data(), scratch->pong.data()};
+  const float* x = in;
+  int x_stride = in_stride;
+  for (int l = 0; l <= num_rest; ++l) {
+    const bool last = l == num_rest;
+    float* y = last ? out : blocks[l % 2];
+    const int y_stride = last ? out_stride : width;
+    const PackedLayer& layer = l == 0 ? first : rest[l - 1];
+    LayerForward(layer, count, x, x_stride, y, y_stride, l == 0 ? first_bias : nullptr);
+    SaturateNonFinite(y, count, layer.out, y_stride);
+    x = y;
+    x_stride = y_stride;
+  }
+}
+
+// The hot tier of table `t` (spec index) for this thread, or null when there is none.
+const HotLookup* HotFor(TileScratch* scratch, int t, HotLookup* storage) {
+  HotReads& hot = scratch->hot;
+  if (hot.snapshot == nullptr) return nullptr;
+  *storage = {&hot.snapshot->table(t), hot.sampler.get(), t, &hot.hits[t], &hot.misses[t]};
+  return storage;
+}
+
+}  // namespace
+
+int RequestShareWidth(const CpuPlan& plan) { return Layout(plan).width; }
+
+void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& batch, int r,
+                         float* share, TileScratch* scratch) {
+  const ShareLayout layout = Layout(plan);
+  const Clock::time_point t0 = Clock::now();
+  const int num_user = static_cast<int>(model.user_tables().size());
+  HotLookup hot;
+  for (int u = 0; u < num_user; ++u) {
+    const int t = model.user_tables()[u];
+    PooledLookup(model.tables()[t], batch.user, r * num_user + u, 1, 1, share + plan.user_offset[u],
+                 0, HotFor(scratch, t, &hot));
+  }
+  SaturateNonFinite(share, 1, plan.user_width, plan.user_width);
+  const Clock::time_point t1 = Clock::now();
+  if (plan.dot) {
+    const float* sources[1] = {share};
+    const int strides[1] = {0};
+    DotTerms(plan.user_terms.data(), static_cast<int>(plan.user_terms.size()), plan.dot_dim, 1,
+             sources, strides, share + layout.user_dots, 0);
+    SaturateNonFinite(share + layout.user_dots, 1, plan.user_share_width, plan.user_share_width);
+  }
+  const Clock::time_point t2 = Clock::now();
+  const float* user_share = plan.dot ? share + layout.user_dots : share;
+  LayerForward(plan.top_user, 1, user_share, plan.user_share_width, share + layout.top_bias,
+               plan.top_user.out);
+  if (plan.has_bottom) {
+    LayerForward(plan.bottom_user, 1,
+                 batch.user_dense.data() + static_cast<size_t>(r) * plan.dense_user,
+                 plan.dense_user, share + layout.bottom_bias, plan.bottom_user.out);
+  }
+  SaturateNonFinite(share, 1, layout.width, layout.width);
+  const Clock::time_point t3 = Clock::now();
+  StageTimes& times = scratch->times;
+  times.lookup += Seconds(t0, t1);
+  times.cross += Seconds(t1, t2);
+  times.dnn += Seconds(t2, t3);
+}
+
+void TileScratch::Prepare(const CpuPlan& plan) {
+  row.resize(static_cast<size_t>(kTileCandidates) * plan.row_stride);
+  items.resize(plan.items_in_row ? 0 : static_cast<size_t>(kTileCandidates) * plan.item_stride);
+  ping.resize(static_cast<size_t>(kTileCandidates) * plan.max_layer_width);
+  pong.resize(static_cast<size_t>(kTileCandidates) * plan.max_layer_width);
+  logits.resize(kTileCandidates);
+}
+
+void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int r, int first,
+               int count, const float* share, TileScratch* scratch, float* scores) {
+  const ShareLayout layout = Layout(plan);
+  const Clock::time_point t0 = Clock::now();
+  float* row = scratch->row.data();
+  const int row_stride = plan.row_stride;
+  float* items = plan.items_in_row ? row : scratch->items.data();
+  const int items_stride = plan.items_in_row ? row_stride : plan.item_stride;
+  const int num_item = static_cast<int>(model.item_tables().size());
+  HotLookup hot;
+  for (int i = 0; i < num_item; ++i) {
+    const int t = model.item_tables()[i];
+    PooledLookup(model.tables()[t], batch.item, first * num_item + i, num_item, count,
+                 items + plan.item_base + plan.item_offset[i], items_stride,
+                 HotFor(scratch, t, &hot));
+  }
+  SaturateNonFinite(items + plan.item_base, count, plan.item_width, items_stride);
+  const Clock::time_point t1 = Clock::now();
+  if (plan.has_bottom) {
+    RunChain(plan.bottom_item, share + layout.bottom_bias, plan.bottom_rest.data(),
+             static_cast<int>(plan.bottom_rest.size()), count,
+             batch.item_dense.data() + static_cast<size_t>(first) * plan.dense_item,
+             plan.dense_item, row, row_stride, scratch, plan.max_layer_width);
+  } else if (plan.z_width > 0) {  // z = x = user_dense ++ item_dense
+    const float* user_dense = batch.user_dense.data() + static_cast<size_t>(r) * plan.dense_user;
+    for (int c = 0; c < count; ++c) {
+      float* z = row + static_cast<size_t>(c) * row_stride;
+      std::copy(user_dense, user_dense + plan.dense_user, z);
+      const float* item_dense =
+          batch.item_dense.data() + static_cast<size_t>(first + c) * plan.dense_item;
+      std::copy(item_dense, item_dense + plan.dense_item, z + plan.dense_user);
+    }
+  }
+  const Clock::time_point t2 = Clock::now();
+  if (plan.dot) {
+    if (plan.item_base > 0) {  // z is the first own vector
+      for (int c = 0; c < count; ++c) {
+        std::copy(row + static_cast<size_t>(c) * row_stride,
+                  row + static_cast<size_t>(c) * row_stride + plan.z_width,
+                  items + static_cast<size_t>(c) * items_stride);
+      }
+    }
+    DotGramRows(share, static_cast<int>(model.user_tables().size()), items, plan.own_vectors,
+                items_stride, plan.dot_dim, count, row + plan.z_width, row_stride);
+    SaturateNonFinite(row + plan.z_width, count, plan.row_width - plan.z_width, row_stride);
+  }
+  const Clock::time_point t3 = Clock::now();
+  RunChain(plan.top[0], share + layout.top_bias, plan.top.data() + 1,
+           static_cast<int>(plan.top.size()) - 1, count, row, row_stride, scratch->logits.data(), 1,
+           scratch, plan.max_layer_width);
+  Sigmoid(scratch->logits.data(), count, 1, scores + first);
+  const Clock::time_point t4 = Clock::now();
+  scratch->times.lookup += Seconds(t0, t1);
+  scratch->times.dnn += Seconds(t1, t2) + Seconds(t3, t4);
+  scratch->times.cross += Seconds(t2, t3);
+}
+
+}  // namespace fuserank::engine

@@ -1,0 +1,45 @@
+#include "engine/cpu/cpu_mlp.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstddef>
+
+namespace fuserank::engine {
+
+PackedLayer PackLayer(const DenseLayer& layer, bool relu, const std::vector<int>* columns,
+                      bool with_bias) {
+  PackedLayer packed;
+  packed.in = columns != nullptr ? static_cast<int>(columns->size()) : layer.in;
+  packed.out = layer.out;
+  packed.relu = relu;
+  packed.weight = PackedMatrix::FromTransposed(layer.weight.data(), layer.out, packed.in, layer.in,
+                                               columns != nullptr ? columns->data() : nullptr);
+  packed.bias = with_bias ? layer.bias : std::vector<float>(layer.out, 0.0f);
+  return packed;
+}
+
+void LayerForward(const PackedLayer& layer, int rows, const float* x, int x_stride, float* y,
+                  int y_stride, const float* bias) {
+  SgemmPacked(rows, x, x_stride, layer.weight, bias != nullptr ? bias : layer.bias.data(),
+              layer.relu, y, y_stride);
+}
+
+void Sigmoid(const float* x, int n, int x_stride, float* out) {
+  for (int i = 0; i < n; ++i) {
+    out[i] = 1.0f / (1.0f + std::exp(-x[static_cast<size_t>(i) * x_stride]));
+  }
+}
+
+void SaturateNonFinite(float* x, int rows, int width, int stride) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + static_cast<size_t>(r) * stride;
+    for (int i = 0; i < width; ++i) {
+      const float v = row[i];
+      // Branch-free so the loop vectorizes; v != v only for NaN.
+      const float clamped = v > FLT_MAX ? FLT_MAX : (v < -FLT_MAX ? -FLT_MAX : v);
+      row[i] = v != v ? 0.0f : clamped;
+    }
+  }
+}
+
+}  // namespace fuserank::engine

@@ -1,0 +1,163 @@
+#include "engine/hot_rows/hot_row_cache.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+
+namespace fuserank::engine {
+
+absl::StatusOr<std::unique_ptr<HotRowCache>> HotRowCache::Create(std::string name,
+                                                                 std::shared_ptr<const Model> model,
+                                                                 const HotRowCacheOptions& options,
+                                                                 const HotRowCache* previous) {
+  if (options.frequency && options.rebuild_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache.rebuild_interval_seconds must be > 0, got ",
+                     absl::FormatDuration(options.rebuild_interval)));
+  }
+  HotRowOptions manager_options;
+  manager_options.capacity = options.capacity;
+  manager_options.sketches = options.frequency;  // the static policy observes nothing
+  manager_options.initial_version = previous == nullptr ? 0 : previous->version();
+  absl::StatusOr<std::unique_ptr<HotRowManager>> manager =
+      HotRowManager::Create(std::move(model), manager_options);
+  if (!manager.ok()) return manager.status();
+  return std::unique_ptr<HotRowCache>(
+      new HotRowCache(std::move(name), options, std::move(*manager)));
+}
+
+HotRowCache::HotRowCache(std::string name, const HotRowCacheOptions& options,
+                         std::unique_ptr<HotRowManager> manager)
+    : name_(std::move(name)),
+      options_(options),
+      manager_(std::move(manager)),
+      offsets_(manager_->model().tables().size()) {}
+
+HotRowCache::~HotRowCache() { PauseRebuilds(); }
+
+void HotRowCache::StartServing(const HotRowCache* previous) {
+  // The warm-up's lookups are not traffic: start the counts from here.
+  absl::StatusOr<HotRowsStatus> raw = manager_->Get({});
+  absl::flat_hash_map<std::string, TableHotRowsStatus> carried;
+  if (previous != nullptr) {
+    absl::StatusOr<HotRowsStatus> before = previous->Get({});
+    if (before.ok()) {
+      for (TableHotRowsStatus& t : before->tables) carried[t.table] = std::move(t);
+    }
+  }
+  if (raw.ok()) {
+    for (size_t i = 0; i < raw->tables.size(); ++i) {
+      const TableHotRowsStatus& t = raw->tables[i];
+      auto it = carried.find(t.table);
+      const uint64_t hits = it == carried.end() ? 0 : it->second.hits;
+      const uint64_t misses = it == carried.end() ? 0 : it->second.misses;
+      offsets_[i] = Offset{hits - t.hits, misses - t.misses};  // mod 2^64
+    }
+  }
+  if (previous != nullptr) CarryHotSets(*previous);
+  {
+    absl::MutexLock lock(&rebuilder_mu_);
+    serving_ = true;
+  }
+  ResumeRebuilds();
+}
+
+void HotRowCache::CarryHotSets(const HotRowCache& previous) {
+  const std::shared_ptr<const engine::HotRowSnapshot> old = previous.manager_->snapshot();
+  const Model& old_model = previous.manager_->model();
+  std::vector<std::vector<int64_t>> ids;  // row r is id r: it maps to itself (SPEC 2.1)
+  std::vector<std::string> carried, dropped;
+  ids.reserve(manager_->model().tables().size());
+  std::vector<TableIds> tables;
+  for (const engine::EmbeddingTable& table : manager_->model().tables()) {
+    const int index = old_model.FindTable(table.name);
+    if (index < 0) continue;
+    const engine::HotSet& set = old->table(index);
+    if (set.size() == 0) continue;
+    if (old_model.tables()[index].rows != table.rows) {
+      dropped.push_back(absl::StrCat(table.name, " (", old_model.tables()[index].rows, " -> ",
+                                     table.rows, " rows)"));
+      continue;
+    }
+    ids.emplace_back(set.rows().begin(), set.rows().end());
+    tables.push_back({table.name, ids.back()});
+    carried.push_back(absl::StrCat(table.name, " (", set.size(), " rows)"));
+  }
+  if (!dropped.empty()) {
+    spdlog::info(
+        "model '{}': the hot sets of {} are not carried over to the new version: the "
+        "row count changed; they start empty",
+        name_, absl::StrJoin(dropped, ", "));
+  }
+  if (tables.empty()) return;
+  absl::StatusOr<HotRowsStatus> set = manager_->Set(tables);
+  if (!set.ok()) {
+    spdlog::warn(
+        "model '{}': the hot sets of the previous version are not carried over, the "
+        "new version starts with empty ones: {}",
+        name_, std::string(set.status().message()));
+    return;
+  }
+  spdlog::info("model '{}': hot sets of {} carried over to the new version; hot-row version {}",
+               name_, absl::StrJoin(carried, ", "), set->version);
+}
+
+absl::StatusOr<HotRowsStatus> HotRowCache::Adjusted(absl::StatusOr<HotRowsStatus> status) const {
+  if (!status.ok()) return status;
+  for (TableHotRowsStatus& t : status->tables) {
+    const int index = manager_->TableIndex(t.table);
+    if (index < 0) continue;
+    t.hits += offsets_[index].hits;
+    t.misses += offsets_[index].misses;
+  }
+  return status;
+}
+
+absl::StatusOr<HotRowsStatus> HotRowCache::Set(absl::Span<const TableIds> tables) {
+  return Adjusted(manager_->Set(tables));
+}
+
+absl::StatusOr<HotRowsStatus> HotRowCache::Get(absl::Span<const std::string> tables) const {
+  return Adjusted(manager_->Get(tables));
+}
+
+absl::StatusOr<HotRowsStatus> HotRowCache::Rebuild(absl::Span<const std::string> tables) {
+  return Adjusted(manager_->Rebuild(tables));
+}
+
+void HotRowCache::PauseRebuilds() {
+  absl::MutexLock lock(&rebuilder_mu_);
+  if (rebuilder_ == nullptr) return;
+  rebuilder_->Stop();  // the callback below does not take rebuilder_mu_
+  rebuilder_.reset();
+}
+
+void HotRowCache::ResumeRebuilds() {
+  absl::MutexLock lock(&rebuilder_mu_);
+  if (!options_.frequency || !serving_ || rebuilder_ != nullptr) return;
+  rebuilder_ = std::make_unique<PeriodicRebuilder>(
+      manager_.get(), options_.rebuild_interval,
+      [name = name_](const absl::StatusOr<HotRowsStatus>& status) {
+        if (!status.ok()) {
+          spdlog::warn("model '{}': periodic hot-row rebuild failed: {}", name,
+                       std::string(status.status().message()));
+          return;
+        }
+        std::vector<std::string> sizes;
+        for (const TableHotRowsStatus& t : status->tables) {
+          sizes.push_back(absl::StrCat(t.table, " ", t.hot_rows));
+        }
+        spdlog::debug("model '{}': hot rows rebuilt from access frequencies ({}); version {}", name,
+                      absl::StrJoin(sizes, ", "), status->version);
+      });
+}
+
+bool HotRowCache::rebuilds_running() const {
+  absl::MutexLock lock(&rebuilder_mu_);
+  return rebuilder_ != nullptr;
+}
+
+}  // namespace fuserank::engine

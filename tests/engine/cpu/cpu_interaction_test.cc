@@ -1,0 +1,123 @@
+// DotInteraction / DotTerms against double-precision dots written here (DLRM pair order:
+// i ascending, then j < i ascending), on both code paths.
+#include "engine/cpu/cpu_interaction.h"
+
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "engine/cpu/cpu_simd.h"
+#include "gtest/gtest.h"
+
+namespace fuserank::engine {
+namespace {
+
+constexpr float kPoison = -9999.0f;
+
+class DotInteractionTest
+    : public testing::TestWithParam<std::tuple<int /*n*/, int /*d*/, bool /*generic*/>> {
+ protected:
+  void SetUp() override { ForceGenericCpuPaths(std::get<2>(GetParam())); }
+  void TearDown() override { ForceGenericCpuPaths(false); }
+};
+
+TEST_P(DotInteractionTest, MatchesDoubleReference) {
+  const auto [n, d, generic] = GetParam();
+  const uint64_t seed = 5 + n * 100 + d;
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int rows = 5, v_stride = n * d + 3, pairs = n * (n - 1) / 2, out_stride = pairs + 2;
+  std::vector<float> v(static_cast<size_t>(rows) * v_stride);
+  for (float& x : v) x = dist(rng);
+  std::vector<float> out(static_cast<size_t>(rows) * out_stride, kPoison);
+  DotInteraction(v.data(), rows, n, d, v_stride, out.data(), out_stride);
+  for (int c = 0; c < rows; ++c) {
+    int p = 0;
+    for (int i = 1; i < n; ++i) {
+      for (int j = 0; j < i; ++j, ++p) {
+        double want = 0, scale = 1;
+        for (int l = 0; l < d; ++l) {
+          const double term =
+              static_cast<double>(v[c * v_stride + i * d + l]) * v[c * v_stride + j * d + l];
+          want += term;
+          scale += std::fabs(term);
+        }
+        ASSERT_NEAR(out[c * out_stride + p], want, 1e-6 * scale) << "c=" << c << " pair " << p;
+      }
+    }
+    for (int p2 = pairs; p2 < out_stride; ++p2) ASSERT_EQ(out[c * out_stride + p2], kPoison);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DotInteractionTest,
+                         testing::Combine(testing::Values(1, 2, 5, 27),
+                                          testing::Values(1, 7, 16, 17, 32, 64), testing::Bool()));
+
+class DotGramRowsTest
+    : public testing::TestWithParam<std::tuple<int /*shared*/, int /*own*/, int /*d*/, bool>> {
+ protected:
+  void SetUp() override { ForceGenericCpuPaths(std::get<3>(GetParam())); }
+  void TearDown() override { ForceGenericCpuPaths(false); }
+};
+
+TEST_P(DotGramRowsTest, MatchesDoubleReferenceInDocumentedOrder) {
+  const auto [num_shared, num_own, d, generic] = GetParam();
+  const uint64_t seed = 11 + num_shared * 1000 + num_own * 100 + d;
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int rows = 4, own_stride = num_own * d + 5;
+  const int width = num_own * num_shared + num_own * (num_own - 1) / 2, out_stride = width + 1;
+  std::vector<float> shared(static_cast<size_t>(num_shared) * d + 1), own(rows * own_stride);
+  for (float& x : shared) x = dist(rng);
+  for (float& x : own) x = dist(rng);
+  std::vector<float> out(static_cast<size_t>(rows) * out_stride, kPoison);
+  DotGramRows(shared.data(), num_shared, own.data(), num_own, own_stride, d, rows, out.data(),
+              out_stride);
+  auto dot = [&](const float* a, const float* b, double* scale) {
+    double sum = 0;
+    for (int l = 0; l < d; ++l) {
+      sum += static_cast<double>(a[l]) * b[l];
+      *scale += std::fabs(static_cast<double>(a[l]) * b[l]);
+    }
+    return sum;
+  };
+  for (int c = 0; c < rows; ++c) {
+    const float* v = own.data() + c * own_stride;
+    int t = 0;
+    for (int o = 0; o < num_own; ++o) {
+      for (int s = 0; s < num_shared + o; ++s, ++t) {
+        const float* other = s < num_shared ? shared.data() + s * d : v + (s - num_shared) * d;
+        double scale = 1;
+        const double want = dot(v + o * d, other, &scale);
+        ASSERT_NEAR(out[c * out_stride + t], want, 1e-6 * scale) << "row " << c << " t " << t;
+      }
+    }
+    ASSERT_EQ(t, width);
+    ASSERT_EQ(out[c * out_stride + width], kPoison);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DotGramRowsTest,
+                         testing::Combine(testing::Values(0, 1, 3, 8), testing::Values(1, 2, 19),
+                                          testing::Values(1, 8, 12, 32), testing::Bool()));
+
+TEST(DotTermsTest, SharedSourceHasStrideZero) {
+  // Source 0: per-row vectors [1, 2], [3, 4]; source 1: one shared vector [10, 100].
+  const float rows[4] = {1, 2, 3, 4};
+  const float shared[2] = {10, 100};
+  const float* sources[2] = {rows, shared};
+  const int strides[2] = {2, 0};
+  const DotTerm terms[2] = {{0, 0, 1, 0}, {1, 0, 1, 0}};
+  float out[4];
+  DotTerms(terms, 2, 2, 2, sources, strides, out, 2);
+  EXPECT_EQ(out[0], 210.0f);
+  EXPECT_EQ(out[1], 10100.0f);
+  EXPECT_EQ(out[2], 430.0f);
+  EXPECT_EQ(out[3], 10100.0f);
+}
+
+}  // namespace
+}  // namespace fuserank::engine
