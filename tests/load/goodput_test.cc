@@ -2,8 +2,8 @@
 // section (bench/run_overload_bench.sh): the real server binary as a child process pinned
 // to one core, the load (bench/loadgen, Poisson arrivals, 2 s deadlines, latency from the
 // scheduled send) pinned to another. Closed-loop capacity first, then 0.9x, 1.5x, 3x and
-// 6x of it, then 0.5x again. The server must not collapse (before admission control it measured 0.16 of
-// capacity at 1.5x, 0.06 at 3x, OK answers seconds late): OK answers per second stay a
+// 6x of it, then 0.5x again. The server must not collapse (before admission control it measured
+// 0.16 of capacity at 1.5x, 0.06 at 3x, OK answers seconds late): OK answers per second stay a
 // large share of capacity at every overload, answers and refusals at 1.5x and 3x come back
 // in well under a second, and the load after the spike is served as before it. The bounds
 // are loose (this runs on shared 2-core machines); docs/benchmarks.md has the table.
