@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "engine/batcher.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/accept_gate.h"
 #include "server/call_limiter.h"
 #include "server/metrics.h"
 #include "server/request_decoder.h"
@@ -124,9 +125,7 @@ class KServeService final : public KServeBase {
   std::atomic<bool> shutting_down_{false};
   std::atomic<int> inflight_{0};  // calls handed to ModelInfer() and not yet done
 
-  absl::Mutex accepted_mu_;  // orders Accept() against StartShutdown()
-  bool refusing_ ABSL_GUARDED_BY(accepted_mu_) = false;
-  int accepted_ ABSL_GUARDED_BY(accepted_mu_) = 0;
+  AcceptGate gate_;  // Accept() against StartShutdown(), WaitIdle()
 
   absl::Mutex pool_mu_;
   std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mu_);

@@ -208,6 +208,18 @@ void Metrics::AddGraphCaptureFailures(uint32_t failures) {
   graph_capture_failures_->Increment(failures);
 }
 
+void Metrics::RecordResult(const engine::RequestResult& result) {
+  if (result.batch_requests == 0) return;  // it never ran in a batch
+  RecordStage(Stage::kQueue, result.queue_seconds);
+  if (result.position != 0) return;  // the batch's figures come with its first request
+  RecordBatchCandidates(result.batch_candidates);
+  if (result.graph_capture_failures > 0) AddGraphCaptureFailures(result.graph_capture_failures);
+  RecordStage(Stage::kLookup, result.stages.lookup);
+  RecordStage(Stage::kCross, result.stages.cross);
+  RecordStage(Stage::kDnn, result.stages.dnn);
+  RecordStage(Stage::kTopk, result.stages.topk);
+}
+
 void Metrics::AddInflight(int delta) { inflight_->Increment(delta); }
 
 void Metrics::SetQueueDepth(int depth) { queue_depth_->Set(depth); }

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/batcher.h"
 
 namespace prometheus {
 class Collectable;
@@ -79,6 +80,10 @@ class Metrics {
   // fuserank_graph_capture_failures_total: CUDA graph captures that failed (the batch
   // was scored without a graph; the capture is retried with backoff).
   void AddGraphCaptureFailures(uint32_t failures);
+  // What one request's result says of the batch it ran in: its queue time, and once per
+  // batch (position 0) the batch's candidates, stage times and graph capture failures.
+  // Nothing for a request that never ran in a batch (dropped from the queue).
+  void RecordResult(const engine::RequestResult& result);
   void AddInflight(int delta);
   void SetQueueDepth(int depth);
   // fuserank_model_info{model, version, device} = 1; `device` is a Backend::device()

@@ -285,36 +285,19 @@ absl::Status RankerService::ParseAndDecode(const grpc::ByteBuffer& request, Call
 }
 
 absl::Status RankerService::Accept(Call* call) {
-  absl::MutexLock lock(&accepted_mu_);
-  if (refusing_) {
-    return absl::UnavailableError("the server is shutting down; retry on another replica");
-  }
-  ++accepted_;
+  RETURN_IF_ERROR(gate_.Accept());
   call->accepted = true;
   return absl::OkStatus();
 }
 
 void RankerService::Unaccept(Call* call) {
-  absl::MutexLock lock(&accepted_mu_);
-  --accepted_;
+  gate_.Done();
   call->accepted = false;
 }
 
 void RankerService::OnScored(Call* call, const absl::Status& status,
                              const engine::RequestResult& result) {
-  if (result.batch_requests > 0) {  // it ran in a batch (dropped requests did not)
-    metrics_->RecordStage(Stage::kQueue, result.queue_seconds);
-    if (result.position == 0) {  // once per batch
-      metrics_->RecordBatchCandidates(result.batch_candidates);
-      if (result.graph_capture_failures > 0) {
-        metrics_->AddGraphCaptureFailures(result.graph_capture_failures);
-      }
-      metrics_->RecordStage(Stage::kLookup, result.stages.lookup);
-      metrics_->RecordStage(Stage::kCross, result.stages.cross);
-      metrics_->RecordStage(Stage::kDnn, result.stages.dnn);
-      metrics_->RecordStage(Stage::kTopk, result.stages.topk);
-    }
-  }
+  metrics_->RecordResult(result);
   metrics_->SetQueueDepth(models_->QueueDepth());
   if (!status.ok()) {
     Finish(call, ToGrpcStatus(status));
@@ -392,10 +375,7 @@ void RankerService::OnCallDone(Call* call) {
   if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
-  if (accepted) {
-    absl::MutexLock lock(&accepted_mu_);
-    --accepted_;
-  }
+  if (accepted) gate_.Done();
   if (options_.limiter != nullptr) options_.limiter->Leave();
   // Last: from here on the service may be destroyed.
   inflight_.fetch_sub(1, std::memory_order_release);
@@ -403,15 +383,10 @@ void RankerService::OnCallDone(Call* call) {
 
 void RankerService::StartShutdown() {
   shutting_down_.store(true);
-  absl::MutexLock lock(&accepted_mu_);
-  refusing_ = true;
+  gate_.Refuse();
 }
 
-bool RankerService::WaitIdle(absl::Time deadline) {
-  absl::MutexLock lock(&accepted_mu_);
-  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return accepted_ == 0; };
-  return accepted_mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
-}
+bool RankerService::WaitIdle(absl::Time deadline) { return gate_.WaitIdle(deadline); }
 
 std::unique_ptr<RankerService::Call> RankerService::AcquireCall() {
   {

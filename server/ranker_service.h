@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "engine/batcher.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
+#include "server/accept_gate.h"
 #include "server/call_limiter.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics.h"
@@ -99,9 +100,7 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   std::atomic<int> inflight_{0};  // calls handed to Rank() and not yet done
   MemoryTrimmer trimmer_;         // after large requests
 
-  absl::Mutex accepted_mu_;  // orders Accept() against StartShutdown()
-  bool refusing_ ABSL_GUARDED_BY(accepted_mu_) = false;
-  int accepted_ ABSL_GUARDED_BY(accepted_mu_) = 0;  // accepted calls not yet done
+  AcceptGate gate_;  // Accept() against StartShutdown(), WaitIdle()
 
   absl::Mutex pool_mu_;
   std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mu_);
