@@ -9,6 +9,7 @@
 #include "engine/hot_rows/hot_row_manager.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/tsan_handoff.h"
 #include "spdlog/spdlog.h"
 
 namespace fuserank::server {
@@ -42,6 +43,18 @@ absl::Status NeedsCache(const ServedModel& served) {
       absl::StrCat("model '", served.name, "' has no hot-row cache"));
 }
 
+// The reactor of one admin call. Admin work finishes on the admin worker while gRPC runs
+// OnDone() and frees the call's messages on one of its own threads: Finish() releases the
+// call for TSan and OnDone() acquires it (server/tsan_handoff.h), so what the worker wrote
+// into the response is seen ordered before gRPC's thread frees it.
+class AdminReactor final : public grpc::ServerUnaryReactor {
+ public:
+  void OnDone() override {
+    FUSERANK_TSAN_ACQUIRE(this);
+    delete this;
+  }
+};
+
 }  // namespace
 
 AdminService::AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth)
@@ -63,13 +76,14 @@ void AdminService::Complete(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::t
   const grpc::Status grpc_status = ToGrpcStatus(status);
   metrics_->RecordRequest(rpc, grpc_status.error_code(),
                           std::chrono::duration<double>(Clock::now() - start).count());
-  reactor->Finish(grpc_status);
+  FUSERANK_TSAN_RELEASE(reactor);
+  reactor->Finish(grpc_status);  // OnDone may run (on another thread) from here on
 }
 
 grpc::ServerUnaryReactor* AdminService::Finish(grpc::CallbackServerContext* context, Rpc rpc,
                                                Clock::time_point start,
                                                const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new AdminReactor();
   Complete(reactor, rpc, start, status);
   return reactor;
 }
@@ -88,7 +102,7 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
   const Clock::time_point start = Clock::now();
   const absl::Status authorized = Authorize(*context, method);
   if (!authorized.ok()) return Finish(context, rpc, start, authorized);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new AdminReactor();
   RunOnWorker(reactor, rpc, start,
               [this, rpc, method, &model, response, reactor, start, peer = context->peer(),
                change = std::move(change)] {
@@ -172,7 +186,7 @@ grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext*
   const Clock::time_point start = Clock::now();
   const absl::Status authorized = Authorize(*context, "ReloadModel");
   if (!authorized.ok()) return Finish(context, Rpc::kReloadModel, start, authorized);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new AdminReactor();
   RunOnWorker(reactor, Rpc::kReloadModel, start,
               [this, request, response, reactor, start, peer = context->peer()] {
                 absl::StatusOr<ReloadResult> result =

@@ -13,18 +13,7 @@
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
 #include "server/kserve_tensors.h"
-
-// ThreadSanitizer cannot see gRPC order Finish() before OnDone() (Debian's gRPC core is
-// not instrumented); as in ranker_service.cc, these tell it, in TSan builds only.
-#if defined(__SANITIZE_THREAD__)
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#define FUSERANK_KSERVE_TSAN_RELEASE(p) __tsan_release(p)
-#define FUSERANK_KSERVE_TSAN_ACQUIRE(p) __tsan_acquire(p)
-#else
-#define FUSERANK_KSERVE_TSAN_RELEASE(p) static_cast<void>(p)
-#define FUSERANK_KSERVE_TSAN_ACQUIRE(p) static_cast<void>(p)
-#endif
+#include "server/tsan_handoff.h"
 
 namespace fuserank::server {
 namespace {
@@ -344,13 +333,13 @@ absl::Status KServeService::Encode(Call* call, const engine::RequestResult& resu
 
 void KServeService::Finish(Call* call, const grpc::Status& status) {
   metrics_->RecordRequest(Rpc::kModelInfer, status.error_code(), SecondsSince(call->start));
-  FUSERANK_KSERVE_TSAN_RELEASE(call);
+  FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
 }
 
 void KServeService::OnCallDone(Call* call) {
-  FUSERANK_KSERVE_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
-  call->reactor.reset();               // inside its OnDone: nothing touches it after this
+  FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
+  call->reactor.reset();        // inside its OnDone: nothing touches it after this
   const bool accepted = call->accepted;
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);

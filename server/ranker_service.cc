@@ -18,19 +18,8 @@
 #include "server/grpc_status.h"
 #include "server/logging.h"
 #include "server/request_scan.h"
+#include "server/tsan_handoff.h"
 #include "spdlog/spdlog.h"
-
-// ThreadSanitizer cannot see gRPC order Finish() before OnDone(): the hand-off runs in
-// Debian's uninstrumented gRPC core. These tell it, in TSan builds only.
-#if defined(__SANITIZE_THREAD__)
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#define FUSERANK_TSAN_RELEASE(p) __tsan_release(p)
-#define FUSERANK_TSAN_ACQUIRE(p) __tsan_acquire(p)
-#else
-#define FUSERANK_TSAN_RELEASE(p) static_cast<void>(p)
-#define FUSERANK_TSAN_ACQUIRE(p) static_cast<void>(p)
-#endif
 
 namespace fuserank::server {
 namespace {
