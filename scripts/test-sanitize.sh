@@ -14,8 +14,9 @@
 # hold suppressions for third-party code only, each with its reason.
 #
 # Both halves run labels unit and e2e. The e2e tests drive the server through gRPC, whose
-# core hands each call between its threads in code TSan cannot see; RankerService marks
-# its own Finish() -> OnDone() hand-off for TSan (server/ranker_service.cc), and
+# core hands each call between its threads in code TSan cannot see; the services that
+# finish calls off gRPC's threads mark their Finish() -> OnDone() hand-off for TSan
+# (server/tsan_handoff.h), and
 # tests/sanitize/tsan.supp covers gRPC's inline API.
 #
 # Environment: SANITIZE_MODES ("asan tsan" by default; "asan" or "tsan" for one),
