@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "engine/check.h"
 
 namespace fuserank::engine {
 namespace {
@@ -20,7 +21,8 @@ int64_t Micros(BatcherClock::duration d) {
 constexpr size_t kMaxPooledBatchBytes = size_t{1} << 20;
 constexpr size_t kMaxPoolBytes = size_t{64} << 20;
 
-// True when `result` holds `requests` well-formed slices of its items.
+// True when `result` holds `requests` well-formed slices of its items: what every
+// backend promises for a batch it scored (a broken promise is a bug, not a request error).
 bool WellFormed(const BatchResult& result, size_t requests) {
   if (result.result_begin.size() != requests + 1 || result.result_begin[0] != 0) return false;
   for (size_t r = 0; r < requests; ++r) {
@@ -245,11 +247,9 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   result->Clear();
   absl::Status status = backend_->Run(worker, *batch, result);
   slot->ran_candidates = batch->num_candidates();
-  if (status.ok() && !WellFormed(*result, parts.size())) {
-    status = absl::InternalError(absl::StrCat("the backend returned malformed results for ",
-                                              result->result_begin.size() - 1,
-                                              " requests, expected ", parts.size()));
-  }
+  FUSERANK_CHECK(!status.ok() || WellFormed(*result, parts.size()))
+      << "the backend " << backend_->device() << " returned malformed results for "
+      << result->result_begin.size() - 1 << " requests, expected " << parts.size();
   RequestResult request_result;
   request_result.stages = result->stages;
   request_result.graph_capture_failures = result->graph_capture_failures;

@@ -121,21 +121,25 @@ class Batcher {
   absl::StatusOr<AdmissionTicket> Admit(BatcherClock::time_point deadline, int candidates = 0);
   // Counts `ids` more ids against max_queued_ids for `ticket`; RESOURCE_EXHAUSTED naming
   // the limit (the ticket unchanged) when they do not fit.
+  // REQUIRES: `ticket` is one of this batcher's, ids >= 0 (checked: aborts otherwise).
   absl::Status AddIds(AdmissionTicket* ticket, int64_t ids);
   // The same decision as Admit() without holding room (a cheap early answer).
   absl::Status Admission() const;
 
-  // Queues `request` (a Batch holding exactly one request). OK: `done` will be called
-  // exactly once. Otherwise `done` is never called and the batch goes back to the pool:
-  // RESOURCE_EXHAUSTED at once when engine.queue_capacity requests are already waiting,
-  // UNAVAILABLE after Shutdown(). A request whose `deadline` has passed when its batch
-  // forms completes with DEADLINE_EXCEEDED without being computed; one whose `cancelled`
-  // flag (optional; it must stay valid until `done` runs) is set by then completes with
-  // CANCELLED, also without being computed.
+  // Queues `request` (a Batch holding exactly one request, with candidates: checked,
+  // aborts otherwise). OK: `done` will be called exactly once. Otherwise `done` is never
+  // called and the batch goes back to the pool: INVALID_ARGUMENT when the batch fails
+  // ValidateBatch() (batch_validation.h: the engine's one check of a request's layout and
+  // rows; backends do not repeat it), RESOURCE_EXHAUSTED at once when
+  // engine.queue_capacity requests are already waiting, UNAVAILABLE after Shutdown(). A request
+  // whose `deadline` has passed when its batch forms completes with DEADLINE_EXCEEDED without being
+  // computed; one whose `cancelled` flag (optional; it must stay valid until `done` runs) is set by
+  // then completes with CANCELLED, also without being computed.
   absl::Status Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
                       RequestDone done, const std::atomic<bool>* cancelled = nullptr);
   // The same for a request admitted by Admit(): its room is already held, so only
-  // Shutdown() (UNAVAILABLE) or a request that is not one batch (INTERNAL) refuses it.
+  // ValidateBatch() (INVALID_ARGUMENT), a ticket of another batcher or none (INTERNAL) or
+  // Shutdown() (UNAVAILABLE) refuses it.
   // `ticket` is consumed either way.
   absl::Status Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
                       RequestDone done, const std::atomic<bool>* cancelled, AdmissionTicket ticket);

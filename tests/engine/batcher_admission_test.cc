@@ -15,6 +15,7 @@
 #include "engine/batcher.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/engine/batcher_test_util.h"
 
 namespace fuserank::engine {
 namespace {
@@ -78,9 +79,12 @@ class StepBackend : public Backend {
   std::vector<RunRecord> runs_;
 };
 
-// One request of `candidates` candidates and `ids` item ids (one item table).
+// One request of `candidates` candidates and `ids` item ids (OneTablePerSideModel).
 std::unique_ptr<Batch> MakeRequest(Batcher* batcher, int candidates, int ids) {
+  static const std::shared_ptr<const Model>* const model =
+      new std::shared_ptr<const Model>(test::OneTablePerSideModel());
   std::unique_ptr<Batch> batch = batcher->AcquireBatch();
+  batch->model = *model;
   batch->candidate_begin.push_back(static_cast<uint32_t>(candidates));
   batch->top_k.push_back(static_cast<uint32_t>(candidates));
   batch->user.bag_begin.push_back(0);

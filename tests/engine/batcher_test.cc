@@ -1,7 +1,8 @@
 // Tests of engine/batcher on a fake backend: results split back per request, dynamic
 // batching (merging, max_batch_candidates, max_batch_wait_us, when it does not wait, model
 // separation), expired and cancelled requests dropped without compute, the bounded queue,
-// shutdown and pooling. batcher_engine_test.cc has the CPU engine and allocation tests.
+// shutdown, pooling, requests refused by validation and the invariants that abort.
+// batcher_engine_test.cc has the CPU engine and allocation tests.
 #include "engine/batcher.h"
 
 #include <algorithm>
@@ -17,7 +18,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/test_model.h"
+#include "tests/engine/batcher_test_util.h"
 
 namespace fuserank::engine {
 namespace {
@@ -117,11 +118,18 @@ class FakeBackend : public Backend {
   std::set<int> busy_workers_;
 };
 
+// What the requests of these tests are for, unless a test names another model.
+const std::shared_ptr<const Model>& DefaultModel() {
+  static const std::shared_ptr<const Model>* const model =
+      new std::shared_ptr<const Model>(test::DenseScoreModel());
+  return *model;
+}
+
 // A one-request batch whose candidate c scores `scores[c]`.
 std::unique_ptr<Batch> MakeRequest(Batcher* batcher, const std::vector<float>& scores,
                                    uint32_t top_k, std::shared_ptr<const Model> model = nullptr) {
   std::unique_ptr<Batch> batch = batcher->AcquireBatch();
-  batch->model = std::move(model);
+  batch->model = model != nullptr ? std::move(model) : DefaultModel();
   batch->candidate_begin.push_back(static_cast<uint32_t>(scores.size()));
   batch->top_k.push_back(top_k);
   batch->item_dense = scores;
@@ -336,13 +344,11 @@ INSTANTIATE_TEST_SUITE_P(Situations, BatcherNoWaitTest,
                          NoWaitName);
 
 TEST(BatcherTest, NeverMergesRequestsOfDifferentModels) {
-  absl::StatusOr<std::shared_ptr<const Model>> a = testing::BuildTestModel(
-      testing::MakeRandomModel(testing::SmallSpec(1, 1, 10, 4), /*seed=*/1));
-  absl::StatusOr<std::shared_ptr<const Model>> b = testing::BuildTestModel(
-      testing::MakeRandomModel(testing::SmallSpec(1, 1, 10, 4), /*seed=*/2));
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  const std::vector<std::shared_ptr<const Model>> order = {*a, *a, *b, *b, *b, *a};
+  const std::shared_ptr<const Model> a = test::DenseScoreModel(/*seed=*/1);
+  const std::shared_ptr<const Model> b = test::DenseScoreModel(/*seed=*/2);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const std::vector<std::shared_ptr<const Model>> order = {a, a, b, b, b, a};
   std::vector<Outcome> outcomes(order.size());
   Outcome blocker;
   FakeBackend backend(1);
@@ -364,11 +370,11 @@ TEST(BatcherTest, NeverMergesRequestsOfDifferentModels) {
   }
   const std::vector<RunRecord> runs = backend.runs();
   ASSERT_EQ(runs.size(), 4u);
-  EXPECT_EQ(runs[1].model, a->get());
+  EXPECT_EQ(runs[1].model, a.get());
   EXPECT_EQ(runs[1].requests, 2);
-  EXPECT_EQ(runs[2].model, b->get());
+  EXPECT_EQ(runs[2].model, b.get());
   EXPECT_EQ(runs[2].requests, 3);
-  EXPECT_EQ(runs[3].model, a->get());
+  EXPECT_EQ(runs[3].model, a.get());
   EXPECT_EQ(runs[3].requests, 1);
 }
 
@@ -569,16 +575,21 @@ TEST(BatcherTest, ABackendErrorReachesEveryRequestOfTheBatch) {
   }
 }
 
-TEST(BatcherTest, MalformedBackendResultsAreAnInternalError) {
-  Outcome outcome;
-  FakeBackend backend(1);
-  backend.set_malformed(true);
-  Batcher batcher(&backend, {});
-  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcome)).ok());
-  ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(outcome.status.message()), HasSubstr("malformed"));
+// A backend's results are its promise (one well-formed slice per request): a broken one is
+// a bug that aborts, not an error handed to the callers.
+TEST(BatcherDeathTest, MalformedBackendResultsAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Outcome outcome;
+        FakeBackend backend(1);
+        backend.set_malformed(true);
+        Batcher batcher(&backend, {});
+        static_cast<void>(
+            batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcome)));
+        outcome.done.WaitForNotificationWithTimeout(kPatience);
+      },
+      "the backend fake returned malformed results for 0 requests, expected 1");
 }
 
 TEST(BatcherTest, ReusesPooledBatches) {
@@ -598,12 +609,36 @@ TEST(BatcherTest, ReusesPooledBatches) {
   EXPECT_GE(again->item_dense.capacity(), 2u);
 }
 
-TEST(BatcherTest, RefusesABatchThatIsNotOneRequest) {
+TEST(BatcherTest, RefusesAnInvalidRequestWithItsMessageWithoutCallingDone) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
-  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  const absl::Status empty = batcher.Submit(batcher.AcquireBatch(), kNoDeadline, nullptr);
-  EXPECT_EQ(empty.code(), absl::StatusCode::kInternal);
+  bool called = false;
+  auto done = [&called](const absl::Status&, const RequestResult&) { called = true; };
+  std::unique_ptr<Batch> bad = MakeRequest(&batcher, {1.0f, 2.0f}, 1);
+  bad->item_dense.pop_back();
+  const absl::Status refused = batcher.Submit(std::move(bad), kNoDeadline, done);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("batch: dense features of the wrong size"));
+  std::unique_ptr<Batch> modelless = MakeRequest(&batcher, {1.0f}, 1);
+  modelless->model.reset();
+  absl::StatusOr<AdmissionTicket> ticket = batcher.Admit(kNoDeadline, 1);
+  ASSERT_TRUE(ticket.ok());
+  const absl::Status no_model =
+      batcher.Submit(std::move(modelless), kNoDeadline, done, nullptr, std::move(*ticket));
+  EXPECT_EQ(no_model.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_model.message()), HasSubstr("batch: no model"));
+  batcher.Shutdown();
+  EXPECT_FALSE(called);
+  EXPECT_TRUE(backend.runs().empty());
+  EXPECT_EQ(batcher.Admission().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(BatcherDeathTest, ABatchThatIsNotOneRequestAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  FakeBackend backend(1);
+  Batcher batcher(&backend, {});
+  EXPECT_DEATH(static_cast<void>(batcher.Submit(batcher.AcquireBatch(), kNoDeadline, nullptr)),
+               "Batcher::Submit takes one request with candidates");
 }
 
 }  // namespace
