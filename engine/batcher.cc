@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "engine/check.h"
 
 namespace fuserank::engine {
@@ -36,8 +35,9 @@ constexpr size_t kReservedParts = 256;
 
 }  // namespace
 
-Batcher::Batcher(Backend* backend, BatcherOptions options)
+Batcher::Batcher(Backend* backend, BatcherOptions options, const TimeSource* time)
     : backend_(backend),
+      time_(time),
       options_(options),
       workers_(std::max(1, backend->num_workers())),
       capacity_(static_cast<size_t>(std::max(1, options.queue_capacity))),
@@ -109,7 +109,7 @@ bool Batcher::ReadyToForm() const {
   if (queued_candidates_ >= options_.max_batch_candidates) return true;  // full
   const int idle = static_cast<int>(idle_.size());
   if (idle > 1 || idle == workers_) return true;  // spare workers: waiting buys nothing
-  return BatcherClock::now() - queue_[queue_head_].enqueued >= max_wait_;
+  return time_->Now() - queue_[queue_head_].enqueued >= max_wait_;
 }
 
 Batcher::Work Batcher::PopHead() {
@@ -128,7 +128,7 @@ bool Batcher::Unwanted(const Work& work, BatcherClock::time_point now) const {
 }
 
 void Batcher::FormBatch(Slot* slot) {
-  const BatcherClock::time_point now = BatcherClock::now();
+  const BatcherClock::time_point now = time_->Now();
   const Model* model = nullptr;
   int64_t candidates = 0;
   int64_t ids = 0;
@@ -165,10 +165,8 @@ void Batcher::BatcherLoop() {
         if (HasWork()) {
           // The last free worker while others compute: give the oldest request until
           // max_batch_wait_us for company. Arrivals and freed workers wake us earlier.
-          const BatcherClock::duration left =
-              queue_[queue_head_].enqueued + max_wait_ - BatcherClock::now();
-          mu_.AwaitWithTimeout(absl::Condition(this, &Batcher::ReadyToForm),
-                               absl::FromChrono(left));
+          time_->AwaitUntil(&mu_, absl::Condition(this, &Batcher::ReadyToForm),
+                            queue_[queue_head_].enqueued + max_wait_);
         } else {
           mu_.Await(absl::Condition(this, &Batcher::HasWork));
         }
@@ -206,7 +204,7 @@ absl::Status Batcher::DropStatus(const Work& work, BatcherClock::time_point now)
 }
 
 void Batcher::CompleteDropped() {
-  const BatcherClock::time_point now = BatcherClock::now();
+  const BatcherClock::time_point now = time_->Now();
   for (Work& work : dropped_) {
     Complete(&work, DropStatus(work, now), RequestResult{});
   }
@@ -226,10 +224,11 @@ void Batcher::WorkerLoop(int worker) {
     }
     RunBatch(worker, &slot, &result);
     absl::MutexLock lock(&mu_);
-    // The whole time the batch held its worker (merge, run, answers), on the wall clock:
-    // what a queued request waits for, CPU shared with the transport included.
+    // The whole time the batch held its worker (merge, run, answers), on the Batcher's
+    // clock (the wall clock in the server): what a queued request waits for, CPU shared
+    // with the transport included.
     if (slot.backlogged) {
-      time_model_.Note(slot.ran_candidates, Seconds(BatcherClock::now() - slot.picked));
+      time_model_.Note(slot.ran_candidates, Seconds(time_->Now() - slot.picked));
     }
     slot.assigned = false;
     idle_.push_back(worker);
@@ -243,7 +242,7 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
     for (const Work& part : parts) slot->merged.Append(*part.batch);
     batch = &slot->merged;
   }
-  const BatcherClock::time_point start = BatcherClock::now();
+  const BatcherClock::time_point start = time_->Now();
   result->Clear();
   absl::Status status = backend_->Run(worker, *batch, result);
   slot->ran_candidates = batch->num_candidates();

@@ -12,8 +12,8 @@
 // holds queue_capacity requests or max_queued_ids ids, and when a new request would wait
 // longer than max_queue_delay_ms or than its deadline leaves: the wait is predicted from
 // the candidates queued ahead of it and a per-batch plus per-candidate time fitted to the
-// batches workers took while requests remained queued, timed on the wall clock from pick
-// to done (batch_time_model.h). Without such a backlog yet, nothing is predicted.
+// batches workers took while requests remained queued, timed on the Batcher's clock from
+// pick to done (batch_time_model.h). Without such a backlog yet, nothing is predicted.
 //
 // When a batch forms (the policy; docs/serving.md explains the choice):
 //   - only when a backend worker is free: queued requests wait in the queue, where later
@@ -47,9 +47,11 @@
 #include "engine/backend.h"
 #include "engine/batch.h"
 #include "engine/batch_time_model.h"
+#include "engine/time_source.h"
 
 namespace fuserank::engine {
 
+// The clock of deadlines and queue times; a Batcher reads it through a TimeSource.
 using BatcherClock = std::chrono::steady_clock;
 
 // What one request gets back. `items` points into the worker's result buffer and is valid
@@ -103,8 +105,11 @@ class AdmissionTicket {
 
 class Batcher {
  public:
-  // `backend` must outlive the Batcher. Starts 1 + backend->num_workers() threads.
-  Batcher(Backend* backend, BatcherOptions options);
+  // `backend` and `time` must outlive the Batcher. Starts 1 + backend->num_workers()
+  // threads. Every time the Batcher reads (queue times, max_batch_wait_us,
+  // max_queue_delay_ms, deadlines, the batch times it learns) and every wait of its
+  // batcher thread goes through `time`: the steady clock unless a test injects another.
+  Batcher(Backend* backend, BatcherOptions options, const TimeSource* time = SteadyTimeSource());
   ~Batcher();  // Shutdown()
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
@@ -202,6 +207,7 @@ class Batcher {
   void Complete(Work* work, const absl::Status& status, const RequestResult& result);
 
   Backend* const backend_;
+  const TimeSource* const time_;
   const BatcherOptions options_;
   const int workers_;
   const size_t capacity_;

@@ -80,7 +80,7 @@ absl::Status Batcher::CheckRoom(int64_t ids, BatcherClock::time_point deadline) 
                      " per second), more than engine.max_queue_delay_ms (",
                      options_.max_queue_delay_ms, "); retry with backoff"));
   }
-  const BatcherClock::time_point now = BatcherClock::now();
+  const BatcherClock::time_point now = time_->Now();
   if (has_deadline && Seconds(deadline - now) < wait_s) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the request's deadline is ", Micros(deadline - now) / 1000,
@@ -128,7 +128,7 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Batch>* request, BatcherClock::tim
   work.batch = std::move(*request);
   work.done = std::move(*done);
   work.cancelled = cancelled;
-  work.enqueued = BatcherClock::now();
+  work.enqueued = time_->Now();
   work.deadline = deadline;
   ++queue_size_;
   queued_candidates_ += work.candidates;

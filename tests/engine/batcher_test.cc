@@ -1,7 +1,8 @@
 // Tests of engine/batcher on a fake backend: results split back per request, dynamic
 // batching (merging, max_batch_candidates, max_batch_wait_us, when it does not wait, model
 // separation), expired and cancelled requests dropped without compute, the bounded queue,
-// shutdown, pooling, requests refused by validation and the invariants that abort.
+// shutdown, pooling, requests refused by validation and the invariants that abort. Time is
+// a fake clock the tests advance (fake_time_source_util.h) wherever a duration matters.
 // batcher_engine_test.cc has the CPU engine and allocation tests.
 #include "engine/batcher.h"
 
@@ -19,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/batcher_test_util.h"
+#include "tests/engine/fake_time_source_util.h"
 
 namespace fuserank::engine {
 namespace {
@@ -266,32 +268,35 @@ TEST(BatcherTest, RespectsMaxBatchCandidatesWithoutSplittingRequests) {
   EXPECT_THAT(batch_sizes, ElementsAre(1, 9, 8, 12, 6));
 }
 
-TEST(BatcherTest, TheLastFreeWorkerWaitsAtMostMaxBatchWait) {
+// On the fake clock: the batch forms when, and only when, its oldest request has waited
+// exactly max_batch_wait_us (were it to wait longer, the clock would never get there).
+TEST(BatcherTest, TheLastFreeWorkerWaitsMaxBatchWaitForCompany) {
   Outcome blocker;
   Outcome first;
   Outcome second;
   FakeBackend backend(2);
+  test::FakeTimeSource time;
   BatcherOptions options;
-  options.max_batch_wait_us = 300000;  // 300 ms: long against scheduling noise
-  Batcher batcher(&backend, options);
+  options.max_batch_wait_us = 300000;
+  Batcher batcher(&backend, options, &time);
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(
       batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);  // one worker computes; the other is the last free one
-  const auto start = BatcherClock::now();
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 2), kNoDeadline, Record(&first)).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  time.Advance(std::chrono::milliseconds(50));
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 3), kNoDeadline, Record(&second)).ok());
+  EXPECT_FALSE(first.done.HasBeenNotified());
+  time.Advance(std::chrono::milliseconds(250));  // the first has waited 300 ms now
   ASSERT_TRUE(first.done.WaitForNotificationWithTimeout(kPatience));
   ASSERT_TRUE(second.done.WaitForNotificationWithTimeout(kPatience));
-  const double elapsed = std::chrono::duration<double>(BatcherClock::now() - start).count();
   EXPECT_TRUE(first.status.ok()) << first.status;
   EXPECT_TRUE(second.status.ok()) << second.status;
-  // Both went in one batch, and not before the first had waited max_batch_wait_us.
+  // Both went in one batch, formed when the first had waited max_batch_wait_us.
   EXPECT_EQ(first.batch_requests, 2);
   EXPECT_EQ(second.batch_candidates, 5);
-  EXPECT_GE(first.queue_seconds, 0.3 - 1e-3);
-  EXPECT_LT(elapsed, 10.0);
+  EXPECT_DOUBLE_EQ(first.queue_seconds, 0.3);
+  EXPECT_DOUBLE_EQ(second.queue_seconds, 0.25);
   backend.Open();
   ASSERT_TRUE(blocker.done.WaitForNotificationWithTimeout(kPatience));
 }
@@ -314,10 +319,12 @@ TEST_P(BatcherNoWaitTest, DispatchesWithoutWaiting) {
                       : situation == NoWait::kAnotherWorkerFree ? 3
                                                                 : 2;
   FakeBackend backend(workers);
+  // The fake clock never moves: a batch that waited for company would never form.
+  test::FakeTimeSource time;
   BatcherOptions options;
   options.max_batch_wait_us = 1000000;  // the longest allowed: 1 s
   options.max_batch_candidates = 4;
-  Batcher batcher(&backend, options);
+  Batcher batcher(&backend, options, &time);
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   if (situation == NoWait::kAnotherWorkerFree || situation == NoWait::kBatchFull) {
     ASSERT_TRUE(
@@ -330,7 +337,7 @@ TEST_P(BatcherNoWaitTest, DispatchesWithoutWaiting) {
   for (Outcome& outcome : outcomes) {
     ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
     EXPECT_TRUE(outcome.status.ok()) << outcome.status;
-    EXPECT_LT(outcome.queue_seconds, 0.5) << "waited for company it could not use";
+    EXPECT_EQ(outcome.queue_seconds, 0.0) << "waited for company it could not use";
   }
   if (situation == NoWait::kBatchFull) {
     EXPECT_EQ(outcomes[0].batch_requests, 2);
@@ -386,20 +393,21 @@ TEST(BatcherTest, ExpiredAndCancelledRequestsAreDroppedWithoutCompute) {
   std::atomic<bool> cancel{false};
   std::atomic<bool> keep{false};
   FakeBackend backend(1);
-  Batcher batcher(&backend, {});
+  test::FakeTimeSource time;
+  Batcher batcher(&backend, {}, &time);
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(
       batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   ASSERT_TRUE(batcher
-                  .Submit(MakeRequest(&batcher, 7),
-                          BatcherClock::now() + std::chrono::milliseconds(20), Record(&expiring))
+                  .Submit(MakeRequest(&batcher, 7), time.Now() + std::chrono::milliseconds(20),
+                          Record(&expiring))
                   .ok());
   ASSERT_TRUE(
       batcher.Submit(MakeRequest(&batcher, 5), kNoDeadline, Record(&cancelled), &cancel).ok());
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 3), kNoDeadline, Record(&kept), &keep).ok());
   cancel = true;  // the second request's client gives up while it waits
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  time.Advance(std::chrono::milliseconds(50));  // past the first one's deadline
   backend.Open();
   ASSERT_TRUE(expiring.done.WaitForNotificationWithTimeout(kPatience));
   ASSERT_TRUE(cancelled.done.WaitForNotificationWithTimeout(kPatience));
