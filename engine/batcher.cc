@@ -20,6 +20,22 @@ int64_t Micros(BatcherClock::duration d) {
 constexpr size_t kMaxPooledBatchBytes = size_t{1} << 20;
 constexpr size_t kMaxPoolBytes = size_t{64} << 20;
 
+// A request batch for the pool: cleared (capacity kept, the model let go of), and what it
+// still holds counted.
+size_t RecycleBatch(Batch& batch) {
+  batch.Clear();
+  return batch.capacity_bytes();
+}
+
+// As many request batches as can be queued, plus two per worker (being merged, run).
+ObjectPoolLimits BatchPoolLimits(size_t capacity, int workers) {
+  ObjectPoolLimits limits;
+  limits.max_objects = capacity + 2 * static_cast<size_t>(workers);
+  limits.max_object_bytes = kMaxPooledBatchBytes;
+  limits.max_bytes = kMaxPoolBytes;
+  return limits;
+}
+
 // True when `result` holds `requests` well-formed slices of its items: what every
 // backend promises for a batch it scored (a broken promise is a bug, not a request error).
 bool WellFormed(const BatchResult& result, size_t requests) {
@@ -43,8 +59,8 @@ Batcher::Batcher(Backend* backend, BatcherOptions options, const TimeSource* tim
       capacity_(static_cast<size_t>(std::max(1, options.queue_capacity))),
       max_wait_(std::chrono::microseconds(std::max(0, options.max_batch_wait_us))),
       max_delay_(std::chrono::milliseconds(std::max(0, options.max_queue_delay_ms))),
-      time_model_(options.max_batch_candidates, workers_) {
-  pool_limit_ = capacity_ + 2 * static_cast<size_t>(workers_);
+      time_model_(options.max_batch_candidates, workers_),
+      pool_(BatchPoolLimits(capacity_, workers_), RecycleBatch) {
   slots_ = std::vector<Slot>(workers_);
   for (Slot& slot : slots_) slot.parts.reserve(std::min(capacity_, kReservedParts));
   dropped_.reserve(std::min(capacity_, kReservedParts));
@@ -61,30 +77,9 @@ Batcher::Batcher(Backend* backend, BatcherOptions options, const TimeSource* tim
 
 Batcher::~Batcher() { Shutdown(); }
 
-std::unique_ptr<Batch> Batcher::AcquireBatch() {
-  {
-    absl::MutexLock lock(&pool_mu_);
-    if (!pool_.empty()) {
-      std::unique_ptr<Batch> batch = std::move(pool_.back());
-      pool_.pop_back();
-      pool_bytes_ -= batch->capacity_bytes();
-      return batch;
-    }
-  }
-  return std::make_unique<Batch>();
-}
+std::unique_ptr<Batch> Batcher::AcquireBatch() { return pool_.Acquire(); }
 
-void Batcher::ReleaseBatch(std::unique_ptr<Batch> batch) {
-  if (batch == nullptr) return;
-  batch->Clear();
-  const size_t bytes = batch->capacity_bytes();
-  if (bytes > kMaxPooledBatchBytes) return;  // freed here
-  absl::MutexLock lock(&pool_mu_);
-  if (pool_.size() < pool_limit_ && pool_bytes_ + bytes <= kMaxPoolBytes) {
-    pool_bytes_ += bytes;
-    pool_.push_back(std::move(batch));
-  }
-}
+void Batcher::ReleaseBatch(std::unique_ptr<Batch> batch) { pool_.Release(std::move(batch)); }
 
 void Batcher::Shutdown() {
   absl::MutexLock shutdown_lock(&shutdown_mu_);

@@ -47,6 +47,7 @@
 #include "engine/backend.h"
 #include "engine/batch.h"
 #include "engine/batch_time_model.h"
+#include "engine/object_pool.h"
 #include "engine/time_source.h"
 
 namespace fuserank::engine {
@@ -234,10 +235,7 @@ class Batcher {
   std::atomic<int> queue_depth_{0};
   std::vector<Work> dropped_;  // batcher thread only: expired or cancelled
 
-  absl::Mutex pool_mu_;
-  std::vector<std::unique_ptr<Batch>> pool_ ABSL_GUARDED_BY(pool_mu_);
-  size_t pool_bytes_ ABSL_GUARDED_BY(pool_mu_) = 0;  // capacity held by pool_
-  size_t pool_limit_ = 0;
+  ObjectPool<Batch> pool_;  // request batches
 
   std::vector<std::thread> threads_;
   absl::Mutex shutdown_mu_;  // serialises Shutdown() callers

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/batcher.h"
+#include "engine/object_pool.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "server/call_limiter.h"
 #include "server/memory_trimmer.h"
@@ -103,8 +104,7 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   bool refusing_ ABSL_GUARDED_BY(accepted_mu_) = false;
   int accepted_ ABSL_GUARDED_BY(accepted_mu_) = 0;  // accepted calls not yet done
 
-  absl::Mutex pool_mu_;
-  std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mu_);
+  engine::ObjectPool<Call> pool_;
 };
 
 }  // namespace fuserank::server
