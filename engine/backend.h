@@ -38,7 +38,9 @@ class Backend {
   virtual int num_workers() const = 0;
   // Scores every candidate of `batch` and writes each request's top-K into `result`.
   // REQUIRES: 0 <= worker < num_workers(); at most one call per worker at a time;
-  // batch.model is the model this backend was created for.
+  // batch.model is the model this backend was created for; the batch passed
+  // ValidateBatch() (engine/batch_validation.h), or is an Append() of batches that did.
+  // A backend walks no id to check it again: a batch that skipped validation may abort.
   virtual absl::Status Run(int worker, const Batch& batch, BatchResult* result) = 0;
 };
 

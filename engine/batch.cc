@@ -1,8 +1,8 @@
 #include "engine/batch.h"
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
+
+#include "engine/check.h"
 
 namespace fuserank::engine {
 namespace {
@@ -10,10 +10,8 @@ namespace {
 // `base + count` as a 32-bit offset; a batch past 32 bits is a broken invariant of whoever
 // built it (the batcher's budgets keep merged batches far below), never a wrap.
 uint32_t Offset(size_t base, size_t count, const char* what) {
-  if (base + count > UINT32_MAX) {
-    std::fprintf(stderr, "Batch::Append: %s past 32-bit offsets (%zu + %zu)\n", what, base, count);
-    std::abort();
-  }
+  FUSERANK_CHECK(base + count <= UINT32_MAX)
+      << "Batch::Append: " << what << " past 32-bit offsets (" << base << " + " << count << ")";
   return static_cast<uint32_t>(base);
 }
 
@@ -58,10 +56,9 @@ void Batch::Append(const Batch& other) {
     return;
   }
   if (model == nullptr) model = other.model;
-  if (other.model != nullptr && other.model != model) {
-    std::fprintf(stderr, "Batch::Append: batches of different models\n");
-    std::abort();  // a broken invariant of the batcher, not a request error
-  }
+  // The batcher merges requests of one model only: a broken invariant, not a request error.
+  FUSERANK_CHECK(other.model == nullptr || other.model == model)
+      << "Batch::Append: batches of different models";
   const uint32_t base = Offset(candidate_begin.back(), other.candidate_begin.back(), "candidates");
   for (size_t r = 1; r < other.candidate_begin.size(); ++r) {
     candidate_begin.push_back(base + other.candidate_begin[r]);

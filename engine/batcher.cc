@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
+#include "engine/check.h"
 
 namespace fuserank::engine {
 namespace {
@@ -20,7 +20,24 @@ int64_t Micros(BatcherClock::duration d) {
 constexpr size_t kMaxPooledBatchBytes = size_t{1} << 20;
 constexpr size_t kMaxPoolBytes = size_t{64} << 20;
 
-// True when `result` holds `requests` well-formed slices of its items.
+// A request batch for the pool: cleared (capacity kept, the model let go of), and what it
+// still holds counted.
+size_t RecycleBatch(Batch& batch) {
+  batch.Clear();
+  return batch.capacity_bytes();
+}
+
+// As many request batches as can be queued, plus two per worker (being merged, run).
+ObjectPoolLimits BatchPoolLimits(size_t capacity, int workers) {
+  ObjectPoolLimits limits;
+  limits.max_objects = capacity + 2 * static_cast<size_t>(workers);
+  limits.max_object_bytes = kMaxPooledBatchBytes;
+  limits.max_bytes = kMaxPoolBytes;
+  return limits;
+}
+
+// True when `result` holds `requests` well-formed slices of its items: what every
+// backend promises for a batch it scored (a broken promise is a bug, not a request error).
 bool WellFormed(const BatchResult& result, size_t requests) {
   if (result.result_begin.size() != requests + 1 || result.result_begin[0] != 0) return false;
   for (size_t r = 0; r < requests; ++r) {
@@ -34,15 +51,16 @@ constexpr size_t kReservedParts = 256;
 
 }  // namespace
 
-Batcher::Batcher(Backend* backend, BatcherOptions options)
+Batcher::Batcher(Backend* backend, BatcherOptions options, const TimeSource* time)
     : backend_(backend),
+      time_(time),
       options_(options),
       workers_(std::max(1, backend->num_workers())),
       capacity_(static_cast<size_t>(std::max(1, options.queue_capacity))),
       max_wait_(std::chrono::microseconds(std::max(0, options.max_batch_wait_us))),
       max_delay_(std::chrono::milliseconds(std::max(0, options.max_queue_delay_ms))),
-      time_model_(options.max_batch_candidates, workers_) {
-  pool_limit_ = capacity_ + 2 * static_cast<size_t>(workers_);
+      time_model_(options.max_batch_candidates, workers_),
+      pool_(BatchPoolLimits(capacity_, workers_), RecycleBatch) {
   slots_ = std::vector<Slot>(workers_);
   for (Slot& slot : slots_) slot.parts.reserve(std::min(capacity_, kReservedParts));
   dropped_.reserve(std::min(capacity_, kReservedParts));
@@ -59,30 +77,9 @@ Batcher::Batcher(Backend* backend, BatcherOptions options)
 
 Batcher::~Batcher() { Shutdown(); }
 
-std::unique_ptr<Batch> Batcher::AcquireBatch() {
-  {
-    absl::MutexLock lock(&pool_mu_);
-    if (!pool_.empty()) {
-      std::unique_ptr<Batch> batch = std::move(pool_.back());
-      pool_.pop_back();
-      pool_bytes_ -= batch->capacity_bytes();
-      return batch;
-    }
-  }
-  return std::make_unique<Batch>();
-}
+std::unique_ptr<Batch> Batcher::AcquireBatch() { return pool_.Acquire(); }
 
-void Batcher::ReleaseBatch(std::unique_ptr<Batch> batch) {
-  if (batch == nullptr) return;
-  batch->Clear();
-  const size_t bytes = batch->capacity_bytes();
-  if (bytes > kMaxPooledBatchBytes) return;  // freed here
-  absl::MutexLock lock(&pool_mu_);
-  if (pool_.size() < pool_limit_ && pool_bytes_ + bytes <= kMaxPoolBytes) {
-    pool_bytes_ += bytes;
-    pool_.push_back(std::move(batch));
-  }
-}
+void Batcher::ReleaseBatch(std::unique_ptr<Batch> batch) { pool_.Release(std::move(batch)); }
 
 void Batcher::Shutdown() {
   absl::MutexLock shutdown_lock(&shutdown_mu_);
@@ -107,7 +104,7 @@ bool Batcher::ReadyToForm() const {
   if (queued_candidates_ >= options_.max_batch_candidates) return true;  // full
   const int idle = static_cast<int>(idle_.size());
   if (idle > 1 || idle == workers_) return true;  // spare workers: waiting buys nothing
-  return BatcherClock::now() - queue_[queue_head_].enqueued >= max_wait_;
+  return time_->Now() - queue_[queue_head_].enqueued >= max_wait_;
 }
 
 Batcher::Work Batcher::PopHead() {
@@ -126,7 +123,7 @@ bool Batcher::Unwanted(const Work& work, BatcherClock::time_point now) const {
 }
 
 void Batcher::FormBatch(Slot* slot) {
-  const BatcherClock::time_point now = BatcherClock::now();
+  const BatcherClock::time_point now = time_->Now();
   const Model* model = nullptr;
   int64_t candidates = 0;
   int64_t ids = 0;
@@ -163,10 +160,8 @@ void Batcher::BatcherLoop() {
         if (HasWork()) {
           // The last free worker while others compute: give the oldest request until
           // max_batch_wait_us for company. Arrivals and freed workers wake us earlier.
-          const BatcherClock::duration left =
-              queue_[queue_head_].enqueued + max_wait_ - BatcherClock::now();
-          mu_.AwaitWithTimeout(absl::Condition(this, &Batcher::ReadyToForm),
-                               absl::FromChrono(left));
+          time_->AwaitUntil(&mu_, absl::Condition(this, &Batcher::ReadyToForm),
+                            queue_[queue_head_].enqueued + max_wait_);
         } else {
           mu_.Await(absl::Condition(this, &Batcher::HasWork));
         }
@@ -204,7 +199,7 @@ absl::Status Batcher::DropStatus(const Work& work, BatcherClock::time_point now)
 }
 
 void Batcher::CompleteDropped() {
-  const BatcherClock::time_point now = BatcherClock::now();
+  const BatcherClock::time_point now = time_->Now();
   for (Work& work : dropped_) {
     Complete(&work, DropStatus(work, now), RequestResult{});
   }
@@ -224,10 +219,11 @@ void Batcher::WorkerLoop(int worker) {
     }
     RunBatch(worker, &slot, &result);
     absl::MutexLock lock(&mu_);
-    // The whole time the batch held its worker (merge, run, answers), on the wall clock:
-    // what a queued request waits for, CPU shared with the transport included.
+    // The whole time the batch held its worker (merge, run, answers), on the Batcher's
+    // clock (the wall clock in the server): what a queued request waits for, CPU shared
+    // with the transport included.
     if (slot.backlogged) {
-      time_model_.Note(slot.ran_candidates, Seconds(BatcherClock::now() - slot.picked));
+      time_model_.Note(slot.ran_candidates, Seconds(time_->Now() - slot.picked));
     }
     slot.assigned = false;
     idle_.push_back(worker);
@@ -241,15 +237,13 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
     for (const Work& part : parts) slot->merged.Append(*part.batch);
     batch = &slot->merged;
   }
-  const BatcherClock::time_point start = BatcherClock::now();
+  const BatcherClock::time_point start = time_->Now();
   result->Clear();
   absl::Status status = backend_->Run(worker, *batch, result);
   slot->ran_candidates = batch->num_candidates();
-  if (status.ok() && !WellFormed(*result, parts.size())) {
-    status = absl::InternalError(absl::StrCat("the backend returned malformed results for ",
-                                              result->result_begin.size() - 1,
-                                              " requests, expected ", parts.size()));
-  }
+  FUSERANK_CHECK(!status.ok() || WellFormed(*result, parts.size()))
+      << "the backend " << backend_->device() << " returned malformed results for "
+      << result->result_begin.size() - 1 << " requests, expected " << parts.size();
   RequestResult request_result;
   request_result.stages = result->stages;
   request_result.graph_capture_failures = result->graph_capture_failures;

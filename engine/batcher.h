@@ -12,8 +12,8 @@
 // holds queue_capacity requests or max_queued_ids ids, and when a new request would wait
 // longer than max_queue_delay_ms or than its deadline leaves: the wait is predicted from
 // the candidates queued ahead of it and a per-batch plus per-candidate time fitted to the
-// batches workers took while requests remained queued, timed on the wall clock from pick
-// to done (batch_time_model.h). Without such a backlog yet, nothing is predicted.
+// batches workers took while requests remained queued, timed on the Batcher's clock from
+// pick to done (batch_time_model.h). Without such a backlog yet, nothing is predicted.
 //
 // When a batch forms (the policy; docs/serving.md explains the choice):
 //   - only when a backend worker is free: queued requests wait in the queue, where later
@@ -47,9 +47,12 @@
 #include "engine/backend.h"
 #include "engine/batch.h"
 #include "engine/batch_time_model.h"
+#include "engine/object_pool.h"
+#include "engine/time_source.h"
 
 namespace fuserank::engine {
 
+// The clock of deadlines and queue times; a Batcher reads it through a TimeSource.
 using BatcherClock = std::chrono::steady_clock;
 
 // What one request gets back. `items` points into the worker's result buffer and is valid
@@ -103,8 +106,11 @@ class AdmissionTicket {
 
 class Batcher {
  public:
-  // `backend` must outlive the Batcher. Starts 1 + backend->num_workers() threads.
-  Batcher(Backend* backend, BatcherOptions options);
+  // `backend` and `time` must outlive the Batcher. Starts 1 + backend->num_workers()
+  // threads. Every time the Batcher reads (queue times, max_batch_wait_us,
+  // max_queue_delay_ms, deadlines, the batch times it learns) and every wait of its
+  // batcher thread goes through `time`: the steady clock unless a test injects another.
+  Batcher(Backend* backend, BatcherOptions options, const TimeSource* time = SteadyTimeSource());
   ~Batcher();  // Shutdown()
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
@@ -121,21 +127,25 @@ class Batcher {
   absl::StatusOr<AdmissionTicket> Admit(BatcherClock::time_point deadline, int candidates = 0);
   // Counts `ids` more ids against max_queued_ids for `ticket`; RESOURCE_EXHAUSTED naming
   // the limit (the ticket unchanged) when they do not fit.
+  // REQUIRES: `ticket` is one of this batcher's, ids >= 0 (checked: aborts otherwise).
   absl::Status AddIds(AdmissionTicket* ticket, int64_t ids);
   // The same decision as Admit() without holding room (a cheap early answer).
   absl::Status Admission() const;
 
-  // Queues `request` (a Batch holding exactly one request). OK: `done` will be called
-  // exactly once. Otherwise `done` is never called and the batch goes back to the pool:
-  // RESOURCE_EXHAUSTED at once when engine.queue_capacity requests are already waiting,
-  // UNAVAILABLE after Shutdown(). A request whose `deadline` has passed when its batch
-  // forms completes with DEADLINE_EXCEEDED without being computed; one whose `cancelled`
-  // flag (optional; it must stay valid until `done` runs) is set by then completes with
-  // CANCELLED, also without being computed.
+  // Queues `request` (a Batch holding exactly one request, with candidates: checked,
+  // aborts otherwise). OK: `done` will be called exactly once. Otherwise `done` is never
+  // called and the batch goes back to the pool: INVALID_ARGUMENT when the batch fails
+  // ValidateBatch() (batch_validation.h: the engine's one check of a request's layout and
+  // rows; backends do not repeat it), RESOURCE_EXHAUSTED at once when
+  // engine.queue_capacity requests are already waiting, UNAVAILABLE after Shutdown(). A request
+  // whose `deadline` has passed when its batch forms completes with DEADLINE_EXCEEDED without being
+  // computed; one whose `cancelled` flag (optional; it must stay valid until `done` runs) is set by
+  // then completes with CANCELLED, also without being computed.
   absl::Status Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
                       RequestDone done, const std::atomic<bool>* cancelled = nullptr);
   // The same for a request admitted by Admit(): its room is already held, so only
-  // Shutdown() (UNAVAILABLE) or a request that is not one batch (INTERNAL) refuses it.
+  // ValidateBatch() (INVALID_ARGUMENT), a ticket of another batcher or none (INTERNAL) or
+  // Shutdown() (UNAVAILABLE) refuses it.
   // `ticket` is consumed either way.
   absl::Status Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
                       RequestDone done, const std::atomic<bool>* cancelled, AdmissionTicket ticket);
@@ -198,6 +208,7 @@ class Batcher {
   void Complete(Work* work, const absl::Status& status, const RequestResult& result);
 
   Backend* const backend_;
+  const TimeSource* const time_;
   const BatcherOptions options_;
   const int workers_;
   const size_t capacity_;
@@ -224,10 +235,7 @@ class Batcher {
   std::atomic<int> queue_depth_{0};
   std::vector<Work> dropped_;  // batcher thread only: expired or cancelled
 
-  absl::Mutex pool_mu_;
-  std::vector<std::unique_ptr<Batch>> pool_ ABSL_GUARDED_BY(pool_mu_);
-  size_t pool_bytes_ ABSL_GUARDED_BY(pool_mu_) = 0;  // capacity held by pool_
-  size_t pool_limit_ = 0;
+  ObjectPool<Batch> pool_;  // request batches
 
   std::vector<std::thread> threads_;
   absl::Mutex shutdown_mu_;  // serialises Shutdown() callers

@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/batch_validation.h"
 #include "engine/batcher.h"
+#include "engine/check.h"
 
 namespace fuserank::engine {
 namespace {
@@ -78,7 +80,7 @@ absl::Status Batcher::CheckRoom(int64_t ids, BatcherClock::time_point deadline) 
                      " per second), more than engine.max_queue_delay_ms (",
                      options_.max_queue_delay_ms, "); retry with backoff"));
   }
-  const BatcherClock::time_point now = BatcherClock::now();
+  const BatcherClock::time_point now = time_->Now();
   if (has_deadline && Seconds(deadline - now) < wait_s) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the request's deadline is ", Micros(deadline - now) / 1000,
@@ -107,9 +109,8 @@ absl::StatusOr<AdmissionTicket> Batcher::Admit(BatcherClock::time_point deadline
 }
 
 absl::Status Batcher::AddIds(AdmissionTicket* ticket, int64_t ids) {
-  if (ticket == nullptr || ticket->batcher_ != this || ids < 0) {
-    return absl::InternalError("Batcher::AddIds takes a ticket of this batcher");
-  }
+  FUSERANK_CHECK(ticket != nullptr && ticket->batcher_ == this && ids >= 0)
+      << "Batcher::AddIds takes a ticket of this batcher and ids >= 0";
   absl::MutexLock lock(&mu_);
   if (queued_ids_ + reserved_ids_ + ids > options_.max_queued_ids) {
     return QueuedIdsFull(queued_ids_ + reserved_ids_, ids, options_.max_queued_ids);
@@ -127,7 +128,7 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Batch>* request, BatcherClock::tim
   work.batch = std::move(*request);
   work.done = std::move(*done);
   work.cancelled = cancelled;
-  work.enqueued = BatcherClock::now();
+  work.enqueued = time_->Now();
   work.deadline = deadline;
   ++queue_size_;
   queued_candidates_ += work.candidates;
@@ -138,18 +139,21 @@ absl::Status Batcher::Enqueue(std::unique_ptr<Batch>* request, BatcherClock::tim
 
 namespace {
 
-bool OneRequest(const std::unique_ptr<Batch>& request) {
-  return request != nullptr && request->num_requests() == 1 && request->num_candidates() > 0;
+// What every Submit() checks first: a request is validated once, here, where it enters the
+// engine (nothing walks its ids again); that it is one request is its caller's contract.
+absl::Status CheckRequest(const std::unique_ptr<Batch>& request) {
+  FUSERANK_CHECK(request != nullptr && request->num_requests() == 1 &&
+                 request->num_candidates() > 0)
+      << "Batcher::Submit takes one request with candidates";
+  return ValidateBatch(*request);
 }
 
 }  // namespace
 
 absl::Status Batcher::Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
                              RequestDone done, const std::atomic<bool>* cancelled) {
-  absl::Status status;
-  if (!OneRequest(request)) {
-    status = absl::InternalError("Batcher::Submit takes one request with candidates");
-  } else {
+  absl::Status status = CheckRequest(request);
+  if (status.ok()) {
     absl::MutexLock lock(&mu_);
     const int64_t ids = static_cast<int64_t>(request->user.rows.size() + request->item.rows.size());
     if (stopping_) {
@@ -169,11 +173,12 @@ absl::Status Batcher::Submit(std::unique_ptr<Batch> request, BatcherClock::time_
 absl::Status Batcher::Submit(std::unique_ptr<Batch> request, BatcherClock::time_point deadline,
                              RequestDone done, const std::atomic<bool>* cancelled,
                              AdmissionTicket ticket) {
-  absl::Status status;
-  if (!OneRequest(request) || ticket.batcher_ != this) {
-    status = absl::InternalError(
-        "Batcher::Submit takes one request with candidates and a ticket of this batcher");
-  } else {
+  absl::Status status = CheckRequest(request);
+  if (status.ok() && ticket.batcher_ != this) {
+    // The callers admit before they decode; a request whose wire scan and parse disagree
+    // on its candidates could come without a ticket, so this stays a status.
+    status = absl::InternalError("Batcher::Submit takes a ticket of this batcher");
+  } else if (status.ok()) {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
       status = ShuttingDown();

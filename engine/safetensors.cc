@@ -11,10 +11,10 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "engine/escape_text.h"
 #include "engine/status_macros.h"
+#include "engine/tensor_shape.h"
 
 namespace fuserank::engine {
 namespace {
@@ -279,20 +279,6 @@ class HeaderParser {
   absl::string_view text_;
   size_t pos_ = 0;
 };
-
-// Elements of `shape`, or false on a negative dimension or overflow.
-bool NumElements(const std::vector<int64_t>& shape, uint64_t* out) {
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
-  }
-  *out = n;
-  return true;
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
 
 // Checks one tensor's dtype and extent against the data section of `data_size` bytes.
 absl::Status CheckTensor(const RawTensor& t, uint64_t data_size) {

@@ -11,23 +11,10 @@
 #include "absl/strings/string_view.h"
 #include "engine/safetensors.h"
 #include "engine/status_macros.h"
+#include "engine/tensor_shape.h"
 
 namespace fuserank::engine {
 namespace {
-
-// Elements of `shape`, or false on a negative dimension or overflow.
-bool NumElements(const std::vector<int64_t>& shape, uint64_t* out) {
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
-  }
-  *out = n;
-  return true;
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
 
 void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');

@@ -1,11 +1,12 @@
 #include "server/infer_tensor_view.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "engine/tensor_shape.h"
 
 namespace fuserank::server {
 namespace {
 
+using engine::ShapeString;
 using inference::ModelInferRequest;
 
 size_t ElementBytes(TensorType type) {
@@ -73,10 +74,6 @@ absl::string_view TensorTypeName(TensorType type) {
       return "FP32";
   }
   return "?";
-}
-
-std::string ShapeString(absl::Span<const int64_t> shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
 absl::Status CheckContentKind(const ModelInferRequest& request) {

@@ -79,9 +79,6 @@ Column<T> AsColumn(const TensorView& view) {
   return Column<T>(view.data, view.elements);
 }
 
-// "[2, 3]": a shape as messages write it.
-std::string ShapeString(absl::Span<const int64_t> shape);
-
 }  // namespace fuserank::server
 
 #endif  // FUSERANK_SERVER_INFER_TENSOR_VIEW_H_

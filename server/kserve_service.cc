@@ -89,7 +89,19 @@ struct KServeService::Call {
 };
 
 KServeService::KServeService(const ServedModels* models, Metrics* metrics, KServeOptions options)
-    : models_(models), metrics_(metrics), options_(std::move(options)) {}
+    : models_(models),
+      metrics_(metrics),
+      options_(std::move(options)),
+      // A call that held a large request keeps its protos' capacity: it is freed instead
+      // of pooled, so the pool never holds the largest size ever seen.
+      pool_(engine::ObjectPoolLimits{.max_objects = kMaxPooledCalls,
+                                     .max_object_bytes = kMaxPooledRequestBytes},
+            [](Call& call) -> size_t {
+              call.model.reset();  // a retired version is freed once its last call lets go
+              call.decoder.reset();
+              call.response_buffer = nullptr;
+              return call.request_bytes;  // on the wire: what its protos grew to, roughly
+            }) {}
 
 KServeService::~KServeService() {
   // gRPC's server is gone by now, but a refused call's OnDone (WaitIdle() waits only for
@@ -356,27 +368,8 @@ void KServeService::StartShutdown() {
 
 bool KServeService::WaitIdle(absl::Time deadline) { return gate_.WaitIdle(deadline); }
 
-std::unique_ptr<KServeService::Call> KServeService::AcquireCall() {
-  {
-    absl::MutexLock lock(&pool_mu_);
-    if (!pool_.empty()) {
-      std::unique_ptr<Call> call = std::move(pool_.back());
-      pool_.pop_back();
-      return call;
-    }
-  }
-  return std::make_unique<Call>();
-}
+std::unique_ptr<KServeService::Call> KServeService::AcquireCall() { return pool_.Acquire(); }
 
-void KServeService::ReleaseCall(std::unique_ptr<Call> call) {
-  call->model.reset();  // a retired version is freed once its last call lets go
-  call->decoder.reset();
-  call->response_buffer = nullptr;
-  // A call that held a large request keeps its protos' capacity: free it instead of
-  // pooling it, so the pool never holds the largest size ever seen.
-  if (call->request_bytes > kMaxPooledRequestBytes) return;
-  absl::MutexLock lock(&pool_mu_);
-  if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
-}
+void KServeService::ReleaseCall(std::unique_ptr<Call> call) { pool_.Release(std::move(call)); }
 
 }  // namespace fuserank::server

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/batcher.h"
+#include "engine/object_pool.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/accept_gate.h"
 #include "server/call_limiter.h"
@@ -127,8 +128,7 @@ class KServeService final : public KServeBase {
 
   AcceptGate gate_;  // Accept() against StartShutdown(), WaitIdle()
 
-  absl::Mutex pool_mu_;
-  std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mu_);
+  engine::ObjectPool<Call> pool_;
 
   // Decoders by served model name, each for the version it was built from (compared by
   // identity: a weak_ptr keeps no retired model alive).

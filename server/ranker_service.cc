@@ -132,7 +132,15 @@ struct RankerService::Call {
 };
 
 RankerService::RankerService(const ServedModels* models, Metrics* metrics, RankerOptions options)
-    : models_(models), metrics_(metrics), options_(options) {}
+    : models_(models),
+      metrics_(metrics),
+      options_(options),
+      pool_(engine::ObjectPoolLimits{.max_objects = kMaxPooledCalls}, [](Call& call) -> size_t {
+        call.model.reset();  // a retired version is freed once its last call lets go
+        call.response_buffer = nullptr;
+        call.arena.Reset();  // the response; keeps only the first block
+        return 0;            // bounded by count alone (see kMaxPooledCalls)
+      }) {}
 
 RankerService::~RankerService() {
   // gRPC's server is gone by now, but a refused call's OnDone (WaitIdle() waits only for
@@ -377,24 +385,8 @@ void RankerService::StartShutdown() {
 
 bool RankerService::WaitIdle(absl::Time deadline) { return gate_.WaitIdle(deadline); }
 
-std::unique_ptr<RankerService::Call> RankerService::AcquireCall() {
-  {
-    absl::MutexLock lock(&pool_mu_);
-    if (!pool_.empty()) {
-      std::unique_ptr<Call> call = std::move(pool_.back());
-      pool_.pop_back();
-      return call;
-    }
-  }
-  return std::make_unique<Call>();
-}
+std::unique_ptr<RankerService::Call> RankerService::AcquireCall() { return pool_.Acquire(); }
 
-void RankerService::ReleaseCall(std::unique_ptr<Call> call) {
-  call->model.reset();  // a retired version is freed once its last call lets go
-  call->response_buffer = nullptr;
-  call->arena.Reset();  // the response; keeps only the first block
-  absl::MutexLock lock(&pool_mu_);
-  if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
-}
+void RankerService::ReleaseCall(std::unique_ptr<Call> call) { pool_.Release(std::move(call)); }
 
 }  // namespace fuserank::server

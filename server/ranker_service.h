@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/batcher.h"
+#include "engine/object_pool.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "server/accept_gate.h"
 #include "server/call_limiter.h"
@@ -102,8 +103,7 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
 
   AcceptGate gate_;  // Accept() against StartShutdown(), WaitIdle()
 
-  absl::Mutex pool_mu_;
-  std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mu_);
+  engine::ObjectPool<Call> pool_;
 };
 
 }  // namespace fuserank::server

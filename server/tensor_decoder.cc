@@ -9,11 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/status_macros.h"
+#include "engine/tensor_shape.h"
 #include "server/kserve_tensors.h"
 
 namespace fuserank::server {
 namespace {
 
+using engine::ShapeString;
 using engine::Side;
 using inference::ModelInferRequest;
 

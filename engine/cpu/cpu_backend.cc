@@ -1,4 +1,4 @@
-// The CPU backend: validates a Batch, scores it with the CpuPlan of its model (per
+// The CPU backend: scores a Batch with the CpuPlan of its model (per
 // request the user share, then tiles of candidates) on the worker's reused scratch, and
 // selects each request's top-K. With cpu_threads > 1 a worker splits a batch over its
 // own thread pool: whole requests per thread when there are many, else the tiles of a
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/check.h"
 #include "engine/cpu/cpu_forward.h"
 #include "engine/cpu/cpu_plan.h"
 #include "engine/cpu/cpu_thread_pool.h"
@@ -30,68 +31,6 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kReservedRequests = 64;
 // Sampled row accesses one thread buffers per table between flushes (once per batch).
 constexpr int kSamplerBufferRows = 1024;
-
-// Checks that a BagSet holds `bags` bags whose rows fit their tables: bag b belongs to
-// tables[b % tables.size()].
-absl::Status CheckBags(const Model& model, const BagSet& set, const std::vector<int>& tables,
-                       size_t bags, const char* side) {
-  if (set.num_bags() != bags || set.bag_begin.front() != 0 ||
-      set.rows.size() != set.bag_begin.back() || set.weights.size() != set.rows.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bags malformed (",
-                                                   set.num_bags(), " bags, expected ", bags, ")"));
-  }
-  const size_t num_tables = tables.size();
-  for (size_t first = 0; first < bags; first += num_tables) {
-    for (size_t t = 0; t < num_tables; ++t) {
-      const size_t b = first + t;
-      if (set.bag_begin[b] > set.bag_begin[b + 1]) {
-        return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bag ", b, " reversed"));
-      }
-      const EmbeddingTable& table = model.tables()[tables[t]];
-      for (uint32_t i = set.bag_begin[b]; i < set.bag_begin[b + 1]; ++i) {
-        if (set.rows[i] < 0 || set.rows[i] >= table.rows) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "batch: row ", set.rows[i], " out of range for table '", table.name, "'"));
-        }
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckBatch(const Model& model, const Batch& batch) {
-  const int requests = batch.num_requests();
-  if (requests < 0 || batch.candidate_begin.front() != 0 ||
-      batch.top_k.size() != static_cast<size_t>(requests)) {
-    return absl::InvalidArgumentError("batch: candidate_begin or top_k malformed");
-  }
-  for (int r = 0; r < requests; ++r) {
-    if (batch.candidate_begin[r] > batch.candidate_begin[r + 1]) {
-      return absl::InvalidArgumentError("batch: candidate_begin decreases");
-    }
-  }
-  const size_t candidates = batch.num_candidates();
-  const ModelSpec& spec = model.spec();
-  if (batch.user_dense.size() != static_cast<size_t>(requests) * spec.dense_user ||
-      batch.item_dense.size() != candidates * spec.dense_item) {
-    return absl::InvalidArgumentError("batch: dense features of the wrong size");
-  }
-  if (!model.user_tables().empty()) {
-    if (absl::Status status = CheckBags(model, batch.user, model.user_tables(),
-                                        requests * model.user_tables().size(), "user");
-        !status.ok()) {
-      return status;
-    }
-  }
-  if (!model.item_tables().empty()) {
-    if (absl::Status status = CheckBags(model, batch.item, model.item_tables(),
-                                        candidates * model.item_tables().size(), "item");
-        !status.ok()) {
-      return status;
-    }
-  }
-  return absl::OkStatus();
-}
 
 class CpuBackend final : public Backend {
  public:
@@ -172,7 +111,12 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
   if (batch.model != nullptr && batch.model != model_) {
     return absl::InvalidArgumentError("cpu backend: batch is for another model");
   }
-  if (absl::Status status = CheckBatch(*model_, batch); !status.ok()) return status;
+  // The batch passed ValidateBatch() where it entered the engine (batch_validation.h): no
+  // id is walked again; only sizes, which cost nothing, are checked here.
+  FUSERANK_CHECK(batch.top_k.size() == static_cast<size_t>(batch.num_requests()) &&
+                 batch.item_dense.size() ==
+                     static_cast<size_t>(batch.num_candidates()) * model_->spec().dense_item)
+      << "cpu backend: the batch was not validated";
   Worker& w = *workers_[worker];
   result->Clear();
   // One snapshot for the whole batch: a swap meanwhile takes effect at the next batch.

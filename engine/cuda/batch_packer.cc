@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
-#include "engine/status_macros.h"
+#include "engine/check.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -20,30 +19,16 @@ bool AllOnes(const std::vector<float>& w) {
   return std::all_of(w.begin(), w.end(), [](float x) { return x == 1.0f; });
 }
 
-// Checks one side's bags against `owners` (requests or candidates) x tables, every row in
-// range; adds each bag's id count to ids[table] (table: b % tables).
-absl::Status CheckBags(const BagSet& bags, uint32_t owners, const std::vector<int64_t>& rows,
-                       const char* side, uint64_t* ids) {
-  const size_t tables = rows.size();
-  if (bags.bag_begin.empty() || bags.num_bags() != size_t{owners} * tables ||
-      bags.bag_begin.front() != 0 || bags.bag_begin.back() != bags.rows.size() ||
-      bags.weights.size() != bags.rows.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bags do not match"));
-  }
+// Adds each bag's id count to ids[table] (table: b % tables). The bag layout is
+// ValidateBatch()'s (engine/batch_validation.h); only its sizes are checked again here.
+void CountIds(const BagSet& bags, uint32_t owners, size_t tables, const char* side, uint64_t* ids) {
+  FUSERANK_CHECK(bags.bag_begin.size() == size_t{owners} * tables + 1 &&
+                 bags.bag_begin.back() == bags.rows.size() &&
+                 bags.weights.size() == bags.rows.size())
+      << "batch packer: " << side << " bags do not match (the batch was not validated)";
   for (size_t b = 0; b < bags.num_bags(); ++b) {
-    const uint32_t begin = bags.bag_begin[b];
-    const uint32_t end = bags.bag_begin[b + 1];
-    if (end < begin) return absl::InvalidArgumentError("batch: bag_begin is not ascending");
-    ids[b % tables] += end - begin;
-    const int64_t limit = rows[b % tables];
-    for (uint32_t j = begin; j < end; ++j) {
-      if (bags.rows[j] < 0 || bags.rows[j] >= limit) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("batch: ", side, " row ", bags.rows[j], " out of range [0, ", limit, ")"));
-      }
-    }
+    ids[b % tables] += bags.bag_begin[b + 1] - bags.bag_begin[b];
   }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -58,36 +43,31 @@ PackInfo MakePackInfo(const Model& model) {
 }
 
 absl::StatusOr<kernels::PackedHeader> BatchPacker::Plan(const Batch& batch) {
-  // Nothing reads candidate_begin (num_requests(), num_candidates()) before this check.
-  if (batch.candidate_begin.empty() || batch.candidate_begin.front() != 0) {
-    return absl::InvalidArgumentError("batch: candidate_begin must start at 0");
-  }
+  // The batch passed ValidateBatch() where it entered the engine: no id is walked again to
+  // re-check it. Its sizes, which cost nothing, are checked: a bad one must never reach a
+  // kernel (it would fault the device).
+  FUSERANK_CHECK(!batch.candidate_begin.empty() &&
+                 batch.top_k.size() == batch.candidate_begin.size() - 1)
+      << "batch packer: candidate_begin or top_k malformed (the batch was not validated)";
   const uint32_t requests = static_cast<uint32_t>(batch.num_requests());
-  if (batch.top_k.size() != requests) {
-    return absl::InvalidArgumentError("batch: one top_k per request expected");
-  }
+  const uint32_t candidates = static_cast<uint32_t>(batch.num_candidates());
+  FUSERANK_CHECK(batch.user_dense.size() == size_t{requests} * info_.dense_user &&
+                 batch.item_dense.size() == size_t{candidates} * info_.dense_item)
+      << "batch packer: dense sizes do not match the model (the batch was not validated)";
   top_k_.resize(requests);
   result_begin_.assign(1, 0);
   uint32_t max_segment = 0;
   for (uint32_t r = 0; r < requests; ++r) {
-    if (batch.candidate_begin[r + 1] < batch.candidate_begin[r]) {
-      return absl::InvalidArgumentError("batch: candidate_begin is not ascending");
-    }
     const uint32_t count = batch.candidate_begin[r + 1] - batch.candidate_begin[r];
     max_segment = std::max(max_segment, count);
     top_k_[r] = std::min(batch.top_k[r], count);
     result_begin_.push_back(result_begin_.back() + top_k_[r]);
   }
-  const uint32_t candidates = static_cast<uint32_t>(batch.num_candidates());
   const size_t user_tables = info_.user_rows.size();
   ids_per_table_.assign(user_tables + info_.item_rows.size(), 0);
-  RETURN_IF_ERROR(CheckBags(batch.user, requests, info_.user_rows, "user", ids_per_table_.data()));
-  RETURN_IF_ERROR(CheckBags(batch.item, candidates, info_.item_rows, "item",
-                            ids_per_table_.data() + user_tables));
-  if (batch.user_dense.size() != size_t{requests} * info_.dense_user ||
-      batch.item_dense.size() != size_t{candidates} * info_.dense_item) {
-    return absl::InvalidArgumentError("batch: dense sizes do not match the model");
-  }
+  CountIds(batch.user, requests, user_tables, "user", ids_per_table_.data());
+  CountIds(batch.item, candidates, info_.item_rows.size(), "item",
+           ids_per_table_.data() + user_tables);
   if (reorder_) Deduplicate(batch);
   kernels::PackedCounts counts;
   counts.num_requests = requests;

@@ -1,5 +1,5 @@
 // Packs an engine Batch into the one buffer the GPU reads (kernels/batch_layout.h):
-// checks the batch against the model, computes per-request result offsets, and, in the
+// computes per-request result offsets, and, in the
 // id-reorder mode, deduplicates (table, row) pairs into a sorted unique list. Plain C++
 // (no CUDA), so it is unit-tested without a GPU. One packer per worker: not thread-safe;
 // its scratch vectors keep their capacity, so a warm packer does not allocate.
@@ -31,8 +31,10 @@ class BatchPacker {
  public:
   BatchPacker(PackInfo info, bool reorder_ids) : info_(std::move(info)), reorder_(reorder_ids) {}
 
-  // Checks `batch` and computes its layout. INVALID_ARGUMENT names what is inconsistent
-  // (a broken batch must never reach a kernel: a bad row would fault the device).
+  // Computes the layout of `batch`, or INVALID_ARGUMENT when it is too large for the
+  // packed layout's 32-bit offsets. REQUIRES: the batch passed ValidateBatch()
+  // (engine/batch_validation.h), which guarantees every row in range (a bad row would
+  // fault the device); only its sizes are checked again, and aborts when they disagree.
   absl::StatusOr<kernels::PackedHeader> Plan(const Batch& batch);
 
   // Writes the batch last passed to Plan() into `dst` (header.total_bytes bytes).

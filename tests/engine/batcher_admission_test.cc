@@ -1,12 +1,11 @@
-// Tests of the Batcher's admission (issues 13 and 14) on a fake backend that runs one batch
-// per Step(): tickets hold queue room from Admit() to Submit(), queued ids count against
+// Tests of the Batcher's admission on a fake backend that runs one batch per Step():
+// tickets hold queue room from Admit() to Submit(), queued ids count against
 // max_queued_ids, a merged batch keeps within max_batch_ids, a request that would wait
 // longer than max_queue_delay_ms or its deadline is refused at the door and an over-age one
-// is shed without compute, and the batch pool does not keep a large batch. Waits only ever wait for
-// something to happen (or a lower bound of time to pass), never assert on speed.
+// is shed without compute, and the batch pool does not keep a large batch. Durations come
+// from a fake clock the tests advance (fake_time_source_util.h): exact, with no sleep.
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -15,6 +14,8 @@
 #include "engine/batcher.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/engine/batcher_test_util.h"
+#include "tests/engine/fake_time_source_util.h"
 
 namespace fuserank::engine {
 namespace {
@@ -78,9 +79,12 @@ class StepBackend : public Backend {
   std::vector<RunRecord> runs_;
 };
 
-// One request of `candidates` candidates and `ids` item ids (one item table).
+// One request of `candidates` candidates and `ids` item ids (OneTablePerSideModel).
 std::unique_ptr<Batch> MakeRequest(Batcher* batcher, int candidates, int ids) {
+  static const std::shared_ptr<const Model>* const model =
+      new std::shared_ptr<const Model>(test::OneTablePerSideModel());
   std::unique_ptr<Batch> batch = batcher->AcquireBatch();
+  batch->model = *model;
   batch->candidate_begin.push_back(static_cast<uint32_t>(candidates));
   batch->top_k.push_back(static_cast<uint32_t>(candidates));
   batch->user.bag_begin.push_back(0);
@@ -192,28 +196,26 @@ TEST(BatcherAdmissionTest, AMergedBatchKeepsWithinMaxBatchIds) {
   EXPECT_GT(merged, 0u) << "no request was merged: the budget proved nothing";
 }
 
-// B holds the worker while R0 and F queue (one request per batch); R0 then runs for at
-// least 100 ms with F queued behind it, so the measured drain is at most 40 candidates
-// per second. Then R1 and R2 (4 candidates each) queue, and the next batch takes F (or R1,
-// where F was shed).
+// On the fake clock: B holds the worker while R0 and F queue (one request per batch); R0
+// then runs for exactly 100 ms with F queued behind it, so the batch time learnt is 100 ms
+// for 4 candidates. Then R1 and R2 (4 candidates each) queue, and the next batch takes F
+// (or R1, where F was shed).
 struct Backlog {
   std::vector<Outcome> outcomes = std::vector<Outcome>(5);  // B, R0, F, R1, R2
-  BatcherClock::time_point r2_queued;
 
   void Submit(Batcher* batcher, int i) {
     ASSERT_TRUE(
         batcher->Submit(MakeRequest(batcher, 4, 1), kNoDeadline, Record(&outcomes[i])).ok());
   }
-  void Build(StepBackend* backend, Batcher* batcher) {
+  void Build(StepBackend* backend, test::FakeTimeSource* time, Batcher* batcher) {
     Submit(batcher, 0);
     backend->WaitRuns(1);
     Submit(batcher, 1);
     Submit(batcher, 2);
     backend->Step();  // B ends; R0 runs, F behind it
     backend->WaitRuns(2);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    time->Advance(std::chrono::milliseconds(100));
     Submit(batcher, 3);
-    r2_queued = BatcherClock::now();
     Submit(batcher, 4);
     backend->Step();  // R0 ends; the next batch takes one request
     backend->WaitRuns(3);
@@ -231,24 +233,31 @@ BatcherOptions OneRequestPerBatch(int max_queue_delay_ms) {
 TEST(BatcherAdmissionTest, AStandingQueueIsRefusedAtTheDoorAndItsOldRequestsShed) {
   StepBackend backend;
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };
-  Batcher batcher(&backend, OneRequestPerBatch(60));
+  test::FakeTimeSource time;
+  Batcher batcher(&backend, OneRequestPerBatch(60), &time);
   Backlog backlog;
-  backlog.Build(&backend, &batcher);
+  backlog.Build(&backend, &time, &batcher);
   if (HasFatalFailure()) return;
   // F waited 100 ms, more than 60: shed when R1's batch formed. R2 waits behind R1: a new
-  // request would wait at least as long as R0's batch took (>= 100 ms).
+  // request would wait as long as R0's batch of as many candidates took, 100 ms.
   std::vector<Outcome>& outcomes = backlog.outcomes;
   ASSERT_TRUE(outcomes[2].done.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(outcomes[2].status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(outcomes[2].status.message()), HasSubstr("it was not computed"));
+  EXPECT_THAT(
+      std::string(outcomes[2].status.message()),
+      HasSubstr("shed after 100 ms in the queue, more than engine.max_queue_delay_ms (60)"));
   const absl::StatusOr<AdmissionTicket> refused = batcher.Admit(kNoDeadline, 4);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(refused.status().message()),
-              HasSubstr("more than engine.max_queue_delay_ms (60)"));
-  std::this_thread::sleep_until(backlog.r2_queued + std::chrono::milliseconds(61));
-  backend.Step();  // R2 has now waited longer than 60 ms: shed, not run
+              HasSubstr("would wait about 100 ms (4 candidates ahead, full batches at about 40 "
+                        "per second), more than engine.max_queue_delay_ms (60)"));
+  time.Advance(std::chrono::milliseconds(60));
+  EXPECT_FALSE(outcomes[4].done.HasBeenNotified());
+  time.Advance(std::chrono::milliseconds(1));
+  backend.Step();  // R2 has now waited 61 ms, longer than 60: shed, not run
   ASSERT_TRUE(outcomes[4].done.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(outcomes[4].status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(outcomes[4].status.message()), HasSubstr("shed after 61 ms"));
   for (int i : {0, 1, 3}) {
     ASSERT_TRUE(outcomes[i].done.WaitForNotificationWithTimeout(kPatience));
     EXPECT_TRUE(outcomes[i].status.ok()) << outcomes[i].status;
@@ -257,18 +266,39 @@ TEST(BatcherAdmissionTest, AStandingQueueIsRefusedAtTheDoorAndItsOldRequestsShed
   EXPECT_TRUE(batcher.Admit(kNoDeadline, 4).ok()) << "the queue is empty again";
 }
 
+TEST(BatcherAdmissionTest, ARequestWaitingExactlyMaxQueueDelayIsStillRun) {
+  StepBackend backend;
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };
+  test::FakeTimeSource time;
+  Batcher batcher(&backend, OneRequestPerBatch(60), &time);
+  Outcome blocker;
+  Outcome waiting;
+  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 4, 1), kNoDeadline, Record(&blocker)).ok());
+  backend.WaitRuns(1);
+  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 4, 1), kNoDeadline, Record(&waiting)).ok());
+  time.Advance(std::chrono::milliseconds(60));  // not more than the limit
+  backend.Open();
+  ASSERT_TRUE(waiting.done.WaitForNotificationWithTimeout(kPatience));
+  EXPECT_TRUE(waiting.status.ok()) << waiting.status;
+  EXPECT_EQ(backend.runs().size(), 2u);
+}
+
 TEST(BatcherAdmissionTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoor) {
   StepBackend backend;
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };
-  Batcher batcher(&backend, OneRequestPerBatch(0));  // no age limit: deadlines alone
+  test::FakeTimeSource time;
+  Batcher batcher(&backend, OneRequestPerBatch(0), &time);  // no age limit: deadlines alone
   Backlog backlog;
-  backlog.Build(&backend, &batcher);
+  backlog.Build(&backend, &time, &batcher);
   if (HasFatalFailure()) return;
+  // F runs (no age limit); R1 and R2 wait: 8 candidates ahead at the 100 ms learnt for a
+  // batch of 4. A deadline 199 ms away is refused, one 200 ms away is not.
   const absl::StatusOr<AdmissionTicket> hurried =
-      batcher.Admit(BatcherClock::now() + std::chrono::milliseconds(5), 4);
+      batcher.Admit(time.Now() + std::chrono::milliseconds(199), 4);
   EXPECT_EQ(hurried.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(hurried.status().message()), HasSubstr("deadline is"));
-  EXPECT_TRUE(batcher.Admit(BatcherClock::now() + std::chrono::seconds(60), 4).ok());
+  EXPECT_THAT(std::string(hurried.status().message()),
+              HasSubstr("the request's deadline is 199 ms away, but it would wait about 200 ms"));
+  EXPECT_TRUE(batcher.Admit(time.Now() + std::chrono::milliseconds(200), 4).ok());
   backend.Open();
   for (Outcome& outcome : backlog.outcomes) {  // no age limit: all run
     ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));

@@ -16,6 +16,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "tests/engine/alloc_counter_util.h"
+#include "tests/engine/batcher_test_util.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/testing/test_model.h"
 
@@ -74,8 +75,11 @@ TEST(BatcherTest, AllocatesNothingPerRequestOnceWarm) {
   options.max_batch_wait_us = 50;
   Batcher batcher(&backend, options);
   absl::Cleanup release_on_exit = [&backend] { backend.set_hold(false); };
+  const std::shared_ptr<const Model> model = test::DenseScoreModel();
+  ASSERT_NE(model, nullptr);
   auto submit = [&](int candidates, uint32_t top_k) {
     std::unique_ptr<Batch> request = batcher.AcquireBatch();
+    request->model = model;
     request->candidate_begin.push_back(candidates);
     request->top_k.push_back(top_k);
     request->item_dense.assign(candidates, 0.5f);

@@ -1,7 +1,9 @@
 // Tests of engine/batcher on a fake backend: results split back per request, dynamic
 // batching (merging, max_batch_candidates, max_batch_wait_us, when it does not wait, model
 // separation), expired and cancelled requests dropped without compute, the bounded queue,
-// shutdown and pooling. batcher_engine_test.cc has the CPU engine and allocation tests.
+// shutdown, pooling, requests refused by validation and the invariants that abort. Time is
+// a fake clock the tests advance (fake_time_source_util.h) wherever a duration matters.
+// batcher_engine_test.cc has the CPU engine and allocation tests.
 #include "engine/batcher.h"
 
 #include <algorithm>
@@ -17,7 +19,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/test_model.h"
+#include "tests/engine/batcher_test_util.h"
+#include "tests/engine/fake_time_source_util.h"
 
 namespace fuserank::engine {
 namespace {
@@ -117,11 +120,18 @@ class FakeBackend : public Backend {
   std::set<int> busy_workers_;
 };
 
+// What the requests of these tests are for, unless a test names another model.
+const std::shared_ptr<const Model>& DefaultModel() {
+  static const std::shared_ptr<const Model>* const model =
+      new std::shared_ptr<const Model>(test::DenseScoreModel());
+  return *model;
+}
+
 // A one-request batch whose candidate c scores `scores[c]`.
 std::unique_ptr<Batch> MakeRequest(Batcher* batcher, const std::vector<float>& scores,
                                    uint32_t top_k, std::shared_ptr<const Model> model = nullptr) {
   std::unique_ptr<Batch> batch = batcher->AcquireBatch();
-  batch->model = std::move(model);
+  batch->model = model != nullptr ? std::move(model) : DefaultModel();
   batch->candidate_begin.push_back(static_cast<uint32_t>(scores.size()));
   batch->top_k.push_back(top_k);
   batch->item_dense = scores;
@@ -258,32 +268,35 @@ TEST(BatcherTest, RespectsMaxBatchCandidatesWithoutSplittingRequests) {
   EXPECT_THAT(batch_sizes, ElementsAre(1, 9, 8, 12, 6));
 }
 
-TEST(BatcherTest, TheLastFreeWorkerWaitsAtMostMaxBatchWait) {
+// On the fake clock: the batch forms when, and only when, its oldest request has waited
+// exactly max_batch_wait_us (were it to wait longer, the clock would never get there).
+TEST(BatcherTest, TheLastFreeWorkerWaitsMaxBatchWaitForCompany) {
   Outcome blocker;
   Outcome first;
   Outcome second;
   FakeBackend backend(2);
+  test::FakeTimeSource time;
   BatcherOptions options;
-  options.max_batch_wait_us = 300000;  // 300 ms: long against scheduling noise
-  Batcher batcher(&backend, options);
+  options.max_batch_wait_us = 300000;
+  Batcher batcher(&backend, options, &time);
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(
       batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);  // one worker computes; the other is the last free one
-  const auto start = BatcherClock::now();
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 2), kNoDeadline, Record(&first)).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  time.Advance(std::chrono::milliseconds(50));
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 3), kNoDeadline, Record(&second)).ok());
+  EXPECT_FALSE(first.done.HasBeenNotified());
+  time.Advance(std::chrono::milliseconds(250));  // the first has waited 300 ms now
   ASSERT_TRUE(first.done.WaitForNotificationWithTimeout(kPatience));
   ASSERT_TRUE(second.done.WaitForNotificationWithTimeout(kPatience));
-  const double elapsed = std::chrono::duration<double>(BatcherClock::now() - start).count();
   EXPECT_TRUE(first.status.ok()) << first.status;
   EXPECT_TRUE(second.status.ok()) << second.status;
-  // Both went in one batch, and not before the first had waited max_batch_wait_us.
+  // Both went in one batch, formed when the first had waited max_batch_wait_us.
   EXPECT_EQ(first.batch_requests, 2);
   EXPECT_EQ(second.batch_candidates, 5);
-  EXPECT_GE(first.queue_seconds, 0.3 - 1e-3);
-  EXPECT_LT(elapsed, 10.0);
+  EXPECT_DOUBLE_EQ(first.queue_seconds, 0.3);
+  EXPECT_DOUBLE_EQ(second.queue_seconds, 0.25);
   backend.Open();
   ASSERT_TRUE(blocker.done.WaitForNotificationWithTimeout(kPatience));
 }
@@ -306,10 +319,12 @@ TEST_P(BatcherNoWaitTest, DispatchesWithoutWaiting) {
                       : situation == NoWait::kAnotherWorkerFree ? 3
                                                                 : 2;
   FakeBackend backend(workers);
+  // The fake clock never moves: a batch that waited for company would never form.
+  test::FakeTimeSource time;
   BatcherOptions options;
   options.max_batch_wait_us = 1000000;  // the longest allowed: 1 s
   options.max_batch_candidates = 4;
-  Batcher batcher(&backend, options);
+  Batcher batcher(&backend, options, &time);
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   if (situation == NoWait::kAnotherWorkerFree || situation == NoWait::kBatchFull) {
     ASSERT_TRUE(
@@ -322,7 +337,7 @@ TEST_P(BatcherNoWaitTest, DispatchesWithoutWaiting) {
   for (Outcome& outcome : outcomes) {
     ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
     EXPECT_TRUE(outcome.status.ok()) << outcome.status;
-    EXPECT_LT(outcome.queue_seconds, 0.5) << "waited for company it could not use";
+    EXPECT_EQ(outcome.queue_seconds, 0.0) << "waited for company it could not use";
   }
   if (situation == NoWait::kBatchFull) {
     EXPECT_EQ(outcomes[0].batch_requests, 2);
@@ -336,13 +351,11 @@ INSTANTIATE_TEST_SUITE_P(Situations, BatcherNoWaitTest,
                          NoWaitName);
 
 TEST(BatcherTest, NeverMergesRequestsOfDifferentModels) {
-  absl::StatusOr<std::shared_ptr<const Model>> a = testing::BuildTestModel(
-      testing::MakeRandomModel(testing::SmallSpec(1, 1, 10, 4), /*seed=*/1));
-  absl::StatusOr<std::shared_ptr<const Model>> b = testing::BuildTestModel(
-      testing::MakeRandomModel(testing::SmallSpec(1, 1, 10, 4), /*seed=*/2));
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  const std::vector<std::shared_ptr<const Model>> order = {*a, *a, *b, *b, *b, *a};
+  const std::shared_ptr<const Model> a = test::DenseScoreModel(/*seed=*/1);
+  const std::shared_ptr<const Model> b = test::DenseScoreModel(/*seed=*/2);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const std::vector<std::shared_ptr<const Model>> order = {a, a, b, b, b, a};
   std::vector<Outcome> outcomes(order.size());
   Outcome blocker;
   FakeBackend backend(1);
@@ -364,11 +377,11 @@ TEST(BatcherTest, NeverMergesRequestsOfDifferentModels) {
   }
   const std::vector<RunRecord> runs = backend.runs();
   ASSERT_EQ(runs.size(), 4u);
-  EXPECT_EQ(runs[1].model, a->get());
+  EXPECT_EQ(runs[1].model, a.get());
   EXPECT_EQ(runs[1].requests, 2);
-  EXPECT_EQ(runs[2].model, b->get());
+  EXPECT_EQ(runs[2].model, b.get());
   EXPECT_EQ(runs[2].requests, 3);
-  EXPECT_EQ(runs[3].model, a->get());
+  EXPECT_EQ(runs[3].model, a.get());
   EXPECT_EQ(runs[3].requests, 1);
 }
 
@@ -380,20 +393,21 @@ TEST(BatcherTest, ExpiredAndCancelledRequestsAreDroppedWithoutCompute) {
   std::atomic<bool> cancel{false};
   std::atomic<bool> keep{false};
   FakeBackend backend(1);
-  Batcher batcher(&backend, {});
+  test::FakeTimeSource time;
+  Batcher batcher(&backend, {}, &time);
   absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
   ASSERT_TRUE(
       batcher.Submit(MakeRequest(&batcher, {kHold}, 1), kNoDeadline, Record(&blocker)).ok());
   backend.WaitRunning(1);
   ASSERT_TRUE(batcher
-                  .Submit(MakeRequest(&batcher, 7),
-                          BatcherClock::now() + std::chrono::milliseconds(20), Record(&expiring))
+                  .Submit(MakeRequest(&batcher, 7), time.Now() + std::chrono::milliseconds(20),
+                          Record(&expiring))
                   .ok());
   ASSERT_TRUE(
       batcher.Submit(MakeRequest(&batcher, 5), kNoDeadline, Record(&cancelled), &cancel).ok());
   ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 3), kNoDeadline, Record(&kept), &keep).ok());
   cancel = true;  // the second request's client gives up while it waits
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  time.Advance(std::chrono::milliseconds(50));  // past the first one's deadline
   backend.Open();
   ASSERT_TRUE(expiring.done.WaitForNotificationWithTimeout(kPatience));
   ASSERT_TRUE(cancelled.done.WaitForNotificationWithTimeout(kPatience));
@@ -569,16 +583,21 @@ TEST(BatcherTest, ABackendErrorReachesEveryRequestOfTheBatch) {
   }
 }
 
-TEST(BatcherTest, MalformedBackendResultsAreAnInternalError) {
-  Outcome outcome;
-  FakeBackend backend(1);
-  backend.set_malformed(true);
-  Batcher batcher(&backend, {});
-  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcome)).ok());
-  ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(outcome.status.message()), HasSubstr("malformed"));
+// A backend's results are its promise (one well-formed slice per request): a broken one is
+// a bug that aborts, not an error handed to the callers.
+TEST(BatcherDeathTest, MalformedBackendResultsAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Outcome outcome;
+        FakeBackend backend(1);
+        backend.set_malformed(true);
+        Batcher batcher(&backend, {});
+        static_cast<void>(
+            batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), kNoDeadline, Record(&outcome)));
+        outcome.done.WaitForNotificationWithTimeout(kPatience);
+      },
+      "the backend fake returned malformed results for 0 requests, expected 1");
 }
 
 TEST(BatcherTest, ReusesPooledBatches) {
@@ -598,12 +617,36 @@ TEST(BatcherTest, ReusesPooledBatches) {
   EXPECT_GE(again->item_dense.capacity(), 2u);
 }
 
-TEST(BatcherTest, RefusesABatchThatIsNotOneRequest) {
+TEST(BatcherTest, RefusesAnInvalidRequestWithItsMessageWithoutCallingDone) {
   FakeBackend backend(1);
   Batcher batcher(&backend, {});
-  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
-  const absl::Status empty = batcher.Submit(batcher.AcquireBatch(), kNoDeadline, nullptr);
-  EXPECT_EQ(empty.code(), absl::StatusCode::kInternal);
+  bool called = false;
+  auto done = [&called](const absl::Status&, const RequestResult&) { called = true; };
+  std::unique_ptr<Batch> bad = MakeRequest(&batcher, {1.0f, 2.0f}, 1);
+  bad->item_dense.pop_back();
+  const absl::Status refused = batcher.Submit(std::move(bad), kNoDeadline, done);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("batch: dense features of the wrong size"));
+  std::unique_ptr<Batch> modelless = MakeRequest(&batcher, {1.0f}, 1);
+  modelless->model.reset();
+  absl::StatusOr<AdmissionTicket> ticket = batcher.Admit(kNoDeadline, 1);
+  ASSERT_TRUE(ticket.ok());
+  const absl::Status no_model =
+      batcher.Submit(std::move(modelless), kNoDeadline, done, nullptr, std::move(*ticket));
+  EXPECT_EQ(no_model.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_model.message()), HasSubstr("batch: no model"));
+  batcher.Shutdown();
+  EXPECT_FALSE(called);
+  EXPECT_TRUE(backend.runs().empty());
+  EXPECT_EQ(batcher.Admission().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(BatcherDeathTest, ABatchThatIsNotOneRequestAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  FakeBackend backend(1);
+  Batcher batcher(&backend, {});
+  EXPECT_DEATH(static_cast<void>(batcher.Submit(batcher.AcquireBatch(), kNoDeadline, nullptr)),
+               "Batcher::Submit takes one request with candidates");
 }
 
 }  // namespace

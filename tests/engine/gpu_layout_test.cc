@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/batch_validation.h"
 #include "engine/cpu/cpu_mlp.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/topk.h"
@@ -327,29 +328,38 @@ TEST(BatchPackerTest, WeightsAreLeftOutWhenAllAreOne) {
   }
 }
 
-TEST(BatchPackerTest, RejectsABatchThatWouldFaultTheDevice) {
+// A row past its table would fault the device: ValidateBatch() refuses it where the batch
+// enters the engine, and the packer, which walks no id to re-check, aborts on a batch whose
+// sizes disagree.
+TEST(BatchPackerTest, ABatchThatWouldFaultTheDeviceNeverReachesIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   Fixture f = MakeFixture(fuserank::testing::SmallSpec(1, 2, 20, 4), 12, {4, 2});
   ASSERT_NE(f.model, nullptr);
   BatchPacker packer(MakePackInfo(*f.model), false);
+  ASSERT_TRUE(ValidateBatch(f.batch).ok());
   ASSERT_TRUE(packer.Plan(f.batch).ok());
   Batch bad = f.batch;
   bad.item.rows.push_back(3);
   bad.item.weights.push_back(1.0f);
   bad.item.bag_begin.back() += 1;
   bad.item.rows.back() = 20;  // == rows: out of range
-  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateBatch(bad).code(), absl::StatusCode::kInvalidArgument);
   bad = f.batch;
   bad.top_k.pop_back();
-  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_DEATH(static_cast<void>(packer.Plan(bad)), "the batch was not validated");
   bad = f.batch;
   bad.item_dense.push_back(0.0f);
-  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_DEATH(static_cast<void>(packer.Plan(bad)), "the batch was not validated");
   bad = f.batch;
   bad.user.bag_begin.pop_back();
-  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_DEATH(static_cast<void>(packer.Plan(bad)), "the batch was not validated");
+  bad = f.batch;
+  bad.item.rows.push_back(0);  // a row outside every bag
+  bad.item.weights.push_back(1.0f);
+  EXPECT_DEATH(static_cast<void>(packer.Plan(bad)), "the batch was not validated");
   bad = f.batch;
   bad.candidate_begin.clear();  // nothing may read its back() before the check
-  EXPECT_EQ(packer.Plan(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_DEATH(static_cast<void>(packer.Plan(bad)), "the batch was not validated");
 }
 
 TEST(BatchPackerTest, ReorderListsEachTableRowOnceInOrder) {

@@ -4,7 +4,8 @@
 // engine.max_batch_ids, as Batcher::FormBatch merges) and a CPU backend run. Every input
 // ends in finite scores in [0, 1], best first, one top-K per request, or in a clean
 // INVALID_ARGUMENT; the scan refuses nothing that parses and decodes, and passes nothing
-// the parser refuses as malformed; a merged batch never fails, and the other requests in
+// the parser refuses as malformed; a decoded request passes ValidateBatch (the engine's
+// check where it enters); a merged batch never fails, and the other requests in
 // it score bit for bit as they do alone.
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
@@ -19,6 +20,7 @@
 #include "engine/backend.h"
 #include "engine/backend_factory.h"
 #include "engine/batch.h"
+#include "engine/batch_validation.h"
 #include "fuserank/v1/ranker.pb.h"
 #include "server/request_decoder.h"
 #include "server/request_scan.h"
@@ -209,6 +211,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   fuzz::FuzzVerdict(true);
+  // What the Batcher checks where the request enters the engine; the backend trusts it.
+  const absl::Status valid = engine::ValidateBatch(batch);
+  FUZZ_CHECK(valid.ok(),
+             absl::StrCat("a decoded request is not a valid batch: ", valid.ToString()));
   if (batch.num_candidates() > 0) fuzz::MergeAndRun(f, batch);
   return 0;
 }
