@@ -11,7 +11,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "engine/frequency_sketch.h"
 #include "engine/regular_file.h"
 #include "server/config_keys.h"
