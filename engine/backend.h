@@ -9,18 +9,19 @@
 
 #include "absl/status/status.h"
 #include "engine/batch.h"
+#include "engine/config_defaults.h"
 
 namespace fuserank::engine {
 
 class HotRowManager;
 
 struct BackendOptions {
-  int workers = 4;          // engine.streams: concurrent Run() calls (one per worker)
-  int cpu_threads = 1;      // CPU backend: threads that split one large batch
-  int gpu = 0;              // CUDA: device ordinal
-  bool cuda_graphs = true;  // CUDA: capture and replay a graph per batch-size bucket
-  bool allow_tf32 = false;  // CUDA: TF32 tensor-core math in the MLP
-  int max_batch_candidates = 8192;
+  int workers = defaults::kStreams;  // engine.streams: concurrent Run() calls (one per worker)
+  int cpu_threads = defaults::kCpuThreads;   // CPU backend: threads that split one large batch
+  int gpu = defaults::kGpu;                  // CUDA: device ordinal
+  bool cuda_graphs = defaults::kCudaGraphs;  // CUDA: replay a graph per batch-size bucket
+  bool allow_tf32 = defaults::kAllowTf32;    // CUDA: TF32 tensor-core math in the MLP
+  int max_batch_candidates = defaults::kMaxBatchCandidates;
   // The model's hot-row sets (cache.*), or null for none. The CPU backend reads hot rows
   // from the current snapshot's compact copies and adds each batch's hits and misses to
   // the manager's counters; the CUDA backend has no hot-row tier yet (every table is

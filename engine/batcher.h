@@ -47,6 +47,7 @@
 #include "engine/backend.h"
 #include "engine/batch.h"
 #include "engine/batch_time_model.h"
+#include "engine/config_defaults.h"
 #include "engine/object_pool.h"
 #include "engine/time_source.h"
 
@@ -72,12 +73,13 @@ struct RequestResult {
 using RequestDone = absl::AnyInvocable<void(const absl::Status&, const RequestResult&)>;
 
 struct BatcherOptions {
-  int queue_capacity = 1024;          // engine.queue_capacity: requests waiting
-  int max_batch_candidates = 8192;    // engine.max_batch_candidates
-  int max_batch_wait_us = 200;        // engine.max_batch_wait_us
-  int64_t max_batch_ids = 4194304;    // engine.max_batch_ids: user + item ids per batch
-  int64_t max_queued_ids = 16777216;  // engine.max_queued_ids: ids queued or admitted
-  int max_queue_delay_ms = 0;         // engine.max_queue_delay_ms; 0: no age limit
+  // The engine.* keys of the same names.
+  int queue_capacity = defaults::kQueueCapacity;  // requests waiting
+  int max_batch_candidates = defaults::kMaxBatchCandidates;
+  int max_batch_wait_us = defaults::kMaxBatchWaitUs;
+  int64_t max_batch_ids = defaults::kMaxBatchIds;       // user + item ids per batch
+  int64_t max_queued_ids = defaults::kMaxQueuedIds;     // ids queued or admitted
+  int max_queue_delay_ms = defaults::kMaxQueueDelayMs;  // 0: no age limit
 };
 
 class Batcher;

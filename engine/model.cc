@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "engine/error_list.h"
 #include "engine/escape_text.h"
 #include "engine/mapped_file.h"
 #include "engine/model_checks.h"
@@ -85,11 +86,8 @@ class TensorChecker {
     }
   }
 
-  void Problem(std::string message) { problems_.push_back(std::move(message)); }
-  absl::Status ToStatus() const {
-    if (problems_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrJoin(problems_, "; "));
-  }
+  void Problem(absl::string_view message) { problems_.AddLine(message); }
+  absl::Status ToStatus() const { return problems_.ToStatus("; "); }
 
  private:
   std::vector<float> CopyFloats(const std::string& name, const TensorView& t) {
@@ -106,7 +104,7 @@ class TensorChecker {
 
   const TensorMap& tensors_;
   std::set<std::string> used_;
-  std::vector<std::string> problems_;
+  ErrorList problems_;
 };
 
 // top_mlp[0] applied after the linear cross, as one layer over concat(V):
@@ -234,7 +232,7 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
     }
     if (table.data != nullptr) {
       if (std::string problem = NonFiniteTableProblem(table); !problem.empty()) {
-        checker.Problem(std::move(problem));
+        checker.Problem(problem);
       }
     }
     (ts.side == Side::kUser ? model->user_tables_ : model->item_tables_).push_back(i);

@@ -1,11 +1,12 @@
-// Model spec YAML <-> ModelSpec. yaml-cpp throws; every call into it is wrapped here so
-// no exception leaves this file. Parsing checks types, enums and unknown keys; the ranges
-// and cross-field rules live in ValidateModelSpec so specs built in code get them too.
+// Model spec YAML <-> ModelSpec. Parsing goes through the one YAML reader
+// (engine/yaml_reader.h: types, enums, duplicate and unknown keys, no exception out); the
+// ranges and cross-field rules live in ValidateModelSpec so specs built in code get them too.
 #include "engine/model_spec.h"
 
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,7 +18,7 @@
 #include "engine/escape_text.h"
 #include "engine/regular_file.h"
 #include "engine/status_macros.h"
-#include "yaml-cpp/yaml.h"
+#include "engine/yaml_reader.h"
 
 namespace fuserank::engine {
 namespace {
@@ -28,197 +29,86 @@ constexpr int64_t kMaxTotalWidth = int64_t{1} << 24;  // concat(V) and the inter
 constexpr size_t kMaxNameBytes = 256;                 // name, version, table names
 constexpr size_t kQuoted = 64;  // bytes of a spec value quoted back in a message
 
-// Collects problems as "field: reason" so one pass reports all of them.
-class Problems {
- public:
-  void Add(absl::string_view field, absl::string_view reason) {
-    list_.push_back(absl::StrCat(field, ": ", reason));
-  }
-  bool empty() const { return list_.empty(); }
-  absl::Status ToStatus() const {
-    if (list_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrJoin(list_, "; "));
-  }
+// Problems of a spec are joined on one line: they travel in statuses and log lines.
+constexpr absl::string_view kSeparator = "; ";
 
- private:
-  std::vector<std::string> list_;
-};
-
-// Reads typed scalars out of YAML nodes, turning yaml-cpp exceptions into Problems.
-class Reader {
- public:
-  explicit Reader(Problems* problems) : problems_(problems) {}
-
-  bool String(const YAML::Node& node, absl::string_view field, std::string* out) {
-    if (!node.IsScalar()) return Fail(field, "must be a string");
-    *out = node.Scalar();
-    return true;
-  }
-
-  bool Int(const YAML::Node& node, absl::string_view field, int64_t* out) {
-    if (!node.IsScalar()) return Fail(field, "must be an integer");
-    try {
-      *out = node.as<int64_t>();
-      return true;
-    } catch (const YAML::Exception&) {
-      return Fail(field, absl::StrCat("must be an integer, got '",
-                                      EscapeText(node.Scalar(), kQuoted), "'"));
-    }
-  }
-
-  // An int field that must fit an `int` (ranges are checked later by validation).
-  bool SmallInt(const YAML::Node& node, absl::string_view field, int* out) {
-    int64_t value = 0;
-    if (!Int(node, field, &value)) return false;
-    if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
-      return Fail(field, absl::StrCat("out of range, got ", value));
-    }
-    *out = static_cast<int>(value);
-    return true;
-  }
-
-  bool IntList(const YAML::Node& node, absl::string_view field, std::vector<int>* out) {
-    if (!node.IsSequence()) return Fail(field, "must be a list of integers, e.g. [64, 16]");
-    out->clear();
-    bool ok = true;
-    for (size_t i = 0; i < node.size(); ++i) {
-      int value = 0;
-      ok = SmallInt(node[i], absl::StrCat(field, "[", i, "]"), &value) && ok;
-      out->push_back(value);
-    }
-    return ok;
-  }
-
-  // Parses one of `names` into the enum value at the same index of `values`.
-  template <typename E>
-  bool Enum(const YAML::Node& node, absl::string_view field,
-            std::initializer_list<std::pair<absl::string_view, E>> choices, E* out) {
-    std::string text;
-    if (!String(node, field, &text)) return false;
-    std::vector<absl::string_view> names;
-    for (const auto& [name, value] : choices) {
-      if (text == name) {
-        *out = value;
-        return true;
-      }
-      names.push_back(name);
-    }
-    return Fail(field, absl::StrCat("must be one of ", absl::StrJoin(names, " | "), ", got '",
-                                    EscapeText(text, kQuoted), "'"));
-  }
-
-  // Reports every key of `map` that is not in `known`.
-  void UnknownKeys(const YAML::Node& map, absl::string_view prefix,
-                   std::initializer_list<absl::string_view> known) {
-    for (const auto& kv : map) {
-      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<non-scalar key>";
-      bool found = false;
-      for (absl::string_view k : known) found = found || key == k;
-      if (!found) {
-        problems_->Add(
-            absl::StrCat(prefix, EscapeText(key, kQuoted)),
-            absl::StrCat("unknown key (expected one of: ", absl::StrJoin(known, ", "), ")"));
-      }
-    }
-  }
-
-  bool Fail(absl::string_view field, absl::string_view reason) {
-    problems_->Add(field, reason);
-    return false;
-  }
-
- private:
-  Problems* problems_;
-};
-
-void ParseTable(Reader& r, const YAML::Node& node, size_t index, TableSpec* t) {
+void ParseTable(const YAML::Node& node, size_t index, ErrorList* errors, TableSpec* t) {
   const std::string p = absl::StrCat("tables[", index, "]");
   if (!node.IsMap()) {
-    r.Fail(p, "must be a map like {name: user_id, side: user, rows: 1000, dim: 16}");
+    errors->Add(p, "must be a map like {name: user_id, side: user, rows: 1000, dim: 16}");
     return;
   }
-  r.UnknownKeys(node, p + ".", {"name", "side", "rows", "dim", "pooling", "oov"});
-  for (const char* required : {"name", "side", "rows", "dim"}) {
-    if (!node[required]) r.Fail(absl::StrCat(p, ".", required), "missing");
-  }
-  if (node["name"]) r.String(node["name"], p + ".name", &t->name);
-  if (node["side"]) {
-    r.Enum<Side>(node["side"], p + ".side", {{"user", Side::kUser}, {"item", Side::kItem}},
-                 &t->side);
-  }
-  if (node["rows"]) r.Int(node["rows"], p + ".rows", &t->rows);
-  if (node["dim"]) r.SmallInt(node["dim"], p + ".dim", &t->dim);
-  if (node["pooling"]) {
-    r.Enum<Pooling>(node["pooling"], p + ".pooling",
-                    {{"sum", Pooling::kSum}, {"mean", Pooling::kMean}}, &t->pooling);
-  }
-  if (node["oov"]) {
-    r.Enum<Oov>(node["oov"], p + ".oov", {{"modulo", Oov::kModulo}, {"reject", Oov::kReject}},
-                &t->oov);
-  }
+  YamlMap m(node, p, errors);
+  m.Require({"name", "side", "rows", "dim"});
+  m.String("name", &t->name);
+  m.Enum<Side>("side", {{"user", Side::kUser}, {"item", Side::kItem}}, &t->side, " | ");
+  m.Int64("rows", &t->rows);
+  m.Int("dim", &t->dim);
+  m.Enum<Pooling>("pooling", {{"sum", Pooling::kSum}, {"mean", Pooling::kMean}}, &t->pooling,
+                  " | ");
+  m.Enum<Oov>("oov", {{"modulo", Oov::kModulo}, {"reject", Oov::kReject}}, &t->oov, " | ");
+  m.ReportUnknown();
 }
 
-void ParseRoot(Reader& r, const YAML::Node& root, const std::string& base_dir, ModelSpec* spec) {
-  r.UnknownKeys(root, "",
-                {"name", "version", "weights", "embedding_dtype", "tables", "dense", "bottom_mlp",
-                 "interaction", "cross_dim", "top_mlp"});
-  for (const char* required : {"name", "weights", "interaction", "top_mlp"}) {
-    if (!root[required]) r.Fail(required, "missing");
+void ParseDense(YamlMap& r, ModelSpec* spec) {
+  std::optional<YAML::Node> dense = r.Find("dense");
+  if (!dense) return;
+  if (!dense->IsMap()) {
+    r.errors()->Add("dense", "must be a map like {user: 4, item: 3}");
+    return;
   }
-  if (root["name"]) r.String(root["name"], "name", &spec->name);
+  YamlMap m(*dense, "dense", r.errors());
+  m.Int("user", &spec->dense_user);
+  m.Int("item", &spec->dense_item);
+  m.ReportUnknown();
+}
+
+void ParseRoot(YamlMap& r, const std::string& base_dir, ModelSpec* spec) {
+  ErrorList* errors = r.errors();
+  r.Require({"name", "weights", "interaction", "top_mlp"});
+  r.String("name", &spec->name);
   spec->version = "1";
-  if (root["version"]) r.String(root["version"], "version", &spec->version);
+  r.String("version", &spec->version);
   std::string weights;
-  if (root["weights"] && r.String(root["weights"], "weights", &weights)) {
+  if (r.String("weights", &weights)) {
     if (weights.empty()) {
-      r.Fail("weights", "must name the safetensors file");
+      errors->Add("weights", "must name the safetensors file");
     } else {
       std::filesystem::path path(weights);
       spec->weights_path =
           path.is_absolute() ? weights : (std::filesystem::path(base_dir) / path).string();
     }
   }
-  if (root["embedding_dtype"]) {
-    r.Enum<DType>(root["embedding_dtype"], "embedding_dtype",
-                  {{"fp32", DType::kF32},
-                   {"fp16", DType::kF16},
-                   {"bf16", DType::kBF16},
-                   {"int8", DType::kInt8}},
-                  &spec->embedding_dtype);
-  }
-  if (const YAML::Node tables = root["tables"]) {
-    if (!tables.IsSequence()) {
-      r.Fail("tables", "must be a list of tables");
+  r.Enum<DType>("embedding_dtype",
+                {{"fp32", DType::kF32},
+                 {"fp16", DType::kF16},
+                 {"bf16", DType::kBF16},
+                 {"int8", DType::kInt8}},
+                &spec->embedding_dtype, " | ");
+  if (std::optional<YAML::Node> tables = r.Find("tables")) {
+    if (!tables->IsSequence()) {
+      errors->Add("tables", "must be a list of tables");
     } else {
-      spec->tables.resize(tables.size());
-      for (size_t i = 0; i < tables.size(); ++i) ParseTable(r, tables[i], i, &spec->tables[i]);
+      spec->tables.resize(tables->size());
+      for (size_t i = 0; i < tables->size(); ++i) {
+        ParseTable((*tables)[i], i, errors, &spec->tables[i]);
+      }
     }
   }
-  if (const YAML::Node dense = root["dense"]) {
-    if (!dense.IsMap()) {
-      r.Fail("dense", "must be a map like {user: 4, item: 3}");
-    } else {
-      r.UnknownKeys(dense, "dense.", {"user", "item"});
-      if (dense["user"]) r.SmallInt(dense["user"], "dense.user", &spec->dense_user);
-      if (dense["item"]) r.SmallInt(dense["item"], "dense.item", &spec->dense_item);
-    }
-  }
-  if (root["bottom_mlp"] && !root["bottom_mlp"].IsNull()) {
-    r.IntList(root["bottom_mlp"], "bottom_mlp", &spec->bottom_mlp);
-  }
-  if (root["interaction"]) {
-    r.Enum<Interaction>(root["interaction"], "interaction",
-                        {{"concat", Interaction::kConcat},
-                         {"dot", Interaction::kDot},
-                         {"linear", Interaction::kLinear}},
-                        &spec->interaction);
-  }
-  if (root["cross_dim"]) r.SmallInt(root["cross_dim"], "cross_dim", &spec->cross_dim);
-  if (root["top_mlp"]) r.IntList(root["top_mlp"], "top_mlp", &spec->top_mlp);
+  ParseDense(r, spec);
+  r.IntList("bottom_mlp", &spec->bottom_mlp, "[64, 16]");
+  r.Enum<Interaction>("interaction",
+                      {{"concat", Interaction::kConcat},
+                       {"dot", Interaction::kDot},
+                       {"linear", Interaction::kLinear}},
+                      &spec->interaction, " | ");
+  r.Int("cross_dim", &spec->cross_dim);
+  r.IntList("top_mlp", &spec->top_mlp, "[64, 32, 1]");
+  r.ReportUnknown();
 }
 
 // Names travel into messages, logs and metric labels: printable UTF-8 of bounded length.
-void CheckName(Problems& problems, absl::string_view field, const std::string& name) {
+void CheckName(ErrorList& problems, absl::string_view field, const std::string& name) {
   if (name.size() > kMaxNameBytes) {
     problems.Add(field,
                  absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ", name.size()));
@@ -228,14 +118,14 @@ void CheckName(Problems& problems, absl::string_view field, const std::string& n
   }
 }
 
-void CheckWidth(Problems& problems, absl::string_view field, int64_t value, int64_t min) {
+void CheckWidth(ErrorList& problems, absl::string_view field, int64_t value, int64_t min) {
   if (value < min || value > kMaxWidth) {
     problems.Add(field, absl::StrCat("must be in ", min, "..", kMaxWidth, ", got ", value));
   }
 }
 
 // Every range and cross-field rule of SPEC section 2, each problem named by its field.
-void CheckSpec(const ModelSpec& spec, Problems& problems) {
+void CheckSpec(const ModelSpec& spec, ErrorList& problems) {
   if (spec.name.empty()) problems.Add("name", "must not be empty");
   CheckName(problems, "name", spec.name);
   CheckName(problems, "version", spec.version);
@@ -379,24 +269,16 @@ int ModelSpec::interaction_width() const {
 
 absl::StatusOr<ModelSpec> ParseModelSpec(const std::string& yaml_text,
                                          const std::string& base_dir) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", EscapeText(e.what())));
-  }
-  if (!root.IsMap()) {
+  ErrorList errors;
+  std::optional<YAML::Node> root = LoadYaml(yaml_text, &errors);
+  if (!root) return errors.ToStatus(kSeparator);
+  if (!root->IsMap()) {
     return absl::InvalidArgumentError("the model spec must be a YAML map (name:, tables:, ...)");
   }
   ModelSpec spec;
-  Problems problems;
-  try {
-    Reader reader(&problems);
-    ParseRoot(reader, root, base_dir, &spec);
-  } catch (const YAML::Exception& e) {  // defensive: the Reader catches conversions
-    problems.Add("spec", EscapeText(e.what()));
-  }
-  RETURN_IF_ERROR(problems.ToStatus());
+  YamlMap reader(*root, "", &errors);
+  ParseRoot(reader, base_dir, &spec);
+  RETURN_IF_ERROR(errors.ToStatus(kSeparator));
   RETURN_IF_ERROR(ValidateModelSpec(spec));
   return spec;
 }
@@ -411,9 +293,9 @@ absl::StatusOr<ModelSpec> ParseModelSpecFile(const std::string& path) {
 }
 
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
-  Problems problems;
+  ErrorList problems;
   CheckSpec(spec, problems);
-  return problems.ToStatus();
+  return problems.ToStatus(kSeparator);
 }
 
 std::string ModelSpecToYaml(const ModelSpec& spec) {

@@ -1,5 +1,8 @@
-// The server's YAML config (SPEC section 5), parsed once into plain structs. Every
-// default lives in the member initialisers below; nothing else in the server reads YAML.
+// The server's YAML config (SPEC section 5), parsed once into plain structs. Each key is
+// declared once, in the table of server/config_keys.cc (path, member, range or choices,
+// doc), which drives reading, validation, the effective-config dump and the reference file
+// config/fuserank.yaml; every default is the member initialiser below, taken from
+// engine/config_defaults.h. Nothing else in the server reads YAML.
 // Plain data: copyable, no synchronisation needed.
 #ifndef FUSERANK_SERVER_CONFIG_H_
 #define FUSERANK_SERVER_CONFIG_H_
@@ -11,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/backend_factory.h"
+#include "engine/config_defaults.h"
 
 namespace fuserank::server {
 
@@ -23,53 +27,58 @@ struct TlsConfig {
 };
 
 struct ServerConfig {
-  std::string listen = "0.0.0.0:8700";          // Ranker, health, reflection
-  std::string admin_listen = "127.0.0.1:8701";  // Admin; "" turns the admin server off
-  std::string admin_token_file;                 // required when admin_listen is not loopback
+  std::string listen = defaults::kListen;             // Ranker, health, reflection
+  std::string admin_listen = defaults::kAdminListen;  // Admin; "" turns the admin server off
+  std::string admin_token_file;                       // required when admin_listen is not loopback
   // A token on a non-loopback admin_listen without server.tls travels in clear text: refused
   // at start unless this is true (a network the operator trusts).
-  bool admin_allow_plaintext_token = false;
-  std::string metrics_listen = "0.0.0.0:8702";  // Prometheus /metrics; "" turns it off
+  bool admin_allow_plaintext_token = defaults::kAdminAllowPlaintextToken;
+  std::string metrics_listen = defaults::kMetricsListen;  // Prometheus /metrics; "" turns it off
   TlsConfig tls;
-  int64_t max_request_bytes = 16777216;
-  int max_candidates = 4096;
-  int max_ids_per_feature = 1024;
-  int shutdown_grace_seconds = 10;
+  int64_t max_request_bytes = defaults::kMaxRequestBytes;
+  int max_candidates = defaults::kMaxCandidates;
+  int max_ids_per_feature = defaults::kMaxIdsPerFeature;
+  int shutdown_grace_seconds = defaults::kShutdownGraceSeconds;
   // Admission and the transport (docs/serving.md, "Admission"); 0: derived from the
   // engine keys when the server starts (server.cc: ServingLimits).
-  int max_inflight_requests = 0;       // Rank calls accepted and not finished
-  int max_concurrent_streams = 0;      // HTTP/2 streams one connection may have open
-  int64_t transport_memory_bytes = 0;  // gRPC resource quota of the ranking port
+  // Rank calls accepted and not finished.
+  int max_inflight_requests = defaults::kMaxInflightRequests;
+  // HTTP/2 streams one connection may have open.
+  int max_concurrent_streams = defaults::kMaxConcurrentStreams;
+  // gRPC resource quota of the ranking port.
+  int64_t transport_memory_bytes = defaults::kTransportMemoryBytes;
 };
 
 struct EngineConfig {
   engine::DeviceChoice device = engine::DeviceChoice::kAuto;
-  int gpu = 0;
+  int gpu = defaults::kGpu;
   // Backend workers: concurrent batches. `streams: auto` (the default) sets
   // streams_auto, and the server picks 4 for engine.device cuda, else the cores this
   // process may run on divided by cpu_threads, at most 4 (server.cc: ServingLimits).
-  int streams = 4;
+  int streams = defaults::kStreams;
   bool streams_auto = true;
-  int max_batch_candidates = 8192;
-  int max_batch_wait_us = 200;
-  int queue_capacity = 1024;
-  int max_queue_delay_ms = 0;         // the queue's latency budget; 0: deadlines only
-  int max_batch_ids = 4194304;        // ids (user + item) in one merged batch
-  int64_t max_queued_ids = 16777216;  // ids of the requests queued or being admitted
-  bool cuda_graphs = true;
-  int cpu_threads = 1;  // CPU backend: threads that split one batch
-  bool allow_tf32 = false;
+  int max_batch_candidates = defaults::kMaxBatchCandidates;
+  int max_batch_wait_us = defaults::kMaxBatchWaitUs;
+  int queue_capacity = defaults::kQueueCapacity;
+  // The queue's latency budget; 0: deadlines only.
+  int max_queue_delay_ms = defaults::kMaxQueueDelayMs;
+  int max_batch_ids = defaults::kMaxBatchIds;  // ids (user + item) in one merged batch
+  // Ids of the requests queued or being admitted.
+  int64_t max_queued_ids = defaults::kMaxQueuedIds;
+  bool cuda_graphs = defaults::kCudaGraphs;
+  int cpu_threads = defaults::kCpuThreads;  // CPU backend: threads that split one batch
+  bool allow_tf32 = defaults::kAllowTf32;
 };
 
 enum class CachePolicy { kStatic, kFrequency };
 enum class CachePlacement { kDevice, kHost };
 
 struct CacheConfig {
-  int hot_rows_per_table = 4096;
+  int hot_rows_per_table = defaults::kHotRowsPerTable;
   CachePolicy policy = CachePolicy::kStatic;
-  int rebuild_interval_seconds = 60;  // frequency policy
+  int rebuild_interval_seconds = defaults::kRebuildIntervalSeconds;  // frequency policy
   CachePlacement placement = CachePlacement::kDevice;
-  int shared_memory_rows = 0;
+  int shared_memory_rows = defaults::kSharedMemoryRows;
 };
 
 // One model to serve. `name` empty: the model spec's own name.
@@ -82,9 +91,9 @@ struct ModelConfig {
 enum class LogFormat { kText, kJson };
 
 struct LoggingConfig {
-  std::string level = "info";  // trace | debug | info | warn | error | critical | off
+  std::string level = defaults::kLogLevel;  // trace | debug | info | warn | error | critical | off
   LogFormat format = LogFormat::kText;
-  double access_log_sample = 0.0;  // fraction of requests logged, 0..1
+  double access_log_sample = defaults::kAccessLogSample;  // fraction of requests logged, 0..1
 };
 
 struct Config {
@@ -95,10 +104,10 @@ struct Config {
   // The models to serve, never empty after parsing: `models:` when the file has that list,
   // else the one model of `model.path`. The default model is the one marked `default`,
   // else the first.
-  std::vector<ModelConfig> models{ModelConfig{"", "config/models/demo.yaml"}};
+  std::vector<ModelConfig> models{ModelConfig{"", defaults::kModelPath}};
   // model.watch_interval_seconds: how often the model files are checked for a new version
   // (reloaded once unchanged for one more interval); 0 turns the watch off.
-  int model_watch_interval_seconds = 5;
+  int model_watch_interval_seconds = defaults::kModelWatchIntervalSeconds;
   // model.roots: the directories model specs and weights may be loaded from by a reload
   // (Admin ReloadModel and the file watch), compared after resolving symlinks; empty: the
   // directories of the configured models' spec and weights files.
@@ -106,7 +115,7 @@ struct Config {
   // model.memory_budget_bytes: the most host memory all served model versions together may
   // take (weights, dense layers, CPU plan, scratch: engine/model_memory.h), checked before a
   // version is loaded; 0: three quarters of the memory available to the process.
-  int64_t model_memory_budget_bytes = 0;
+  int64_t model_memory_budget_bytes = defaults::kModelMemoryBudgetBytes;
   LoggingConfig logging;
 };
 
@@ -119,6 +128,9 @@ absl::StatusOr<Config> ParseConfig(absl::string_view yaml_text, absl::string_vie
 // The config with every default filled in, as YAML that ParseConfig reads back to the same
 // config (logged at start).
 std::string EffectiveConfigYaml(const Config& config);
+// The reference config/fuserank.yaml: every key with its default, range or choices and doc
+// (`fuserank-server --print-reference-config`; a test keeps the checked-in file current).
+std::string ReferenceConfigYaml();
 
 absl::string_view DeviceChoiceName(engine::DeviceChoice device);
 

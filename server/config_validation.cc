@@ -14,17 +14,11 @@
 #include "absl/strings/str_join.h"
 #include "engine/hot_rows/frequency_sketch.h"
 #include "engine/regular_file.h"
+#include "server/config_keys.h"
 
 namespace fuserank::server {
 
-void ConfigErrors::Add(absl::string_view key, absl::string_view reason) {
-  lines_.push_back(absl::StrCat(file_.empty() ? "<config>" : file_, ": ", key, ": ", reason));
-}
-
-absl::Status ConfigErrors::ToStatus() const {
-  if (lines_.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrJoin(lines_, "\n"));
-}
+using engine::ErrorList;
 
 namespace {
 
@@ -89,15 +83,8 @@ bool IsLoopbackHost(absl::string_view host) {
 
 namespace {
 
-template <typename T>
-void CheckRange(absl::string_view key, T value, T lo, T hi, ConfigErrors* errors) {
-  if (!(value >= lo && value <= hi)) {
-    errors->Add(key, absl::StrCat("must be in ", lo, "..", hi, ", got ", value));
-  }
-}
-
 // A regular file that can be opened; never blocks (a FIFO is refused, not waited on).
-void CheckReadable(absl::string_view key, const std::string& path, ConfigErrors* errors) {
+void CheckReadable(absl::string_view key, const std::string& path, ErrorList* errors) {
   if (path.empty()) return;
   absl::StatusOr<engine::RegularFile> file = engine::RegularFile::Open(path, "file");
   if (file.ok()) return;
@@ -112,8 +99,7 @@ void CheckReadable(absl::string_view key, const std::string& path, ConfigErrors*
 
 // An admin address that is not a literal loopback IP needs a token, and the token must not
 // travel in clear text unless the operator says the network is trusted.
-void CheckPublicAdmin(const ServerConfig& server, const std::string& address,
-                      ConfigErrors* errors) {
+void CheckPublicAdmin(const ServerConfig& server, const std::string& address, ErrorList* errors) {
   if (server.admin_token_file.empty()) {
     errors->Add("server.admin_listen",
                 absl::StrCat("'", address,
@@ -129,7 +115,7 @@ void CheckPublicAdmin(const ServerConfig& server, const std::string& address,
 }
 
 // Checks each address and that no two share a fixed port (port 0 never conflicts).
-void CheckAddresses(const ServerConfig& server, ConfigErrors* errors) {
+void CheckAddresses(const ServerConfig& server, ErrorList* errors) {
   struct Entry {
     const char* key;
     const std::string* value;
@@ -161,7 +147,7 @@ void CheckAddresses(const ServerConfig& server, ConfigErrors* errors) {
   }
 }
 
-void CheckServer(const ServerConfig& server, ConfigErrors* errors) {
+void CheckServer(const ServerConfig& server, ErrorList* errors) {
   CheckAddresses(server, errors);
   CheckReadable("server.admin_token_file", server.admin_token_file, errors);
   const TlsConfig& tls = server.tls;
@@ -175,24 +161,10 @@ void CheckServer(const ServerConfig& server, ConfigErrors* errors) {
   CheckReadable("server.tls.cert_file", tls.cert_file, errors);
   CheckReadable("server.tls.key_file", tls.key_file, errors);
   CheckReadable("server.tls.client_ca_file", tls.client_ca_file, errors);
-  // gRPC takes the receive limit as an int; keep room for the transport's own slack.
-  CheckRange<int64_t>("server.max_request_bytes", server.max_request_bytes, 1024, 1 << 30, errors);
-  CheckRange("server.max_candidates", server.max_candidates, 1, 1 << 20, errors);
-  CheckRange("server.max_ids_per_feature", server.max_ids_per_feature, 1, 1 << 20, errors);
-  CheckRange("server.shutdown_grace_seconds", server.shutdown_grace_seconds, 0, 3600, errors);
-  CheckRange("server.max_inflight_requests", server.max_inflight_requests, 0, 1 << 20, errors);
-  CheckRange("server.max_concurrent_streams", server.max_concurrent_streams, 0, 1 << 20, errors);
-  if (server.transport_memory_bytes != 0) {
-    CheckRange<int64_t>("server.transport_memory_bytes", server.transport_memory_bytes, 1 << 20,
-                        int64_t{1} << 40, errors);
-  }
 }
 
-void CheckEngine(const Config& config, ConfigErrors* errors) {
+void CheckEngine(const Config& config, ErrorList* errors) {
   const EngineConfig& engine = config.engine;
-  CheckRange("engine.gpu", engine.gpu, 0, 1023, errors);
-  if (!engine.streams_auto) CheckRange("engine.streams", engine.streams, 1, 64, errors);
-  CheckRange("engine.max_batch_candidates", engine.max_batch_candidates, 1, 1 << 22, errors);
   if (engine.max_batch_candidates < config.server.max_candidates &&
       engine.max_batch_candidates >= 1) {
     errors->Add(
@@ -200,22 +172,14 @@ void CheckEngine(const Config& config, ConfigErrors* errors) {
         absl::StrCat("must be at least server.max_candidates (", config.server.max_candidates,
                      ") so that one request fits, got ", engine.max_batch_candidates));
   }
-  CheckRange("engine.max_batch_wait_us", engine.max_batch_wait_us, 0, 1000000, errors);
-  CheckRange("engine.queue_capacity", engine.queue_capacity, 1, 1 << 20, errors);
-  CheckRange("engine.max_queue_delay_ms", engine.max_queue_delay_ms, 0, 3600000, errors);
-  // Merged offsets are 32-bit (engine/batch.h, the CUDA packer): stay far below.
-  CheckRange("engine.max_batch_ids", engine.max_batch_ids, 1, 1 << 26, errors);
-  CheckRange<int64_t>("engine.max_queued_ids", engine.max_queued_ids, 1, int64_t{1} << 32, errors);
   if (engine.max_queued_ids < engine.max_batch_ids && engine.max_queued_ids >= 1) {
     errors->Add("engine.max_queued_ids",
                 absl::StrCat("must be at least engine.max_batch_ids (", engine.max_batch_ids,
                              ") so that one request can queue, got ", engine.max_queued_ids));
   }
-  CheckRange("engine.cpu_threads", engine.cpu_threads, 1, 1024, errors);
 }
 
-void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
-  CheckRange("cache.hot_rows_per_table", cache.hot_rows_per_table, 0, 1 << 29, errors);
+void CheckCache(const CacheConfig& cache, ErrorList* errors) {
   if (cache.policy == CachePolicy::kFrequency &&
       cache.hot_rows_per_table > engine::kMaxSketchedCapacity) {
     errors->Add("cache.hot_rows_per_table",
@@ -224,24 +188,10 @@ void CheckCache(const CacheConfig& cache, ConfigErrors* errors) {
                              "sized from it), got ",
                              cache.hot_rows_per_table));
   }
-  CheckRange("cache.rebuild_interval_seconds", cache.rebuild_interval_seconds, 1, 86400, errors);
-  // Reserved for the CUDA backend's hot-row tier, which does not exist yet: a value other
-  // than the default would be accepted and ignored, so it is refused.
-  if (cache.placement != CachePlacement::kDevice) {
-    errors->Add("cache.placement",
-                "only 'device' is implemented (every table stays wholly in the serving "
-                "device's memory); 'host' is not implemented yet");
-  }
-  if (cache.shared_memory_rows != 0) {
-    errors->Add("cache.shared_memory_rows",
-                absl::StrCat("only 0 is implemented (no hot rows are staged in GPU shared "
-                             "memory yet), got ",
-                             cache.shared_memory_rows));
-  }
 }
 
-// model.roots: existing directories; model.memory_budget_bytes: 0 (auto) or at least 1 MiB.
-void CheckModelMemory(const Config& config, ConfigErrors* errors) {
+// model.roots: existing directories.
+void CheckModelRoots(const Config& config, ErrorList* errors) {
   for (size_t i = 0; i < config.model_roots.size(); ++i) {
     const std::string key = absl::StrCat("model.roots[", i, "]");
     const std::string& root = config.model_roots[i];
@@ -254,20 +204,12 @@ void CheckModelMemory(const Config& config, ConfigErrors* errors) {
       errors->Add(key, absl::StrCat("'", root, "' is not a directory"));
     }
   }
-  const int64_t budget = config.model_memory_budget_bytes;
-  if (budget != 0 && (budget < (int64_t{1} << 20) || budget < 0)) {
-    errors->Add("model.memory_budget_bytes",
-                absl::StrCat("must be 0 (three quarters of the memory available) or at least "
-                             "1048576, got ",
-                             budget));
-  }
 }
 
-void CheckModels(const Config& config, ConfigErrors* errors) {
+void CheckModels(const Config& config, ErrorList* errors) {
   const std::vector<ModelConfig>& models = config.models;
   if (models.empty()) errors->Add("models", "must list at least one model");
-  CheckRange("model.watch_interval_seconds", config.model_watch_interval_seconds, 0, 86400, errors);
-  CheckModelMemory(config, errors);
+  CheckModelRoots(config, errors);
   int first_default = -1;
   for (size_t i = 0; i < models.size(); ++i) {
     if (models[i].is_default) {
@@ -292,26 +234,16 @@ void CheckModels(const Config& config, ConfigErrors* errors) {
   }
 }
 
-void CheckLogging(const LoggingConfig& logging, ConfigErrors* errors) {
-  static constexpr absl::string_view kLevels[] = {"trace", "debug",    "info", "warn",
-                                                  "error", "critical", "off"};
-  bool known = false;
-  for (absl::string_view level : kLevels) known |= logging.level == level;
-  if (!known) {
-    errors->Add("logging.level", absl::StrCat("must be one of ", absl::StrJoin(kLevels, "|"),
-                                              ", got '", logging.level, "'"));
-  }
-  CheckRange("logging.access_log_sample", logging.access_log_sample, 0.0, 1.0, errors);
-}
-
 }  // namespace
 
-void ValidateConfig(const Config& config, ConfigErrors* errors) {
+void ValidateConfig(const Config& config, ErrorList* errors) {
+  for (const ConfigKey& key : ConfigKeys()) {
+    if (key.check) key.check(config, errors);
+  }
   CheckServer(config.server, errors);
   CheckEngine(config, errors);
   CheckCache(config.cache, errors);
   CheckModels(config, errors);
-  CheckLogging(config.logging, errors);
 }
 
 }  // namespace fuserank::server

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/batcher.h"
+#include "engine/config_defaults.h"
 #include "engine/object_pool.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/accept_gate.h"
@@ -39,9 +40,9 @@
 namespace fuserank::server {
 
 struct KServeOptions {
-  int64_t max_request_bytes = 16777216;  // server.max_request_bytes
-  DecodeLimits limits;                   // server.max_candidates, server.max_ids_per_feature
-  std::string server_version;            // ServerMetadata.version
+  int64_t max_request_bytes = defaults::kMaxRequestBytes;  // server.max_request_bytes
+  DecodeLimits limits;         // server.max_candidates, server.max_ids_per_feature
+  std::string server_version;  // ServerMetadata.version
   // The ranking port's bound on calls in flight (server.max_inflight_requests), shared with
   // Rank; null: no bound of its own. Must outlive the service.
   CallLimiter* limiter = nullptr;

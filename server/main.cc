@@ -2,6 +2,9 @@
 //   fuserank-server --config FILE        serve
 //   fuserank-server --check-config FILE  validate the config and load its models; print
 //                                        OK or every problem; exit 0 or 1
+//   fuserank-server --print-reference-config
+//                                        print the reference config (every key, its
+//                                        default and doc: config/fuserank.yaml)
 #include <pthread.h>
 #include <signal.h>
 
@@ -19,11 +22,13 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: fuserank-server --config FILE\n"
-    "       fuserank-server --check-config FILE\n";
+    "       fuserank-server --check-config FILE\n"
+    "       fuserank-server --print-reference-config\n";
 
 struct Args {
   std::string config;
   bool check_only = false;
+  bool print_reference = false;
 };
 
 // Accepts "--flag VALUE" and "--flag=VALUE".
@@ -44,11 +49,13 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     } else if (arg == "--check-config") {
       args->config = value;
       args->check_only = true;
+    } else if (arg == "--print-reference-config" && value.empty()) {
+      args->print_reference = true;
     } else {
       return false;
     }
   }
-  return !args->config.empty();
+  return args->print_reference != !args->config.empty();
 }
 
 int CheckConfig(const std::string& path) {
@@ -105,6 +112,10 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &args)) {
     std::fputs(kUsage, stderr);
     return 2;
+  }
+  if (args.print_reference) {
+    std::fputs(fuserank::server::ReferenceConfigYaml().c_str(), stdout);
+    return 0;
   }
   return args.check_only ? CheckConfig(args.config) : Serve(args.config);
 }

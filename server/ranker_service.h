@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/batcher.h"
+#include "engine/config_defaults.h"
 #include "engine/object_pool.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "server/accept_gate.h"
@@ -39,13 +40,13 @@
 namespace fuserank::server {
 
 struct RankerOptions {
-  int64_t max_request_bytes = 16777216;  // server.max_request_bytes
-  int max_candidates = 4096;             // server.max_candidates (checked on the wire)
-  int max_inflight_requests = 1024;      // server.max_inflight_requests, resolved (> 0)
+  int64_t max_request_bytes = defaults::kMaxRequestBytes;  // server.max_request_bytes
+  int max_candidates = defaults::kMaxCandidates;  // server.max_candidates (checked on the wire)
+  int max_inflight_requests = 1024;               // server.max_inflight_requests, resolved (> 0)
   // The ranking port's shared bound (Rank and ModelInfer together), or null: then the
   // service bounds its own calls by max_inflight_requests. Must outlive the service.
   CallLimiter* limiter = nullptr;
-  double access_log_sample = 0.0;  // logging.access_log_sample
+  double access_log_sample = defaults::kAccessLogSample;  // logging.access_log_sample
 };
 
 class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ranker::Service> {

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "engine/batch.h"
+#include "engine/config_defaults.h"
 #include "engine/model.h"
 #include "fuserank/v1/ranker.pb.h"
 #include "server/request_scan.h"
@@ -20,9 +21,9 @@
 namespace fuserank::server {
 
 struct DecodeLimits {
-  int max_candidates = 4096;       // server.max_candidates
-  int max_ids_per_feature = 1024;  // server.max_ids_per_feature
-  int64_t max_ids = 4194304;       // engine.max_batch_ids: user + item ids of one request
+  int max_candidates = defaults::kMaxCandidates;          // server.max_candidates
+  int max_ids_per_feature = defaults::kMaxIdsPerFeature;  // server.max_ids_per_feature
+  int64_t max_ids = defaults::kMaxBatchIds;  // engine.max_batch_ids: user + item ids of one request
 };
 
 class RequestDecoder {

@@ -15,13 +15,14 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "engine/config_defaults.h"
 
 namespace fuserank::server {
 
 struct ScanLimits {
-  int max_candidates = 4096;       // server.max_candidates
-  int max_ids_per_feature = 1024;  // server.max_ids_per_feature
-  int64_t max_ids = 4194304;       // engine.max_batch_ids: user + item ids of one request
+  int max_candidates = defaults::kMaxCandidates;          // server.max_candidates
+  int max_ids_per_feature = defaults::kMaxIdsPerFeature;  // server.max_ids_per_feature
+  int64_t max_ids = defaults::kMaxBatchIds;  // engine.max_batch_ids: user + item ids of one request
   // A valid request sends each of the model's tables at most once, so a feature list far
   // longer (by 16) than the model has tables of its side is refused before it is parsed.
   int user_tables = 0;

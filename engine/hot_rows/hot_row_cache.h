@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "engine/config_defaults.h"
 #include "engine/hot_rows/hot_row_manager.h"
 #include "engine/hot_rows/hot_row_rebuilder.h"
 #include "engine/model.h"
@@ -23,9 +24,10 @@
 namespace fuserank::engine {
 
 struct HotRowCacheOptions {
-  int capacity = 4096;     // cache.hot_rows_per_table
+  int capacity = defaults::kHotRowsPerTable;  // cache.hot_rows_per_table
   bool frequency = false;  // cache.policy: frequency: sample accesses, rebuild periodically
-  absl::Duration rebuild_interval = absl::Seconds(60);  // cache.rebuild_interval_seconds
+  absl::Duration rebuild_interval =
+      absl::Seconds(defaults::kRebuildIntervalSeconds);  // cache.rebuild_interval_seconds
 };
 
 class HotRowCache {

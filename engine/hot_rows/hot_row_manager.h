@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "engine/config_defaults.h"
 #include "engine/hot_rows/frequency_sketch.h"
 #include "engine/hot_rows/hot_rows.h"
 #include "engine/model.h"
@@ -31,7 +32,7 @@ namespace fuserank::engine {
 
 struct HotRowOptions {
   // cache.hot_rows_per_table: the most rows one table's hot set holds, 0 .. 2^29.
-  int capacity = 4096;
+  int capacity = defaults::kHotRowsPerTable;
   // AccessSampler: about one row access in `sample_period` reaches the sketch (1: all).
   // 64 costs ~0.7 ns per id with one ObserveRows per table per batch (1: ~38 ns, 16:
   // ~2.6 ns; a dim-32 fp32 row read is ~17-45 ns): see bench/hot_rows_bench.cc.

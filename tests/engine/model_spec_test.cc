@@ -259,6 +259,28 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"dense: {user: 4, item: 3}", "dense: {user: 0, item: 0}",
                 "bottom_mlp: there are no dense features"}));
 
+// The rules of the one YAML reader (engine/yaml_reader.h), which the server config shares.
+INSTANTIATE_TEST_SUITE_P(
+    ReaderRules, ModelSpecBadFieldTest,
+    ::testing::Values(
+        BadCase{"interaction: dot", "interaction: dot\ninteraction: concat",
+                "interaction: given more than once"},
+        BadCase{"pooling: mean}", "pooling: mean, dim: 8}", "tables[0].dim: given more than once"},
+        BadCase{"rows: 100000", "rows: \"100000\"",
+                "tables[0].rows: must be an integer, got the string '100000'"},
+        BadCase{"dense: {user: 4, item: 3}", "dense: {user: \"4\", item: 3}",
+                "dense.user: must be an integer, got the string '4'"},
+        BadCase{"bottom_mlp: [64, 16]", "bottom_mlp: [64, \"16\"]",
+                "bottom_mlp[1]: must be an integer, got the string '16'"},
+        BadCase{"cross_dim: 0", "cross_dim: 0\ncross: 4",
+                "cross: unknown key (known here: name, version, weights"},
+        BadCase{"rows: 500000, dim: 16", "rows: 500000, dim: 99999999999",
+                "tables[1].dim: is out of range, got 99999999999"},
+        BadCase{"rows: 100000", "rows: 1.5", "tables[0].rows: must be an integer, got '1.5'"},
+        BadCase{"top_mlp: [64, 32, 1]", "top_mlp: {width: 1}",
+                "top_mlp: must be a list of integers, e.g. [64, 32, 1], got a map"},
+        BadCase{"name: demo", "name: [demo]", "name: must be a string, got a list"}));
+
 TEST(ModelSpecTest, NeedsATableOrDenseFeature) {
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(R"(name: m
 weights: m.safetensors

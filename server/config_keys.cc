@@ -1,0 +1,400 @@
+// The table of server config keys. Each entry is one key; the factories below turn its
+// type, member and range into the reader, the dump text and the check.
+#include "server/config_keys.h"
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/hot_rows/frequency_sketch.h"
+
+namespace fuserank::server {
+namespace {
+
+using engine::ErrorList;
+using engine::YamlMap;
+
+// The member of Config a key fills, as a generic accessor usable on const and non-const.
+#define FUSERANK_MEMBER(m) \
+  [](auto& c) -> auto& { return c.m; }
+
+// Shortest text that reads back as the same double.
+std::string DoubleText(double value) {
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, end);
+  if (text.find_first_of(".en") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string Text(const std::string& value) {
+  YAML::Emitter out;
+  out << value;
+  return out.c_str();
+}
+std::string Text(bool value) { return value ? "true" : "false"; }
+std::string Text(int value) { return absl::StrCat(value); }
+std::string Text(int64_t value) { return absl::StrCat(value); }
+std::string Text(double value) { return DoubleText(value); }
+std::string Text(const std::vector<std::string>& values) {
+  YAML::Emitter out;
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& value : values) out << value;
+  out << YAML::EndSeq;
+  return out.c_str();
+}
+
+void Read(YamlMap& map, absl::string_view name, std::string* out) { map.String(name, out); }
+void Read(YamlMap& map, absl::string_view name, bool* out) { map.Bool(name, out); }
+void Read(YamlMap& map, absl::string_view name, int* out) { map.Int(name, out); }
+void Read(YamlMap& map, absl::string_view name, int64_t* out) { map.Int64(name, out); }
+void Read(YamlMap& map, absl::string_view name, double* out) { map.Double(name, out); }
+void Read(YamlMap& map, absl::string_view name, std::vector<std::string>* out) {
+  map.StringList(name, out);
+}
+
+// A key of any value type, no range.
+template <typename Access>
+ConfigKey Plain(std::string path, Access access, std::string doc) {
+  ConfigKey key;
+  key.path = std::move(path);
+  key.doc = std::move(doc);
+  key.read = [access](YamlMap& map, absl::string_view name, Config* config) {
+    Read(map, name, &access(*config));
+  };
+  key.value = [access](const Config& config) { return Text(access(config)); };
+  return key;
+}
+
+// A number in lo..hi; with `zero_is_auto`, 0 too (the value is derived at start).
+template <typename T, typename Access>
+ConfigKey Ranged(std::string path, Access access, T lo, T hi, std::string doc,
+                 bool zero_is_auto = false) {
+  ConfigKey key = Plain(path, access, std::move(doc));
+  key.constraint = absl::StrCat(zero_is_auto ? "0 or " : "", lo, "..", hi);
+  key.check = [path, access, lo, hi, zero_is_auto](const Config& config, ErrorList* errors) {
+    const auto value = access(config);
+    static_assert(std::is_same_v<std::decay_t<decltype(value)>, T>, "range of another type");
+    if (zero_is_auto && value == 0) return;
+    if (!(value >= lo && value <= hi)) {
+      errors->Add(path, absl::StrCat("must be in ", lo, "..", hi, ", got ", value));
+    }
+  };
+  return key;
+}
+
+template <typename E>
+using Choices = std::vector<std::pair<absl::string_view, E>>;
+
+template <typename E>
+std::string ChoiceNames(const Choices<E>& choices, absl::string_view separator) {
+  std::vector<absl::string_view> names;
+  for (const auto& choice : choices) names.push_back(choice.first);
+  return absl::StrJoin(names, separator);
+}
+
+// One of `choices`, read by name.
+template <typename E, typename Access>
+ConfigKey Enum(std::string path, Access access, Choices<E> choices, std::string doc) {
+  ConfigKey key;
+  key.path = std::move(path);
+  key.doc = std::move(doc);
+  key.constraint = ChoiceNames(choices, " | ");
+  key.read = [access, choices](YamlMap& map, absl::string_view name, Config* config) {
+    map.Enum(name, choices, &access(*config));
+  };
+  key.value = [access, choices](const Config& config) {
+    for (const auto& [name, value] : choices) {
+      if (value == access(config)) return std::string(name);
+    }
+    return std::string("?");
+  };
+  return key;
+}
+
+// A string that must be one of `choices` (checked after reading, like a range).
+template <typename Access>
+ConfigKey StringChoice(std::string path, Access access, std::vector<absl::string_view> choices,
+                       std::string doc) {
+  ConfigKey key = Plain(path, access, std::move(doc));
+  key.constraint = absl::StrJoin(choices, " | ");
+  key.check = [path, access, choices](const Config& config, ErrorList* errors) {
+    const std::string& value = access(config);
+    for (absl::string_view choice : choices) {
+      if (value == choice) return;
+    }
+    errors->Add(
+        path, absl::StrCat("must be one of ", absl::StrJoin(choices, "|"), ", got '", value, "'"));
+  };
+  return key;
+}
+
+// engine.streams: an integer in 1..64 or `auto`.
+ConfigKey Streams() {
+  ConfigKey key;
+  key.path = "engine.streams";
+  key.constraint = "auto or 1..64";
+  key.doc =
+      "backend workers: batches scored at the same time; auto: 4 with device cuda, else the "
+      "cores this process may run on / cpu_threads (1..4)";
+  key.read = [](YamlMap& map, absl::string_view name, Config* config) {
+    map.IntOrAuto(name, &config->engine.streams, &config->engine.streams_auto);
+  };
+  key.value = [](const Config& config) {
+    return config.engine.streams_auto ? std::string("auto") : Text(config.engine.streams);
+  };
+  key.check = [](const Config& config, ErrorList* errors) {
+    const int streams = config.engine.streams;
+    if (!config.engine.streams_auto && (streams < 1 || streams > 64)) {
+      errors->Add("engine.streams", absl::StrCat("must be in 1..64, got ", streams));
+    }
+  };
+  return key;
+}
+
+bool SingleModel(const Config& config) {
+  return config.models.size() == 1 && config.models[0].name.empty() && !config.models[0].is_default;
+}
+
+// models: a list of {name, path, default}, instead of model.path.
+void ReadModelList(YamlMap& root, Config* config) {
+  std::optional<YAML::Node> node = root.Find("models");
+  if (!node) return;
+  ErrorList* errors = root.errors();
+  if (std::optional<YAML::Node> model = root.Find("model")) {
+    const YAML::Node section = *model;
+    if (section.IsMap() && section["path"].IsDefined()) {
+      errors->Add("models", "give either model.path or models, not both");
+    }
+  }
+  if (!node->IsSequence()) {
+    errors->Add("models", absl::StrCat("must be a list of {name, path, default}, got ",
+                                       engine::DescribeYaml(*node)));
+    return;
+  }
+  config->models.clear();
+  for (size_t i = 0; i < node->size(); ++i) {
+    const std::string key = absl::StrCat("models[", i, "]");
+    const YAML::Node item = (*node)[i];
+    if (!item.IsMap()) {
+      errors->Add(key, absl::StrCat("must be a map {name, path, default}, got ",
+                                    engine::DescribeYaml(item)));
+      continue;
+    }
+    ModelConfig model;
+    YamlMap m(item, key, errors);
+    m.String("name", &model.name);
+    m.String("path", &model.path);
+    m.Bool("default", &model.is_default);
+    m.ReportUnknown();
+    config->models.push_back(std::move(model));
+  }
+}
+
+ConfigKey Models() {
+  ConfigKey key;
+  key.path = "models";
+  key.doc =
+      "several models, instead of model.path: a list of {name, path, default}; the one marked "
+      "default (else the first) serves requests that name no model";
+  key.read = [](YamlMap& root, absl::string_view, Config* config) { ReadModelList(root, config); };
+  key.value = [](const Config& config) {
+    YAML::Emitter out;
+    out << YAML::Flow << YAML::BeginSeq;
+    for (const ModelConfig& model : config.models) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "name" << YAML::Value << model.name;
+      out << YAML::Key << "path" << YAML::Value << model.path;
+      out << YAML::Key << "default" << YAML::Value << model.is_default << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+    return std::string(out.c_str());
+  };
+  key.present = [](const Config& config) { return !SingleModel(config); };
+  return key;
+}
+
+std::vector<ConfigKey> BuildKeys() {
+  using engine::DeviceChoice;
+  constexpr int kMi = 1 << 20;
+  std::vector<ConfigKey> keys;
+  // server
+  keys.push_back(Plain("server.listen", FUSERANK_MEMBER(server.listen),
+                       "Ranker, KServe, grpc.health.v1.Health, server reflection"));
+  keys.push_back(Plain("server.admin_listen", FUSERANK_MEMBER(server.admin_listen),
+                       "Admin service; \"\" turns it off. A non-loopback address requires "
+                       "admin_token_file"));
+  keys.push_back(Plain("server.admin_token_file", FUSERANK_MEMBER(server.admin_token_file),
+                       "bearer token, sent as `authorization: Bearer <t>`; a regular file of "
+                       "<= 4096 bytes, mode 0600 or stricter"));
+  keys.push_back(Plain("server.admin_allow_plaintext_token",
+                       FUSERANK_MEMBER(server.admin_allow_plaintext_token),
+                       "true: accept a token on a non-loopback admin_listen without tls (it "
+                       "travels in clear text)"));
+  keys.push_back(Plain("server.metrics_listen", FUSERANK_MEMBER(server.metrics_listen),
+                       "Prometheus text format at /metrics; \"\" turns it off"));
+  keys.push_back(Plain("server.tls.cert_file", FUSERANK_MEMBER(server.tls.cert_file),
+                       "PEM; with key_file turns TLS on for server.listen"));
+  keys.push_back(Plain("server.tls.key_file", FUSERANK_MEMBER(server.tls.key_file), "PEM"));
+  keys.push_back(Plain("server.tls.client_ca_file", FUSERANK_MEMBER(server.tls.client_ca_file),
+                       "PEM; set: clients must present a certificate (mTLS)"));
+  // gRPC takes the receive limit as an int; keep room for the transport's own slack.
+  keys.push_back(
+      Ranged<int64_t>("server.max_request_bytes", FUSERANK_MEMBER(server.max_request_bytes), 1024,
+                      1 << 30, "larger requests: INVALID_ARGUMENT naming this key, at every size"));
+  keys.push_back(Ranged("server.max_candidates", FUSERANK_MEMBER(server.max_candidates), 1, kMi,
+                        "candidates per request (checked on the wire, before parsing)"));
+  keys.push_back(Ranged("server.max_ids_per_feature", FUSERANK_MEMBER(server.max_ids_per_feature),
+                        1, kMi, "ids in one feature's bag"));
+  keys.push_back(Ranged("server.shutdown_grace_seconds",
+                        FUSERANK_MEMBER(server.shutdown_grace_seconds), 0, 3600,
+                        "on SIGTERM/SIGINT: time in-flight requests get to finish"));
+  keys.push_back(Ranged(
+      "server.max_inflight_requests", FUSERANK_MEMBER(server.max_inflight_requests), 0, kMi,
+      "Rank and ModelInfer calls accepted and not finished, checked before the request is "
+      "read; over it: RESOURCE_EXHAUSTED at once. 0: models x (2 x queue_capacity + streams x "
+      "max_batch_candidates / max_candidates) + 4 x cores"));
+  keys.push_back(Ranged("server.max_concurrent_streams",
+                        FUSERANK_MEMBER(server.max_concurrent_streams), 0, kMi,
+                        "HTTP/2 streams one connection may open; 0: 2 x the above"));
+  keys.push_back(Ranged<int64_t>(
+      "server.transport_memory_bytes", FUSERANK_MEMBER(server.transport_memory_bytes), 1 << 20,
+      int64_t{1} << 40,
+      "gRPC resource quota of the ranking port (received request bytes); 0: max(256 MiB, 32 x "
+      "max_request_bytes)",
+      /*zero_is_auto=*/true));
+  // engine
+  keys.push_back(Enum<DeviceChoice>(
+      "engine.device", FUSERANK_MEMBER(engine.device),
+      {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}},
+      "cuda without a usable GPU: refuse to start"));
+  keys.push_back(Ranged("engine.gpu", FUSERANK_MEMBER(engine.gpu), 0, 1023, "CUDA device ordinal"));
+  keys.push_back(Streams());
+  keys.push_back(Ranged("engine.max_batch_candidates", FUSERANK_MEMBER(engine.max_batch_candidates),
+                        1, 1 << 22, "dynamic batching across requests; >= server.max_candidates"));
+  keys.push_back(Ranged("engine.max_batch_wait_us", FUSERANK_MEMBER(engine.max_batch_wait_us), 0,
+                        1000000, "longest a request waits for others to batch with"));
+  keys.push_back(Ranged("engine.queue_capacity", FUSERANK_MEMBER(engine.queue_capacity), 1, kMi,
+                        "queued requests; when full: RESOURCE_EXHAUSTED at once"));
+  keys.push_back(Ranged(
+      "engine.max_queue_delay_ms", FUSERANK_MEMBER(engine.max_queue_delay_ms), 0, 3600000,
+      "longest a request should wait in the queue: one predicted to wait longer is refused at "
+      "once (RESOURCE_EXHAUSTED), one that has waited longer is shed uncomputed. 0: no budget "
+      "but each call's deadline (docs/serving.md, Sizing)"));
+  // Merged offsets are 32-bit (engine/batch.h, the CUDA packer): stay far below.
+  keys.push_back(Ranged("engine.max_batch_ids", FUSERANK_MEMBER(engine.max_batch_ids), 1, 1 << 26,
+                        "ids (user + item) in one merged batch; a request with more is refused "
+                        "(INVALID_ARGUMENT)"));
+  keys.push_back(Ranged<int64_t>("engine.max_queued_ids", FUSERANK_MEMBER(engine.max_queued_ids), 1,
+                                 int64_t{1} << 32,
+                                 "ids of the requests queued or being admitted; over it: "
+                                 "RESOURCE_EXHAUSTED at once; >= max_batch_ids"));
+  keys.push_back(Plain("engine.cuda_graphs", FUSERANK_MEMBER(engine.cuda_graphs),
+                       "capture and replay a CUDA graph per batch-size bucket"));
+  keys.push_back(Ranged("engine.cpu_threads", FUSERANK_MEMBER(engine.cpu_threads), 1, 1024,
+                        "CPU engine: threads that split one batch"));
+  keys.push_back(Plain("engine.allow_tf32", FUSERANK_MEMBER(engine.allow_tf32),
+                       "CUDA: TF32 tensor-core math in the MLP"));
+  // cache
+  keys.push_back(Ranged("cache.hot_rows_per_table", FUSERANK_MEMBER(cache.hot_rows_per_table), 0,
+                        1 << 29,
+                        absl::StrCat("capacity of each table's hot-row set (policy frequency: "
+                                     "at most ",
+                                     engine::kMaxSketchedCapacity, ")")));
+  keys.push_back(Enum<CachePolicy>(
+      "cache.policy", FUSERANK_MEMBER(cache.policy),
+      {{"static", CachePolicy::kStatic}, {"frequency", CachePolicy::kFrequency}},
+      "static: the hot sets the Admin service sets; frequency: rebuilt from observed accesses"));
+  keys.push_back(Ranged("cache.rebuild_interval_seconds",
+                        FUSERANK_MEMBER(cache.rebuild_interval_seconds), 1, 86400,
+                        "frequency policy: how often the hot sets are rebuilt"));
+  // Reserved for the CUDA backend's hot-row tier, which does not exist yet: a value other
+  // than the default would be accepted and ignored, so it is refused.
+  ConfigKey placement =
+      Enum<CachePlacement>("cache.placement", FUSERANK_MEMBER(cache.placement),
+                           {{"device", CachePlacement::kDevice}, {"host", CachePlacement::kHost}},
+                           "only device for now (host: not implemented, refused)");
+  placement.check = [](const Config& config, ErrorList* errors) {
+    if (config.cache.placement == CachePlacement::kDevice) return;
+    errors->Add("cache.placement",
+                "only 'device' is implemented (every table stays wholly in the serving "
+                "device's memory); 'host' is not implemented yet");
+  };
+  keys.push_back(std::move(placement));
+  ConfigKey shared_rows =
+      Plain("cache.shared_memory_rows", FUSERANK_MEMBER(cache.shared_memory_rows),
+            "only 0 for now (CUDA shared-memory staging: refused)");
+  shared_rows.check = [](const Config& config, ErrorList* errors) {
+    if (config.cache.shared_memory_rows == 0) return;
+    errors->Add("cache.shared_memory_rows",
+                absl::StrCat("only 0 is implemented (no hot rows are staged in GPU shared "
+                             "memory yet), got ",
+                             config.cache.shared_memory_rows));
+  };
+  keys.push_back(std::move(shared_rows));
+  // model
+  ConfigKey path = Plain("model.path", FUSERANK_MEMBER(models[0].path),
+                         "the model spec; relative paths are relative to the working directory");
+  path.present = SingleModel;
+  keys.push_back(std::move(path));
+  keys.push_back(Ranged("model.watch_interval_seconds",
+                        FUSERANK_MEMBER(model_watch_interval_seconds), 0, 86400,
+                        "reload a model whose files changed; 0: no watch"));
+  keys.push_back(Plain("model.roots", FUSERANK_MEMBER(model_roots),
+                       "where reloads may load specs and weights from (realpath); []: the "
+                       "directories of the configured models' files"));
+  ConfigKey budget = Plain("model.memory_budget_bytes", FUSERANK_MEMBER(model_memory_budget_bytes),
+                           "all loaded versions together (weights, layers, scratch); 0: three "
+                           "quarters of the memory available");
+  budget.constraint = "0 or at least 1048576";
+  budget.check = [](const Config& config, ErrorList* errors) {
+    const int64_t bytes = config.model_memory_budget_bytes;
+    if (bytes == 0 || bytes >= (int64_t{1} << 20)) return;
+    errors->Add("model.memory_budget_bytes",
+                absl::StrCat("must be 0 (three quarters of the memory available) or at least "
+                             "1048576, got ",
+                             bytes));
+  };
+  keys.push_back(std::move(budget));
+  keys.push_back(Models());
+  // logging
+  keys.push_back(StringChoice("logging.level", FUSERANK_MEMBER(logging.level),
+                              {"trace", "debug", "info", "warn", "error", "critical", "off"}, ""));
+  keys.push_back(Enum<LogFormat>("logging.format", FUSERANK_MEMBER(logging.format),
+                                 {{"text", LogFormat::kText}, {"json", LogFormat::kJson}}, ""));
+  keys.push_back(Ranged("logging.access_log_sample", FUSERANK_MEMBER(logging.access_log_sample),
+                        0.0, 1.0, "fraction of requests written to the access log"));
+  return keys;
+}
+
+#undef FUSERANK_MEMBER
+
+}  // namespace
+
+const std::vector<ConfigKey>& ConfigKeys() {
+  static const std::vector<ConfigKey>* const keys = new std::vector<ConfigKey>(BuildKeys());
+  return *keys;
+}
+
+const std::vector<ConfigSection>& ConfigSections() {
+  static const std::vector<ConfigSection>* const sections = new std::vector<ConfigSection>{
+      {"server", ""},
+      {"server.tls", "optional TLS / mTLS of server.listen"},
+      {"engine", ""},
+      {"cache", "hot-row sets (docs/hot-rows.md)"},
+      {"model",
+       "One model. Several models: replace model.path with\n"
+       "  models:\n"
+       "    - {name: demo, path: config/models/demo.yaml}   # the first is the default model"},
+      {"logging", ""},
+  };
+  return *sections;
+}
+
+}  // namespace fuserank::server
