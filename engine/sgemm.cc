@@ -22,6 +22,10 @@ PackedMatrix PackedMatrix::FromTransposed(const float* w, int n, int k, int ldw,
   const size_t bytes = std::max<size_t>(64, (floats * sizeof(float) + 63) / 64 * 64);
   packed.data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
   std::memset(packed.data_.get(), 0, bytes);
+  if (n == 1) {
+    packed.column_.resize(k);
+    for (int p = 0; p < k; ++p) packed.column_[p] = w[columns != nullptr ? columns[p] : p];
+  }
   for (int j = 0; j < n; ++j) {
     float* dst = packed.data_.get() + static_cast<size_t>(j / kSgemmPanel) * k * kSgemmPanel +
                  j % kSgemmPanel;
@@ -288,6 +292,40 @@ FUSERANK_TARGET_AVX512 void KernelAvx512(int k, const float* a, int lda, const f
 #undef FUSERANK_SGEMM_STORE
 }
 
+// GCC 12 warns about the _mm512_undefined_ps() inside _mm512_reduce_add_ps.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// n == 1: c[i] = bias + dot(A row i, column), 4 rows at a time (8 accumulators, the
+// column loaded once for the 4).
+FUSERANK_TARGET_AVX512 void GemvAvx512(int m, int k, const float* a, int lda, const float* column,
+                                       float bias, bool relu, float* c, int ldc) {
+  int i = 0;
+  for (; i < m; i += 4) {
+    const int rows = std::min(4, m - i);
+    __m512 acc[4][2];
+    for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const float* ai[4];
+    for (int r = 0; r < 4; ++r) ai[r] = a + static_cast<size_t>(i + std::min(r, rows - 1)) * lda;
+    for (int p = 0; p < k; p += 2 * kSgemmPanel) {
+      const __mmask16 mask0 = ColumnMask(k - p);
+      const __mmask16 mask1 = ColumnMask(k - p - kSgemmPanel);
+      const __m512 w0 = _mm512_maskz_loadu_ps(mask0, column + p);
+      const __m512 w1 = _mm512_maskz_loadu_ps(mask1, column + p + kSgemmPanel);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        acc[r][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask0, ai[r] + p), w0, acc[r][0]);
+        acc[r][1] =
+            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask1, ai[r] + p + kSgemmPanel), w1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      const float v = bias + _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+      c[static_cast<size_t>(i + r) * ldc] = relu ? std::max(v, 0.0f) : v;
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
 // Rows per AVX-512 micro-kernel call; kernels for 1 .. kRowsAvx512 rows, by NP.
 constexpr int kRowsAvx512 = 12;
 using KernelFn = void (*)(int, const float*, int, const float*, const float*, bool, float*, int,
@@ -337,6 +375,12 @@ void SgemmPacked(int m, const float* a, int lda, const PackedMatrix& b, const fl
   constexpr int kChunkPanels = 32;
   alignas(64) float bias16s[kChunkPanels * kSgemmPanel];
   const CpuIsa isa = ActiveCpuIsa();
+#if FUSERANK_HAVE_AVX512_PATH
+  if (isa == CpuIsa::kAvx512 && b.column() != nullptr) {
+    GemvAvx512(m, b.k(), a, lda, b.column(), bias != nullptr ? bias[0] : 0.0f, relu, c, ldc);
+    return;
+  }
+#endif
   for (int first = 0; first < b.panels(); first += kChunkPanels) {
     const int last = std::min(b.panels(), first + kChunkPanels);
     const int col0 = first * kSgemmPanel;
