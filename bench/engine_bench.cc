@@ -456,6 +456,36 @@ BENCHMARK(BM_EngineMlp)
     ->ArgsProduct({{16, 256, 1024}, {0, 1, 2}})
     ->Unit(benchmark::kMicrosecond);
 
+// One MLP layer of the bench model on one tile of kTileCandidates rows, as ScoreTile runs
+// it: layer 0 bottom item share (8 -> 64), 1 bottom (64 -> 32), 2 top (355 -> 256),
+// 3 top (256 -> 128), 4 top (128 -> 1). Shows where the MLP's share of peak goes.
+void BM_EngineMlpLayer(benchmark::State& state) {
+  BenchEnv& env = Env();
+  const CpuPlan& plan = env.plan;
+  const IsaScope isa(state, state.range(1));
+  if (!isa.ok()) return;
+  std::vector<const PackedLayer*> layers = {&plan.bottom_item};
+  for (const PackedLayer& layer : plan.bottom_rest) layers.push_back(&layer);
+  for (const PackedLayer& layer : plan.top) layers.push_back(&layer);
+  const PackedLayer& layer = *layers.at(state.range(0));
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(kTileCandidates) * layer.in);
+  std::vector<float> y(static_cast<size_t>(kTileCandidates) * layer.out);
+  for (float& v : x) v = dist(rng);
+  for (auto _ : state) {
+    LayerForward(layer, kTileCandidates, x.data(), layer.in, y.data(), layer.out);
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetFlopCounters(state, "", 2.0 * layer.in * layer.out * kTileCandidates * state.iterations(),
+                  isa.isa());
+  state.SetLabel(absl::StrCat(CpuIsaName(isa.isa()), " ", layer.in, "->", layer.out));
+}
+BENCHMARK(BM_EngineMlpLayer)
+    ->ArgNames({"layer", "isa"})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond);
+
 // Top-K of one request's scores, K = all (top_k 0) and K = 10.
 void BM_EngineTopK(benchmark::State& state) {
   const int candidates = static_cast<int>(state.range(0));
