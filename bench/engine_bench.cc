@@ -208,12 +208,13 @@ class IsaScope {
   bool forced_ = false;
 };
 
-// The FMA peak of `isa` on this core, GFLOP/s: best of 7 runs of the BM_PeakFma loop
-// (about 10 ms each), measured once per process.
+// The FMA peak of `isa` on this core, GFLOP/s: best of 25 runs of the BM_PeakFma loop
+// (a few ms each; many, so that one undisturbed run is among them on a shared machine),
+// measured once per process. A share above 1 means every run was disturbed.
 double PeakGflops(CpuIsa isa) {
   static double peak[3] = {0, 0, 0};
   double& p = peak[static_cast<int>(isa)];
-  if (p == 0) p = MeasureFmaGflops(isa, 1000000, 7);
+  if (p == 0) p = MeasureFmaGflops(isa, 1000000, 25);
   return p;
 }
 
