@@ -213,9 +213,8 @@ FUSERANK_TARGET_AVX512 FUSERANK_INLINE __mmask16 ColumnMask(int cols) {
 
 FUSERANK_TARGET_AVX512 FUSERANK_INLINE void StoreAvx512(float* out, __m512 v, bool relu,
                                                         __mmask16 mask) {
-  if (relu)
-    v = _mm512_maskz_max_ps(0xFFFF, v,
-                            _mm512_setzero_ps());  // not _mm512_max_ps: GCC 12 warns in it
+  // The masked form: GCC 12 warns about the _mm512_undefined_ps() in _mm512_max_ps.
+  if (relu) v = _mm512_maskz_max_ps(0xFFFF, v, _mm512_setzero_ps());
   _mm512_mask_storeu_ps(out, mask, v);
 }
 
