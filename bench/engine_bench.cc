@@ -4,12 +4,16 @@
 // dot, top 256-128-1. Ids are Zipf(1.05) ranks scattered over the rows, one id per bag
 // (the load generator's defaults). Each stage is timed on its own (lookup, interaction,
 // MLP, top-K) and the whole Backend::Run() at 16, 256 and 1024 candidates per request;
-// items processed = candidates. Run: build/bin/fuserank-microbench
-//   --benchmark_filter=Engine  (FUSERANK_CPU_GENERIC=1 times the baseline, non-AVX2 path)
+// items processed = candidates. The MLP and Run() benchmarks take an `isa` argument
+// (0: the process's choice, FUSERANK_CPU_ISA respected; 1: AVX2; 2: AVX-512; skipped where
+// the CPU lacks it) and report their FLOP rate as a share of that ISA's FMA peak, which
+// BM_PeakFma measures. Run: build/bin/fuserank-microbench --benchmark_filter=Engine
+// (FUSERANK_CPU_ISA=generic times the baseline path without AVX2).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,11 +22,13 @@
 #include "benchmark/benchmark.h"
 #include "engine/batch.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_fma_probe.h"
 #include "engine/cpu/cpu_forward.h"
 #include "engine/cpu/cpu_interaction.h"
 #include "engine/cpu/cpu_lookup.h"
 #include "engine/cpu/cpu_mlp.h"
 #include "engine/cpu/cpu_plan.h"
+#include "engine/cpu/cpu_simd.h"
 #include "engine/hot_rows/hot_row_manager.h"
 #include "engine/model.h"
 #include "engine/topk.h"
@@ -173,6 +179,83 @@ int SizeIndex(int candidates) {
   return 0;
 }
 
+// The `isa` argument of a benchmark: forces that ISA for its lifetime (0: none).
+class IsaScope {
+ public:
+  explicit IsaScope(benchmark::State& state, int64_t arg) {
+    if (arg == 0) {
+      isa_ = ActiveCpuIsa();
+      return;
+    }
+    isa_ = static_cast<CpuIsa>(arg);
+    if (!CpuSupports(isa_)) {
+      state.SkipWithError(absl::StrCat("this CPU lacks ", CpuIsaName(isa_)).c_str());
+      ok_ = false;
+      return;
+    }
+    ForceCpuIsa(isa_);
+    forced_ = true;
+  }
+  ~IsaScope() {
+    if (forced_) ForceCpuIsa(std::nullopt);
+  }
+  bool ok() const { return ok_; }
+  CpuIsa isa() const { return isa_; }
+
+ private:
+  CpuIsa isa_ = CpuIsa::kGeneric;
+  bool ok_ = true;
+  bool forced_ = false;
+};
+
+// The FMA peak of `isa` on this core, GFLOP/s: best of 25 runs of the BM_PeakFma loop
+// (a few ms each; many, so that one undisturbed run is among them on a shared machine),
+// measured once per process. A share above 1 means every run was disturbed.
+double PeakGflops(CpuIsa isa) {
+  static double peak[3] = {0, 0, 0};
+  double& p = peak[static_cast<int>(isa)];
+  if (p == 0) p = MeasureFmaGflops(isa, 1000000, 25);
+  return p;
+}
+
+// Multiply-add FLOPs per candidate of the MLP layers ScoreTile runs (bottom item share,
+// bottom rest, top), and of the per-candidate dots.
+double MlpFlops(const CpuPlan& plan) {
+  double flops = 0;
+  auto add = [&](const PackedLayer& layer) { flops += 2.0 * layer.in * layer.out; };
+  if (plan.has_bottom) add(plan.bottom_item);
+  for (const PackedLayer& layer : plan.bottom_rest) add(layer);
+  for (const PackedLayer& layer : plan.top) add(layer);
+  return flops;
+}
+double InteractionFlops(const CpuPlan& plan) {
+  return plan.dot ? 2.0 * plan.dot_dim * (plan.row_width - plan.z_width) : 0.0;
+}
+
+// GFLOP/s of `flops_per_iteration` and its share of `isa`'s peak, as rate counters.
+void SetFlopCounters(benchmark::State& state, const std::string& prefix, double flops, CpuIsa isa) {
+  state.counters[prefix + "GFLOPs"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsRate);
+  state.counters[prefix + "of_peak"] =
+      benchmark::Counter(flops * 1e-9 / PeakGflops(isa), benchmark::Counter::kIsRate);
+}
+
+// The core's FMA peak, one thread: 12 independent accumulators of FMAs, per ISA
+// (isa 0: the 128-bit baseline, 1: 256-bit AVX2, 2: 512-bit AVX-512).
+void BM_PeakFma(benchmark::State& state) {
+  const CpuIsa isa = static_cast<CpuIsa>(state.range(0));
+  if (!CpuSupports(isa)) {
+    state.SkipWithError(absl::StrCat("this CPU lacks ", CpuIsaName(isa)).c_str());
+    return;
+  }
+  constexpr int64_t kIterations = 100000;
+  for (auto _ : state) benchmark::DoNotOptimize(FmaLoop(isa, kIterations));
+  state.counters["GFLOPs"] =
+      benchmark::Counter(1e-9 * kIterations * FmaLoopFlopsPerIteration(isa) * state.iterations(),
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(CpuIsaName(isa));
+}
+BENCHMARK(BM_PeakFma)->ArgName("isa")->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
 // The timed loop of the Run() benchmarks: worker 0 runs the batches in turn; returns the
 // stage seconds summed over the iterations.
 StageTimes RunBatches(benchmark::State& state, Backend& backend,
@@ -197,6 +280,8 @@ StageTimes RunBatches(benchmark::State& state, Backend& backend,
 void BM_EngineRun(benchmark::State& state) {
   BenchEnv& env = Env();
   const int candidates = static_cast<int>(state.range(0));
+  const IsaScope isa(state, state.range(2));
+  if (!isa.ok()) return;
   BackendOptions options;
   options.workers = 1;
   options.cpu_threads = static_cast<int>(state.range(1));
@@ -208,14 +293,23 @@ void BM_EngineRun(benchmark::State& state) {
   state.counters["cross_us"] = 1e6 * stages.cross / n;
   state.counters["dnn_us"] = 1e6 * stages.dnn / n;
   state.counters["topk_us"] = 1e6 * stages.topk / n;
+  // The model's FLOPs (MLP and dots) over the whole Run(), per second of this thread's
+  // CPU time with one thread (a shared machine's time slices do not count), of wall time
+  // with more.
+  SetFlopCounters(
+      state, "",
+      (MlpFlops(env.plan) + InteractionFlops(env.plan)) * candidates * state.iterations(),
+      isa.isa());
+  state.SetLabel(CpuIsaName(isa.isa()));
 }
 BENCHMARK(BM_EngineRun)
-    ->ArgNames({"candidates", "threads"})
-    ->Args({16, 1})
-    ->Args({256, 1})
-    ->Args({1024, 1})
-    ->Args({256, 2})
-    ->Args({1024, 2})
+    ->ArgNames({"candidates", "threads", "isa"})
+    ->ArgsProduct({{16, 256, 1024}, {1}, {0, 1, 2}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_EngineRun)
+    ->ArgNames({"candidates", "threads", "isa"})
+    ->Args({256, 2, 0})
+    ->Args({1024, 2, 0})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
@@ -329,6 +423,8 @@ void BM_EngineMlp(benchmark::State& state) {
   BenchEnv& env = Env();
   const CpuPlan& plan = env.plan;
   const int candidates = static_cast<int>(state.range(0));
+  const IsaScope isa(state, state.range(1));
+  if (!isa.ok()) return;
   std::mt19937_64 rng(6);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int width = plan.max_layer_width;
@@ -353,12 +449,42 @@ void BM_EngineMlp(benchmark::State& state) {
     benchmark::DoNotOptimize(logits.data());
   }
   state.SetItemsProcessed(state.iterations() * candidates);
+  SetFlopCounters(state, "", MlpFlops(plan) * candidates * state.iterations(), isa.isa());
+  state.SetLabel(CpuIsaName(isa.isa()));
 }
 BENCHMARK(BM_EngineMlp)
-    ->ArgName("candidates")
-    ->Arg(16)
-    ->Arg(256)
-    ->Arg(1024)
+    ->ArgNames({"candidates", "isa"})
+    ->ArgsProduct({{16, 256, 1024}, {0, 1, 2}})
+    ->Unit(benchmark::kMicrosecond);
+
+// One MLP layer of the bench model on one tile of kTileCandidates rows, as ScoreTile runs
+// it: layer 0 bottom item share (8 -> 64), 1 bottom (64 -> 32), 2 top (355 -> 256),
+// 3 top (256 -> 128), 4 top (128 -> 1). Shows where the MLP's share of peak goes.
+void BM_EngineMlpLayer(benchmark::State& state) {
+  BenchEnv& env = Env();
+  const CpuPlan& plan = env.plan;
+  const IsaScope isa(state, state.range(1));
+  if (!isa.ok()) return;
+  std::vector<const PackedLayer*> layers = {&plan.bottom_item};
+  for (const PackedLayer& layer : plan.bottom_rest) layers.push_back(&layer);
+  for (const PackedLayer& layer : plan.top) layers.push_back(&layer);
+  const PackedLayer& layer = *layers.at(state.range(0));
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(kTileCandidates) * layer.in);
+  std::vector<float> y(static_cast<size_t>(kTileCandidates) * layer.out);
+  for (float& v : x) v = dist(rng);
+  for (auto _ : state) {
+    LayerForward(layer, kTileCandidates, x.data(), layer.in, y.data(), layer.out);
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetFlopCounters(state, "", 2.0 * layer.in * layer.out * kTileCandidates * state.iterations(),
+                  isa.isa());
+  state.SetLabel(absl::StrCat(CpuIsaName(isa.isa()), " ", layer.in, "->", layer.out));
+}
+BENCHMARK(BM_EngineMlpLayer)
+    ->ArgNames({"layer", "isa"})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})
     ->Unit(benchmark::kMicrosecond);
 
 // Top-K of one request's scores, K = all (top_k 0) and K = 10.

@@ -200,11 +200,13 @@ def open_table(data, run):
 
 
 def engine_runs(results):
-    """{candidates: median ms} of BM_EngineRun at one thread, from the microbenchmarks."""
+    """{candidates: median ms} of BM_EngineRun at one thread on the process's own code path."""
     rows = load(os.path.join(results, "microbench.json"))
     out = {}
     for b in rows[0].get("benchmarks", []) if rows else []:
-        m = re.match(r"BM_EngineRun/candidates:(\d+)/threads:1\b", b.get("run_name", b["name"]))
+        # isa:0 is the process's own choice of code path (isa:1, isa:2 force AVX2, AVX-512).
+        m = re.match(r"BM_EngineRun/candidates:(\d+)/threads:1(/isa:0)?(/real_time)?$",
+                     b.get("run_name", b["name"]))
         if m and b.get("aggregate_name", "median") == "median":
             scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
             out[int(m.group(1))] = b["real_time"] * scale

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "engine/cpu/cpu_simd.h"
 #include "server/config.h"
 #include "server/logging.h"
 #include "server/server.h"
@@ -61,6 +62,7 @@ bool ParseArgs(int argc, char** argv, Args* args) {
 int CheckConfig(const std::string& path) {
   absl::StatusOr<fuserank::server::Config> config = fuserank::server::LoadConfigFile(path);
   absl::Status status = config.status();
+  if (status.ok()) status = fuserank::engine::GetCpuDispatch().status;  // FUSERANK_CPU_ISA
   if (status.ok()) status = fuserank::server::CheckModels(*config);
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
@@ -78,6 +80,13 @@ int Serve(const std::string& path) {
     return 1;
   }
   fuserank::server::ConfigureLogging(config->logging);
+  // The CPU engine's code path, chosen (and probed) once, before any model loads.
+  const fuserank::engine::CpuDispatch& cpu = fuserank::engine::GetCpuDispatch();
+  if (!cpu.status.ok()) {
+    spdlog::critical("cannot start: {}", std::string(cpu.status.message()));
+    return 1;
+  }
+  spdlog::info("{}", cpu.Describe());
   fuserank::server::LogInfoLines("effective config (" + path + "):",
                                  fuserank::server::EffectiveConfigYaml(*config));
 

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_simd.h"
 #include "server/grpc_status.h"
 
 namespace fuserank::server {
@@ -118,7 +119,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Add({});
   model_info_ = &prometheus::BuildGauge()
                      .Name("fuserank_model_info")
-                     .Help("1 for each model served, with its version and device")
+                     .Help(
+                         "1 for each model served, with its version, device and the CPU "
+                         "engine's instruction set (isa: avx512, avx2, generic; none off the CPU)")
                      .Register(*registry_);
   cache_lookups_ = &prometheus::BuildCounter()
                         .Name("fuserank_embedding_cache_lookups_total")
@@ -229,17 +232,30 @@ namespace {
 // The `device` label is the kind of device: "cuda:0" is exported as "cuda".
 std::string DeviceKind(const std::string& device) { return device.substr(0, device.find(':')); }
 
+// The `isa` label: the CPU engine's code path (the process's choice, engine/cpu/cpu_simd.h)
+// for a model on the CPU, "none" for one on another device.
+std::string IsaLabel(const std::string& device) {
+  return DeviceKind(device) == "cpu" ? engine::CpuIsaName(engine::GetCpuDispatch().isa) : "none";
+}
+
 }  // namespace
 
 void Metrics::SetModelInfo(const std::string& model, const std::string& version,
                            const std::string& device) {
-  model_info_->Add({{"model", model}, {"version", version}, {"device", DeviceKind(device)}}).Set(1);
+  model_info_
+      ->Add({{"model", model},
+             {"version", version},
+             {"device", DeviceKind(device)},
+             {"isa", IsaLabel(device)}})
+      .Set(1);
 }
 
 void Metrics::RemoveModelInfo(const std::string& model, const std::string& version,
                               const std::string& device) {
-  const prometheus::Labels labels{
-      {"model", model}, {"version", version}, {"device", DeviceKind(device)}};
+  const prometheus::Labels labels{{"model", model},
+                                  {"version", version},
+                                  {"device", DeviceKind(device)},
+                                  {"isa", IsaLabel(device)}};
   if (model_info_->Has(labels)) model_info_->Remove(&model_info_->Add(labels));
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_simd.h"
 #include "engine/status_macros.h"
 #include "server/model_warmup.h"
 #include "server/serving_limits.h"
@@ -161,10 +162,13 @@ absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string&
   using Seconds = std::chrono::duration<double>;
   spdlog::info(
       "model '{}' version '{}' loaded from {} in {:.3f} s (weights {:.3f} s, backend and "
-      "warm-up {:.3f} s): {} tables, device {}, {} workers, memory {}",
+      "warm-up {:.3f} s): {} tables, device {}{}, {} workers, memory {}",
       served->name, served->version(), spec_path, Seconds(end - start).count(),
       Seconds(loaded - start).count(), Seconds(end - loaded).count(),
       served->model->spec().tables.size(), served->backend->device(),
+      served->backend->device() == "cpu"
+          ? absl::StrCat(" (isa ", engine::CpuIsaName(engine::GetCpuDispatch().isa), ")")
+          : "",
       served->backend->num_workers(), prepared.memory.ToString());
   return served;
 }

@@ -1,14 +1,16 @@
 // Single-precision matrix product for the CPU engine's MLP layers: C = A * B + bias
 // (optionally ReLU), with B packed once at model load into 16-column panels so that the
-// AVX2+FMA micro-kernel (6 x 16 register tile) streams it from cache. A and C are plain
-// row-major with strides. PackedMatrix is immutable after packing and may be shared by
-// any number of threads; SgemmPacked itself keeps no state.
+// micro-kernel of the ISA in use (cpu_simd.h: AVX-512 up to 12 x 32, AVX2+FMA 6 x 16
+// register tiles) streams it from cache. A and C are plain row-major with strides. PackedMatrix is
+// immutable after packing and may be shared by any number of threads; SgemmPacked itself keeps no
+// state.
 #ifndef FUSERANK_ENGINE_CPU_SGEMM_H_
 #define FUSERANK_ENGINE_CPU_SGEMM_H_
 
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 namespace fuserank::engine {
 
@@ -33,6 +35,9 @@ class PackedMatrix {
   const float* panel(int j) const {
     return data_.get() + static_cast<size_t>(j) * k_ * kSgemmPanel;
   }
+  // n == 1: B's one column, k contiguous floats (the AVX-512 path runs such a layer, the
+  // last of every top MLP, as row dot products); null otherwise.
+  const float* column() const { return column_.empty() ? nullptr : column_.data(); }
 
  private:
   struct Free {
@@ -41,6 +46,7 @@ class PackedMatrix {
   int k_ = 0;
   int n_ = 0;
   std::unique_ptr<float[], Free> data_;
+  std::vector<float> column_;
 };
 
 // C[m x n] = A[m x k] * B + bias, then max(0, .) when `relu`. A row i starts at

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "engine/cpu/cpu_simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -9,6 +10,12 @@ namespace fuserank::server {
 namespace {
 
 using ::testing::HasSubstr;
+
+// The start of a CPU model's fuserank_model_info series, up to its `model` label.
+std::string CpuModelInfo() {
+  return std::string(R"(fuserank_model_info{device="cpu",isa=")") +
+         engine::CpuIsaName(engine::GetCpuDispatch().isa) + "\",";
+}
 
 TEST(MetricsTest, DefinesEveryFamilyOfTheSpec) {
   absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
@@ -29,8 +36,10 @@ TEST(MetricsTest, DefinesEveryFamilyOfTheSpec) {
         "# TYPE fuserank_graph_capture_failures_total counter"}) {
     EXPECT_THAT(text, HasSubstr(family));
   }
-  EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cpu",model="demo",version="1"} 1)"));
-  EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cuda",model="gpu",version="2"} 1)"));
+  EXPECT_THAT(text, HasSubstr(CpuModelInfo() + R"(model="demo",version="1"} 1)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(R"(fuserank_model_info{device="cuda",isa="none",model="gpu",version="2"} 1)"));
   EXPECT_THAT(
       text, HasSubstr(R"(fuserank_embedding_cache_lookups_total{result="hit",table="user_id"} 0)"));
   EXPECT_THAT(text, HasSubstr(R"(fuserank_hot_rows{table="user_id"} 0)"));
@@ -89,8 +98,8 @@ TEST(MetricsTest, RemovesTheModelInfoOfARetiredVersion) {
   m.RemoveModelInfo("demo", "9", "cpu");  // none: no-op
   const std::string text = m.Scrape();
   EXPECT_THAT(text, ::testing::Not(HasSubstr(R"(model="demo",version="1")")));
-  EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cpu",model="demo",version="2"} 1)"));
-  EXPECT_THAT(text, HasSubstr(R"(fuserank_model_info{device="cpu",model="other",version="1"} 1)"));
+  EXPECT_THAT(text, HasSubstr(CpuModelInfo() + R"(model="demo",version="2"} 1)"));
+  EXPECT_THAT(text, HasSubstr(CpuModelInfo() + R"(model="other",version="1"} 1)"));
 }
 
 TEST(MetricsTest, TheCollectHookRunsBeforeEveryScrapeUntilRemoved) {

@@ -1,11 +1,14 @@
 // The CPU engine's scores (CreateCpuBackend) against the independent double reference of
 // cpu_reference_util, over random seeded models of every interaction, table dtype (fp32,
 // fp16, bf16, row-wise int8) and shape variant, with several requests per batch, 1 and
-// 2 threads, and both the AVX2 and the baseline code paths.
+// 2 threads, and every code path this CPU runs (AVX-512, AVX2, baseline; the ones it
+// lacks are skipped with a message in the log).
 #include "engine/cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -58,16 +61,20 @@ TEST_P(CpuBackendTest, MatchesReference) {
   const Batch batch = MakeBatch(*model, requests);
 
   for (int threads : {1, 2}) {
-    for (bool generic : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "threads=" << threads << " generic=" << generic);
-      ForceGenericCpuPaths(generic);
+    for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kGeneric}) {
+      if (!CpuSupports(isa)) {
+        if (threads == 1) std::printf("[  SKIP    ] no %s on this CPU\n", CpuIsaName(isa));
+        continue;
+      }
+      SCOPED_TRACE(::testing::Message() << "threads=" << threads << " isa=" << CpuIsaName(isa));
+      ForceCpuIsa(isa);
       BackendOptions options;
       options.workers = 2;
       options.cpu_threads = threads;
       std::unique_ptr<Backend> backend = CreateCpuBackend(*model, options);
       BatchResult result;
       const auto scores = ScoresByIndex(*backend, 1, batch, result);
-      ForceGenericCpuPaths(false);
+      ForceCpuIsa(std::nullopt);
       for (size_t r = 0; r < requests.size(); ++r) {
         for (size_t c = 0; c < requests[r].candidates.size(); ++c) {
           const double want = test::ReferenceScore(test_model, requests[r], c);

@@ -1,10 +1,13 @@
 // SgemmPacked (and the PackLayer / LayerForward wrappers) against a double-precision
-// product written here, on both the AVX2 and the baseline paths, over edge sizes.
+// product written here, on each ISA path (AVX-512, AVX2, baseline; skipped with a
+// message where the CPU lacks it), over edge sizes.
 #include <cmath>
+#include <optional>
 #include <random>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_mlp.h"
 #include "engine/cpu/cpu_simd.h"
 #include "engine/cpu/sgemm.h"
@@ -16,14 +19,20 @@ namespace {
 constexpr float kPoison = -12345.0f;
 
 class SgemmTest
-    : public testing::TestWithParam<std::tuple<int /*m*/, int /*n*/, int /*k*/, bool /*generic*/>> {
+    : public testing::TestWithParam<std::tuple<int /*m*/, int /*n*/, int /*k*/, CpuIsa>> {
  protected:
-  void SetUp() override { ForceGenericCpuPaths(std::get<3>(GetParam())); }
-  void TearDown() override { ForceGenericCpuPaths(false); }
+  void SetUp() override {
+    const CpuIsa isa = std::get<3>(GetParam());
+    if (!CpuSupports(isa)) {
+      GTEST_SKIP() << "this CPU lacks " << CpuIsaName(isa);
+    }
+    ForceCpuIsa(isa);
+  }
+  void TearDown() override { ForceCpuIsa(std::nullopt); }
 };
 
 TEST_P(SgemmTest, MatchesDoubleReference) {
-  const auto [m, n, k, generic] = GetParam();
+  const auto [m, n, k, isa] = GetParam();
   const uint64_t seed = 7 + m * 1000003ull + n * 1009ull + k;
   SCOPED_TRACE(testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
@@ -65,10 +74,19 @@ TEST_P(SgemmTest, MatchesDoubleReference) {
   }
 }
 
+// m around both kernels' row blocks (6 for AVX2, 12 for AVX-512), n around one and two
+// panels and an odd count of panels (600 = 37.5 panels, more than one bias chunk).
 INSTANTIATE_TEST_SUITE_P(EdgeSizes, SgemmTest,
-                         testing::Combine(testing::Values(0, 1, 5, 6, 7, 13, 64),
-                                          testing::Values(1, 15, 16, 17, 600),
-                                          testing::Values(0, 1, 31, 383), testing::Bool()));
+                         testing::Combine(testing::Values(0, 1, 5, 6, 7, 11, 12, 13, 25, 64),
+                                          testing::Values(1, 15, 16, 17, 31, 32, 33, 48, 600),
+                                          testing::Values(0, 1, 31, 383),
+                                          testing::Values(CpuIsa::kGeneric, CpuIsa::kAvx2,
+                                                          CpuIsa::kAvx512)),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               "m", std::get<0>(info.param), "_n", std::get<1>(info.param), "_k",
+                               std::get<2>(info.param), "_", CpuIsaName(std::get<3>(info.param)));
+                         });
 
 TEST(CpuMlpTest, LayerForwardUsesOwnOrGivenBias) {
   DenseLayer layer;
