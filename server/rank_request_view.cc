@@ -1,11 +1,18 @@
 #include "server/rank_request_view.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
+
+#include "server/wire_reader.h"
 
 namespace fuserank::server {
 namespace {
+
+using wire::EndsMessage;
+using wire::kRecursionLimit;
+using wire::Reader;
+using wire::SkipField;
+using wire::String;
 
 // Tags, (field << 3) | wire type, of proto/fuserank/v1/ranker.proto. Any other tag is an
 // unknown field to protobuf, a known field number with another wire type too.
@@ -28,173 +35,6 @@ constexpr uint32_t kWeights = 29;            // Feature.weights, one fixed32
 
 // The most a thread's view keeps between requests.
 constexpr size_t kKeptViewBytes = 1 << 20;
-
-// protobuf's recursion budget (CodedInputStream's default limit): the top level starts
-// with it; each nested message and each group takes one, and none may take it below 0.
-constexpr int kRecursionLimit = 100;
-// protobuf refuses a length this close to INT_MAX (its parser's slop bytes).
-constexpr uint32_t kMaxLength = INT_MAX - 16;
-
-// The bytes of one message, read front to back as protobuf's ParseContext reads them.
-struct Reader {
-  const uint8_t* p;
-  const uint8_t* end;
-
-  bool done() const { return p == end; }
-
-  // A varint of at most 10 bytes; bits past 64 are dropped, as protobuf does.
-  bool Varint(uint64_t* value) {
-    if (p != end && *p < 0x80) {
-      *value = *p++;
-      return true;
-    }
-    uint64_t result = 0;
-    for (int i = 0; i < 10 && p != end; ++i) {
-      const uint8_t byte = *p++;
-      result |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
-      if (byte < 0x80) {
-        *value = result;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  // A tag: a varint of at most 5 bytes, bits past 32 dropped.
-  bool Tag(uint32_t* tag) {
-    if (p != end && *p < 0x80) {
-      *tag = *p++;
-      return true;
-    }
-    uint32_t result = 0;
-    for (int i = 0; i < 5 && p != end; ++i) {
-      const uint8_t byte = *p++;
-      result |= static_cast<uint32_t>(byte & 0x7f) << (7 * i);
-      if (byte < 0x80) {
-        *tag = result;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  // A length of at most 5 bytes that protobuf takes (below 2^31, the fifth byte < 8) and
-  // that fits in what is left of this message.
-  bool Length(uint32_t* length) {
-    if (p != end && *p < 0x80) {
-      *length = *p++;
-      return *length <= static_cast<size_t>(end - p);
-    }
-    uint32_t result = 0;
-    for (int i = 0;; ++i) {
-      if (i == 5 || p == end) return false;
-      const uint8_t byte = *p++;
-      if (i == 4 && byte >= 8) return false;
-      result |= static_cast<uint32_t>(byte & 0x7f) << (7 * i);
-      if (byte < 0x80) break;
-    }
-    if (result > kMaxLength || result > static_cast<size_t>(end - p)) return false;
-    *length = result;
-    return true;
-  }
-
-  bool Skip(size_t n) {
-    if (n > static_cast<size_t>(end - p)) return false;
-    p += n;
-    return true;
-  }
-
-  // The next `length` bytes as a message of their own (Length() checked they are here).
-  Reader Sub(uint32_t length) {
-    Reader sub{p, p + length};
-    p += length;
-    return sub;
-  }
-};
-
-// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF),
-// which protobuf requires of every proto3 string.
-bool IsUtf8(const uint8_t* p, const uint8_t* end) {
-  while (p != end) {
-    const uint8_t c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    int tail = 0;
-    uint8_t lo = 0x80, hi = 0xbf;  // the range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) {
-      tail = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      tail = 2;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      tail = 3;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return false;
-    }
-    if (end - p <= tail) return false;
-    if (p[1] < lo || p[1] > hi) return false;
-    for (int i = 2; i <= tail; ++i) {
-      if (p[i] < 0x80 || p[i] > 0xbf) return false;
-    }
-    p += tail + 1;
-  }
-  return true;
-}
-
-bool String(Reader* in, absl::string_view* out) {
-  uint32_t length = 0;
-  if (!in->Length(&length)) return false;
-  const uint8_t* begin = in->p;
-  in->p += length;
-  *out = absl::string_view(reinterpret_cast<const char*>(begin), length);
-  return IsUtf8(begin, in->p);
-}
-
-bool SkipField(Reader* in, uint32_t tag, int depth);
-
-// The fields of a group up to its end tag, which must close `start_tag`'s group.
-bool SkipGroup(Reader* in, uint32_t start_tag, int depth) {
-  if (depth < 0) return false;
-  while (!in->done()) {
-    uint32_t tag = 0;
-    if (!in->Tag(&tag)) return false;
-    if (tag == 0 || (tag & 7) == 4) return tag == start_tag + 1;
-    if (!SkipField(in, tag, depth)) return false;
-  }
-  return false;  // the message ended inside the group
-}
-
-// An unknown field (or a known one of another wire type), as protobuf skips it. `depth`:
-// the budget left at the message that holds it.
-bool SkipField(Reader* in, uint32_t tag, int depth) {
-  if ((tag >> 3) == 0) return false;
-  switch (tag & 7) {
-    case 0: {
-      uint64_t value = 0;
-      return in->Varint(&value);
-    }
-    case 1:
-      return in->Skip(8);
-    case 2: {
-      uint32_t length = 0;
-      return in->Length(&length) && in->Skip(length);
-    }
-    case 3:
-      return SkipGroup(in, tag, depth - 1);
-    case 5:
-      return in->Skip(4);
-    default:  // 4: an end-group with no group open; 6 and 7 are no wire type
-      return false;
-  }
-}
-
-// Tags that end a message as protobuf reads it, which fails the parse outside a group.
-bool EndsMessage(uint32_t tag) { return tag == 0 || (tag & 7) == 4; }
 
 // Appends the packed varints `in` is at to `out`; false past `max_size` values in `out`.
 bool PackedVarints(Reader* in, size_t max_size, std::vector<int64_t>* out) {
