@@ -1,6 +1,7 @@
 #include "server/ranker_service.h"
 
 #include <google/protobuf/arena.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
@@ -17,8 +18,11 @@
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
 #include "server/logging.h"
+#include "server/rank_request_view.h"
+#include "server/request_decoder.h"
 #include "server/request_scan.h"
 #include "server/tsan_handoff.h"
+#include "server/wire_bytes.h"
 #include "spdlog/spdlog.h"
 
 namespace fuserank::server {
@@ -30,10 +34,6 @@ using Clock = engine::BatcherClock;
 // most server.max_candidates candidates.
 constexpr size_t kMaxPooledCalls = 256;
 constexpr size_t kArenaFirstBlock = 16 << 10;
-// Requests are parsed into an arena of the thread that runs Rank() (gRPC's callback
-// threads), reset after each decode: its first block holds the parse of a request of a
-// hundred KB or so, so such a parse allocates nothing, and the thread keeps nothing more.
-constexpr size_t kParseFirstBlock = 1 << 20;
 // Strings of the request kept for the access log.
 constexpr size_t kLoggedChars = 128;
 // A call done with a request this large asks the trimmer to give memory back.
@@ -46,19 +46,6 @@ google::protobuf::ArenaOptions ArenaOptions(char* first_block, size_t size) {
   options.start_block_size = 64 << 10;  // beyond the first block: few, large blocks
   options.max_block_size = 1 << 20;
   return options;
-}
-
-struct ParseArena {
-  ParseArena()
-      : first_block(new char[kParseFirstBlock]),
-        arena(ArenaOptions(first_block.get(), kParseFirstBlock)) {}
-  std::unique_ptr<char[]> first_block;
-  google::protobuf::Arena arena;
-};
-
-google::protobuf::Arena& ThreadParseArena() {
-  thread_local ParseArena parse_arena;
-  return parse_arena.arena;
 }
 
 // Reads the bytes of `request` as a stream; `copy` shares its slices.
@@ -229,11 +216,28 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
   if (shape.candidates > 0) {
     ASSIGN_OR_RETURN(ticket, batcher.Admit(deadline, shape.candidates));
   }
-  RETURN_IF_ERROR(
-      ScanFeatures(WireStream(*request).stream(), call->model->decoder->scan_limits(), &shape));
-  if (ticket.valid()) RETURN_IF_ERROR(batcher.AddIds(&ticket, shape.ids));
-  std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
-  absl::Status accepted = ParseAndDecode(*request, call, batch.get());
+  // From here on the request is read in place, from one contiguous run of its bytes, and
+  // parsed once, within the feature scan's limits. A parse that succeeds is a request the
+  // scan passes (request_scan.h); else the scan runs to say why (its messages come first,
+  // as they always did), and bytes it passes are no RankRequest.
+  std::unique_ptr<engine::Batch> batch;
+  absl::Status accepted;
+  {
+    const WireBytes wire(*request);
+    const ThreadRankRequestView parsed;
+    const RequestDecoder& decoder = *call->model->decoder;
+    const bool is_request = ParseRankRequest(wire.view(), decoder.parse_bounds(), &*parsed);
+    if (is_request) {
+      shape.ids = static_cast<int64_t>(parsed->ids.size());
+    } else {
+      google::protobuf::io::ArrayInputStream bytes(wire.view().data(),
+                                                   static_cast<int>(wire.view().size()));
+      RETURN_IF_ERROR(ScanFeatures(&bytes, decoder.scan_limits(), &shape));
+    }
+    if (ticket.valid()) RETURN_IF_ERROR(batcher.AddIds(&ticket, shape.ids));
+    batch = batcher.AcquireBatch();
+    accepted = is_request ? Decode(*parsed, call, batch.get()) : NotARankRequest();
+  }
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
   if (accepted.ok()) accepted = Accept(call);
   if (!accepted.ok() || batch->num_candidates() == 0) {
@@ -254,31 +258,13 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
   return queued;
 }
 
-absl::Status RankerService::ParseAndDecode(const grpc::ByteBuffer& request, Call* call,
-                                           engine::Batch* batch) {
-  google::protobuf::Arena& arena = ThreadParseArena();
-  auto* parsed = google::protobuf::Arena::CreateMessage<v1::RankRequest>(&arena);
-  grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
-  const grpc::Status status =
-      grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::RankRequest>(&wire, parsed);
-  absl::Status decoded;
-  if (!status.ok()) {
-    decoded = absl::InvalidArgumentError(absl::StrCat(
-        "the request is not a valid fuserank.v1.RankRequest: ", status.error_message()));
-  } else {
-    call->request_id = parsed->request_id().substr(0, kLoggedChars);
-    call->candidates = parsed->candidates_size();
-    call->top_k = parsed->top_k();
-    decoded = call->model->decoder->Append(*parsed, batch);
-  }
-  if (decoded.ok()) {
-    call->item_ids.reserve(static_cast<size_t>(parsed->candidates_size()));
-    for (const v1::Candidate& candidate : parsed->candidates()) {
-      call->item_ids.push_back(candidate.item_id());
-    }
-  }
-  arena.Reset();  // the parsed request is gone; the batch holds what the engine needs
-  return decoded;
+absl::Status RankerService::Decode(const RankRequestView& request, Call* call,
+                                   engine::Batch* batch) {
+  const absl::string_view request_id = request.request_id.substr(0, kLoggedChars);
+  call->request_id.assign(request_id.data(), request_id.size());
+  call->candidates = static_cast<int>(request.candidates.size());
+  call->top_k = request.top_k;
+  return call->model->decoder->AppendParsed(request, batch, &call->item_ids);
 }
 
 absl::Status RankerService::Accept(Call* call) {

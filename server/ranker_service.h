@@ -1,12 +1,11 @@
 // fuserank.v1.Ranker on the gRPC callback API: one Rank call reads top to bottom as
 // in-flight bound -> size -> wire scan (request_scan) -> find model -> queue admission ->
-// parse -> decode (request_decoder) -> queue (engine/batcher) -> backend -> encode ->
-// Finish, and no thread waits for it in between. Everything that refuses a call runs
-// before the request is parsed (docs/serving.md, "Admission"), so refusing costs little
-// and an over-limit request is never built. The request is taken as raw bytes and parsed
-// into an arena of the thread running Rank(), reset as soon as it is decoded; call states
-// are pooled and keep only their response arena's first block, never the largest request
-// seen.
+// decode (request_decoder) -> queue (engine/batcher) -> backend -> encode -> Finish, and
+// no thread waits for it in between. Everything that refuses a call runs before the
+// request is decoded (docs/serving.md, "Admission"), so refusing costs little and an
+// over-limit request is never read in full. The request is taken as raw bytes and decoded
+// from them in place (no protobuf message is built); call states are pooled and keep only
+// their response arena's first block, never the largest request seen.
 // A call is accepted once it passes admission (not shutting down, queue not full, decoded);
 // it then counts as in flight until gRPC reports it done (OnDone), so a drain that waits
 // for WaitIdle() never cuts off an accepted call, nor a response still being sent. A client
@@ -34,6 +33,7 @@
 #include "server/call_limiter.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics.h"
+#include "server/rank_request_view.h"
 #include "server/request_scan.h"
 #include "server/served_models.h"
 
@@ -76,9 +76,9 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   // Everything up to the hand-off to the batcher. OK: the batcher owns `call` now.
   absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                      Call* call);
-  // Parses the request into the call's arena and decodes it into `batch`; keeps what the
-  // answer needs (item ids) and releases the parsed request.
-  absl::Status ParseAndDecode(const grpc::ByteBuffer& request, Call* call, engine::Batch* batch);
+  // Decodes the parsed request into `batch`; keeps what the answer and the access log need
+  // (item ids, request id, counts).
+  absl::Status Decode(const RankRequestView& request, Call* call, engine::Batch* batch);
   // The last step of admission: refused (UNAVAILABLE) once StartShutdown() has run, else
   // the call is accepted and WaitIdle() waits for it.
   absl::Status Accept(Call* call);

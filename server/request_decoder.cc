@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -23,19 +24,18 @@ std::string FeaturePath(int candidate, int k) {
   return absl::StrCat(FeatureList(candidate), "[", k, "]");
 }
 
-absl::Status AppendDense(const google::protobuf::RepeatedField<float>& values, int expected,
-                         absl::string_view side, int candidate, const std::string& model,
-                         std::vector<float>* out) {
+absl::Status AppendDense(absl::Span<const float> values, int expected, absl::string_view side,
+                         int candidate, const std::string& model, std::vector<float>* out) {
   auto path = [&] {
     return candidate < 0 ? std::string("user_dense")
                          : absl::StrCat("candidates[", candidate, "].dense");
   };
-  if (values.size() != expected) {
+  if (values.size() != static_cast<size_t>(expected)) {
     return absl::InvalidArgumentError(absl::StrCat(path(), ": model '", model, "' takes ", expected,
                                                    " ", side, " dense values, got ",
                                                    values.size()));
   }
-  for (int i = 0; i < values.size(); ++i) {
+  for (size_t i = 0; i < values.size(); ++i) {
     if (!std::isfinite(values[i])) {
       return absl::InvalidArgumentError(
           absl::StrCat(path(), "[", i, "]: must be a finite number, got ", values[i]));
@@ -85,6 +85,7 @@ RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, Decod
   scan_limits_.user_tables = static_cast<int>(user.size());
   scan_limits_.item_tables = static_cast<int>(item.size());
   scan_limits_.model_name = model_->spec().name;
+  parse_bounds_ = ParseBoundsOf(scan_limits_);
   for (size_t s = 0; s < user.size(); ++s) {
     tables_[model_->tables()[user[s]].name] = {user[s], static_cast<int>(s), Side::kUser};
   }
@@ -93,7 +94,14 @@ RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, Decod
   }
 }
 
-absl::Status RequestDecoder::Append(const v1::RankRequest& request, engine::Batch* batch) const {
+absl::Status NotARankRequest() {
+  // The words of the protobuf parse this replaced (whose own error text for a proto3
+  // message is empty), so that clients see the message they always saw.
+  return absl::InvalidArgumentError("the request is not a valid fuserank.v1.RankRequest: ");
+}
+
+absl::Status RequestDecoder::AppendParsed(const RankRequestView& request, engine::Batch* batch,
+                                          std::vector<int64_t>* item_ids) const {
   const bool was_empty = batch->model == nullptr;
   if (was_empty) {
     batch->model = model_;
@@ -101,32 +109,54 @@ absl::Status RequestDecoder::Append(const v1::RankRequest& request, engine::Batc
     return absl::InternalError("a request was decoded into a batch of another model");
   }
   const BatchMark mark(*batch);
-  absl::Status status = AppendImpl(request, batch);
+  const absl::Status status = AppendImpl(request, batch);
   if (!status.ok()) {
     mark.Restore(batch);
     if (was_empty) batch->model.reset();
+    return status;
+  }
+  if (item_ids != nullptr) {
+    item_ids->reserve(item_ids->size() + request.candidates.size());
+    for (const CandidateView& candidate : request.candidates) {
+      item_ids->push_back(candidate.item_id);
+    }
   }
   return status;
 }
 
-absl::Status RequestDecoder::AppendImpl(const v1::RankRequest& request,
+absl::Status RequestDecoder::AppendWire(absl::string_view wire, engine::Batch* batch,
+                                        std::vector<int64_t>* item_ids) const {
+  const ThreadRankRequestView request;
+  if (!ParseRankRequest(wire, ParseBounds(), &*request)) return NotARankRequest();
+  return AppendParsed(*request, batch, item_ids);
+}
+
+absl::Status RequestDecoder::Append(const v1::RankRequest& request, engine::Batch* batch) const {
+  thread_local std::string wire;
+  if (!request.SerializeToString(&wire)) {
+    return absl::InvalidArgumentError("the request cannot be serialized");
+  }
+  return AppendWire(wire, batch);
+}
+
+absl::Status RequestDecoder::AppendImpl(const RankRequestView& request,
                                         engine::Batch* batch) const {
   const engine::ModelSpec& spec = model_->spec();
-  const int n = request.candidates_size();
+  const int n = static_cast<int>(request.candidates.size());
   if (n > limits_.max_candidates) {
     return absl::InvalidArgumentError(absl::StrCat("candidates: ", n,
                                                    " candidates exceed server.max_candidates (",
                                                    limits_.max_candidates, ")"));
   }
   const size_t ids_before = batch->user.rows.size() + batch->item.rows.size();
-  RETURN_IF_ERROR(AppendDense(request.user_dense(), spec.dense_user, "user", -1, spec.name,
-                              &batch->user_dense));
-  RETURN_IF_ERROR(AppendBags(request.user_features(), Side::kUser, -1, &batch->user));
+  RETURN_IF_ERROR(
+      AppendDense(request.user_dense, spec.dense_user, "user", -1, spec.name, &batch->user_dense));
+  RETURN_IF_ERROR(AppendBags(request, request.user_features, Side::kUser, -1, &batch->user));
   for (int c = 0; c < n; ++c) {
-    const v1::Candidate& candidate = request.candidates(c);
-    RETURN_IF_ERROR(
-        AppendDense(candidate.dense(), spec.dense_item, "item", c, spec.name, &batch->item_dense));
-    RETURN_IF_ERROR(AppendBags(candidate.features(), Side::kItem, c, &batch->item));
+    const CandidateView& candidate = request.candidates[c];
+    RETURN_IF_ERROR(AppendDense(request.dense(candidate), spec.dense_item, "item", c, spec.name,
+                                &batch->item_dense));
+    RETURN_IF_ERROR(AppendBags(request, request.features(candidate), Side::kItem, c, &batch->item));
   }
   const size_t ids = batch->user.rows.size() + batch->item.rows.size() - ids_before;
   if (ids > static_cast<size_t>(limits_.max_ids)) {
@@ -138,72 +168,84 @@ absl::Status RequestDecoder::AppendImpl(const v1::RankRequest& request,
     return absl::InvalidArgumentError("candidates: the batch is past 32-bit offsets");
   }
   batch->candidate_begin.push_back(batch->candidate_begin.back() + static_cast<uint32_t>(n));
-  const uint32_t top_k = request.top_k();
+  const uint32_t top_k = request.top_k;
   batch->top_k.push_back(top_k == 0 || top_k >= static_cast<uint32_t>(n) ? n : top_k);
   return absl::OkStatus();
 }
 
-absl::Status RequestDecoder::AppendBags(const Features& features, Side side, int candidate,
-                                        engine::BagSet* bags) const {
+absl::Status RequestDecoder::AppendBags(const RankRequestView& request, Features features,
+                                        Side side, int candidate, engine::BagSet* bags) const {
   const std::vector<int>& order =
       side == Side::kUser ? model_->user_tables() : model_->item_tables();
   // Which feature (by position in the request) fills each of this side's tables.
   absl::InlinedVector<int, 32> slot_feature(order.size(), -1);
-  for (int k = 0; k < features.size(); ++k) {
+  for (int k = 0; k < static_cast<int>(features.size()); ++k) {
     RETURN_IF_ERROR(CheckFeature(features, k, side, candidate, slot_feature.data()));
   }
   for (size_t slot = 0; slot < order.size(); ++slot) {
     const int k = slot_feature[slot];
     if (k >= 0) {
-      RETURN_IF_ERROR(AppendBag(features[k], model_->tables()[order[slot]], k, candidate, bags));
+      RETURN_IF_ERROR(
+          AppendBag(request, features[k], model_->tables()[order[slot]], k, candidate, bags));
     }
     bags->bag_begin.push_back(static_cast<uint32_t>(bags->rows.size()));
   }
   return absl::OkStatus();
 }
 
-absl::Status RequestDecoder::CheckFeature(const Features& features, int k, Side side, int candidate,
+absl::Status RequestDecoder::CheckFeature(Features features, int k, Side side, int candidate,
                                           int* slot_feature) const {
-  const v1::Feature& feature = features[k];
-  auto it = tables_.find(feature.name());
-  if (it == tables_.end()) {
+  const FeatureView& feature = features[k];
+  // Clients send the tables in the model's order, so the k-th table of the side is tried
+  // first (names are unique in a model: the same table the lookup would find).
+  const std::vector<int>& order =
+      side == Side::kUser ? model_->user_tables() : model_->item_tables();
+  TableRef in_order;
+  const TableRef* found = nullptr;
+  if (static_cast<size_t>(k) < order.size() && model_->tables()[order[k]].name == feature.name) {
+    in_order = {order[k], k, side};
+    found = &in_order;
+  } else if (auto it = tables_.find(feature.name); it != tables_.end()) {
+    found = &it->second;
+  } else {
     return absl::InvalidArgumentError(absl::StrCat(
         FeaturePath(candidate, k), ": model '", model_->spec().name, "' has no table named '",
-        feature.name(), "' (", side == Side::kUser ? "user" : "item",
+        feature.name, "' (", side == Side::kUser ? "user" : "item",
         "-side tables: ", TableNames(side), ")"));
   }
-  const TableRef& ref = it->second;
+  const TableRef& ref = *found;
   if (ref.side != side) {
     return absl::InvalidArgumentError(absl::StrCat(
-        FeaturePath(candidate, k), ": table '", feature.name(), "' is ",
+        FeaturePath(candidate, k), ": table '", feature.name, "' is ",
         ref.side == Side::kUser ? "a user-side table; send it in user_features"
                                 : "an item-side table; send it in each candidate's features"));
   }
   if (slot_feature[ref.slot] >= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        FeaturePath(candidate, k), ": table '", feature.name(), "' is given twice (also at ",
+        FeaturePath(candidate, k), ": table '", feature.name, "' is given twice (also at ",
         FeaturePath(candidate, slot_feature[ref.slot]), "); send each table once"));
   }
   slot_feature[ref.slot] = k;
   if (feature.ids_size() > limits_.max_ids_per_feature) {
     return absl::InvalidArgumentError(absl::StrCat(
-        FeaturePath(candidate, k), ": ", feature.ids_size(), " ids for table '", feature.name(),
+        FeaturePath(candidate, k), ": ", feature.ids_size(), " ids for table '", feature.name,
         "' exceed server.max_ids_per_feature (", limits_.max_ids_per_feature, ")"));
   }
   if (feature.weights_size() != 0 && feature.weights_size() != feature.ids_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FeaturePath(candidate, k), ": ", feature.weights_size(), " weights for ",
-                     feature.ids_size(), " ids of table '", feature.name(),
-                     "'; send one weight per id, or none"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        FeaturePath(candidate, k), ": ", feature.weights_size(), " weights for ",
+        feature.ids_size(), " ids of table '", feature.name, "'; send one weight per id, or none"));
   }
   return absl::OkStatus();
 }
 
-absl::Status RequestDecoder::AppendBag(const v1::Feature& feature,
+absl::Status RequestDecoder::AppendBag(const RankRequestView& request, const FeatureView& feature,
                                        const engine::EmbeddingTable& table, int k, int candidate,
                                        engine::BagSet* bags) const {
   const int count = feature.ids_size();
-  const bool weighted = feature.weights_size() != 0;
+  const absl::Span<const int64_t> ids = request.feature_ids(feature);
+  const absl::Span<const float> weights = request.feature_weights(feature);
+  const bool weighted = !weights.empty();
   // Offsets are 32-bit; a request alone is far below (engine.max_batch_ids), but one
   // appended to a large batch must be refused, never wrap.
   if (bags->rows.size() + static_cast<size_t>(count) > UINT32_MAX) {
@@ -211,14 +253,14 @@ absl::Status RequestDecoder::AppendBag(const v1::Feature& feature,
         absl::StrCat(FeaturePath(candidate, k), ": the batch is past 32-bit offsets"));
   }
   for (int i = 0; i < count; ++i) {
-    const int64_t id = feature.ids(i);
+    const int64_t id = ids[i];
     int32_t row = 0;
     if (!engine::MapRow(id, table.rows, table.oov, &row)) {
       return absl::InvalidArgumentError(absl::StrCat(
           FeaturePath(candidate, k), ".ids[", i, "]: id ", id, " is out of range for table '",
           table.name, "' (", table.rows, " rows: ids 0..", table.rows - 1, "; oov: reject)"));
     }
-    const float weight = weighted ? feature.weights(i) : 1.0f;
+    const float weight = weighted ? weights[i] : 1.0f;
     if (!std::isfinite(weight)) {
       return absl::InvalidArgumentError(absl::StrCat(FeaturePath(candidate, k), ".weights[", i,
                                                      "]: must be a finite number, got ", weight));

@@ -250,4 +250,13 @@ absl::Status ScanFeatures(google::protobuf::io::ZeroCopyInputStream* input,
   return absl::OkStatus();
 }
 
+ParseBounds ParseBoundsOf(const ScanLimits& limits) {
+  ParseBounds bounds;
+  bounds.user_features = limits.user_tables + kFeatureListSlack;
+  bounds.item_features = limits.item_tables + kFeatureListSlack;
+  bounds.ids_per_feature = limits.max_ids_per_feature;
+  bounds.ids = limits.max_ids;
+  return bounds;
+}
+
 }  // namespace fuserank::server

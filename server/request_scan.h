@@ -5,6 +5,9 @@
 // ScanTopLevel reads only the top-level fields (each candidate skipped by its length) to
 // count candidates and find the model; ScanFeatures walks every feature of the request.
 // Neither allocates, but for the model name. Messages match RequestDecoder's.
+// A parse within ParseBoundsOf(limits) (rank_request_view.h) stands for ScanFeatures: bytes
+// protobuf parses are never malformed to the scan, so a parse that stays within the bounds
+// passes it (with shape->ids the view's ids), and one stopped at them fails it.
 // Plain functions; thread-safe.
 #ifndef FUSERANK_SERVER_REQUEST_SCAN_H_
 #define FUSERANK_SERVER_REQUEST_SCAN_H_
@@ -16,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "engine/config_defaults.h"
+#include "server/rank_request_view.h"
 
 namespace fuserank::server {
 
@@ -29,6 +33,9 @@ struct ScanLimits {
   int item_tables = 0;
   std::string model_name;  // for messages
 };
+
+// The scan's limits as bounds of ParseRankRequest (see above).
+ParseBounds ParseBoundsOf(const ScanLimits& limits);
 
 // What the scans found.
 struct RequestShape {

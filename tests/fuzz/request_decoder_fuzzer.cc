@@ -1,16 +1,27 @@
-// libFuzzer target: RequestDecoder::Append on any serialized RankRequest. The decoder must
-// never crash, must agree with a naive re-statement of SPEC section 3 (reference_decode.h)
-// on which requests are valid and what they decode to, must leave the batch untouched on
-// error, and must only produce batches whose CSR arrays are consistent.
+// libFuzzer target: RequestDecoder on any bytes. The decoder must never crash, must agree
+// with a naive re-statement of SPEC section 3 (reference_decode.h) on which requests are
+// valid and what they decode to, must leave the batch untouched on error, and must only
+// produce batches whose CSR arrays are consistent. Its wire parse (AppendWire on the raw
+// bytes) must accept exactly what protobuf's parser accepts, and then give the same status,
+// word for word, and the same batch as the protobuf-based decode it replaced
+// (bench/decode/baseline_rank_decoder.h) on protobuf's parse of the bytes; and on such
+// bytes a parse within the scan's bounds must pass the scan, and one stopped at them not.
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "bench/decode/baseline_rank_decoder.h"
 #include "engine/batch.h"
 #include "fuserank/v1/ranker.pb.h"
+#include "server/rank_request_view.h"
 #include "server/request_decoder.h"
+#include "server/request_scan.h"
 #include "tests/fuzz/batch_invariants.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_verdict.h"
@@ -43,6 +54,7 @@ struct Fixture {
     model = MakeModel(spec);
     other_model = MakeModel(testing::SmallSpec(1, 1, 10, 4));
     decoder = std::make_unique<server::RequestDecoder>(model, kLimits);
+    baseline = std::make_unique<bench::BaselineRankDecoder>(model, kLimits);
     other_decoder = std::make_unique<server::RequestDecoder>(other_model, kLimits);
     // A valid request decoded first, so errors must also leave an earlier request intact.
     v1::Feature* f = first.add_user_features();
@@ -59,6 +71,7 @@ struct Fixture {
   std::shared_ptr<const engine::Model> model;
   std::shared_ptr<const engine::Model> other_model;
   std::unique_ptr<server::RequestDecoder> decoder;
+  std::unique_ptr<bench::BaselineRankDecoder> baseline;
   std::unique_ptr<server::RequestDecoder> other_decoder;
   v1::RankRequest first;
 };
@@ -92,6 +105,52 @@ absl::Status CheckAppend(const Fixture& f, const v1::RankRequest& request, engin
   return status;
 }
 
+// AppendWire on the raw bytes, after a valid request, against protobuf's parse of them
+// (`parsed`, null when protobuf refuses them) and the old decoder on that parse.
+void CheckWireDecode(const Fixture& f, absl::string_view wire, const v1::RankRequest* parsed) {
+  engine::Batch batch;
+  FUZZ_CHECK(f.decoder->Append(f.first, &batch).ok(), "the fixed request must decode");
+  const engine::Batch before = batch;
+  std::vector<int64_t> item_ids = {42};
+  const absl::Status status = f.decoder->AppendWire(wire, &batch, &item_ids);
+  if (parsed == nullptr) {
+    FUZZ_CHECK(
+        status == server::NotARankRequest(),
+        absl::StrCat("protobuf refuses these bytes, the wire decode says ", status.ToString()));
+  } else {
+    // A parse within the scan's bounds is a request the scan passes, with the view's ids;
+    // a parse stopped at them is one the scan refuses.
+    server::RankRequestView view;
+    server::RequestShape scanned;
+    google::protobuf::io::ArrayInputStream bytes(wire.data(), static_cast<int>(wire.size()));
+    const absl::Status scan = server::ScanFeatures(&bytes, f.decoder->scan_limits(), &scanned);
+    if (server::ParseRankRequest(wire, f.decoder->parse_bounds(), &view)) {
+      FUZZ_CHECK(
+          scan.ok() && scanned.ids == static_cast<int64_t>(view.ids.size()),
+          absl::StrCat("the parse stayed within its bounds, the scan says ", scan.ToString()));
+    } else {
+      FUZZ_CHECK(!scan.ok(), "the parse stopped at its bounds, but the scan passes");
+    }
+    engine::Batch expected;
+    FUZZ_CHECK(f.baseline->Append(f.first, &expected).ok(), "the fixed request must decode");
+    const absl::Status old = f.baseline->Append(*parsed, &expected);
+    FUZZ_CHECK(status.code() == old.code() && status.message() == old.message(),
+               absl::StrCat("the wire decode says ", status.ToString(), ", the old decoder ",
+                            old.ToString()));
+    FUZZ_CHECK(SameBatch(expected, batch), "the wire decode's batch differs from the old one's");
+    if (status.ok()) {
+      FUZZ_CHECK(item_ids.size() == static_cast<size_t>(parsed->candidates_size()) + 1,
+                 "not one item id per candidate");
+      for (int c = 0; c < parsed->candidates_size(); ++c) {
+        FUZZ_CHECK(item_ids[c + 1] == parsed->candidates(c).item_id(), "item ids differ");
+      }
+      return;
+    }
+  }
+  FUZZ_CHECK(SameBatch(before, batch), "a failed AppendWire changed the batch");
+  FUZZ_CHECK(item_ids.size() == 1, "a failed AppendWire changed the item ids");
+}
+
 }  // namespace
 }  // namespace fuserank::fuzz
 
@@ -99,7 +158,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fuserank;
   const fuzz::Fixture& f = fuzz::GetFixture();
   v1::RankRequest request;
-  if (!request.ParseFromArray(data, static_cast<int>(size))) {
+  const bool parsed = request.ParseFromArray(data, static_cast<int>(size));
+  fuzz::CheckWireDecode(f, absl::string_view(reinterpret_cast<const char*>(data), size),
+                        parsed ? &request : nullptr);
+  if (!parsed) {
     fuzz::FuzzVerdict(false, "not a serialized RankRequest");
     return 0;
   }

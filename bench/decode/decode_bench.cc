@@ -1,0 +1,234 @@
+// Request decode of the ranking port, from the bytes gRPC hands over to a filled engine
+// batch, on the bench model (bench/models/gen_bench_model.sh: 8 user + 18 item tables, 5 +
+// 8 dense) and the load generator's requests (one id per feature, Zipf 1.05, seed 1; a
+// pool of 64 distinct requests cycled). Items processed = requests, so items/s is
+// requests decoded per second and 1e6 / that the microseconds per request.
+//   RankDecode/baseline: the decode before the direct wire parse (baseline_rank_decoder.h):
+//     top-level scan, feature scan over the ByteBuffer, protobuf parse into a per-thread
+//     arena, validation and append from the message.
+//   RankDecode/wire: what RankerService runs now: the same top-level scan, the bytes made
+//     contiguous (server/wire_bytes.h) and parsed in place within the feature scan's
+//     limits (rank_request_view.h, no message built; it stands for the feature scan),
+//     then RequestDecoder::AppendParsed.
+//   InferDecode: ModelInfer as KServeService decodes it: the ModelInferRequest
+//     (raw_input_contents) parsed from the ByteBuffer, then TensorDecoder::Append.
+// usage: fuserank-decode-bench [--model=bench/out/model/bench.yaml] [benchmark flags]
+#include <google/protobuf/arena.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "bench/decode/baseline_rank_decoder.h"
+#include "bench/kserve/infer_request.h"
+#include "bench/loadgen/request_pool.h"
+#include "benchmark/benchmark.h"
+#include "engine/model.h"
+#include "inference/grpc_service.pb.h"
+#include "server/rank_request_view.h"
+#include "server/request_decoder.h"
+#include "server/request_scan.h"
+#include "server/tensor_decoder.h"
+#include "server/wire_bytes.h"
+
+namespace fuserank::bench {
+namespace {
+
+constexpr int kPool = 64;
+constexpr int kCandidates[] = {16, 256, 1024};
+
+std::shared_ptr<const engine::Model>& BenchModel() {
+  static std::shared_ptr<const engine::Model> model;
+  return model;
+}
+
+server::DecodeLimits Limits() {
+  server::DecodeLimits limits;  // the server's defaults
+  return limits;
+}
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// The pool's RankRequests at `n` candidates, as gRPC would hand them over.
+const std::vector<grpc::ByteBuffer>& RankPool(int n) {
+  static std::vector<grpc::ByteBuffer> pools[3];
+  std::vector<grpc::ByteBuffer>& pool = pools[n == 16 ? 0 : n == 256 ? 1 : 2];
+  if (pool.empty()) {
+    RequestOptions options;
+    options.candidates = n;
+    options.seed = 1;
+    absl::StatusOr<RequestPool> built = BuildRequestPool(BenchModel()->spec(), options, kPool);
+    if (!built.ok()) std::abort();
+    for (const std::string& bytes : built->serialized) pool.push_back(ToByteBuffer(bytes));
+  }
+  return pool;
+}
+
+const std::vector<grpc::ByteBuffer>& InferPool(int n) {
+  static std::vector<grpc::ByteBuffer> pools[3];
+  std::vector<grpc::ByteBuffer>& pool = pools[n == 16 ? 0 : n == 256 ? 1 : 2];
+  if (pool.empty()) {
+    RequestOptions options;
+    options.candidates = n;
+    options.seed = 1;
+    absl::StatusOr<RequestPool> built = BuildRequestPool(BenchModel()->spec(), options, kPool);
+    if (!built.ok()) std::abort();
+    for (const std::string& bytes : built->serialized) {
+      v1::RankRequest request;
+      if (!request.ParseFromString(bytes)) std::abort();
+      const inference::ModelInferRequest infer =
+          ToInferRequest(BenchModel()->spec(), request, InferRequestOptions{});
+      pool.push_back(ToByteBuffer(infer.SerializeAsString()));
+    }
+  }
+  return pool;
+}
+
+double MeanBytes(const std::vector<grpc::ByteBuffer>& pool) {
+  double bytes = 0;
+  for (const grpc::ByteBuffer& b : pool) bytes += static_cast<double>(b.Length());
+  return bytes / static_cast<double>(pool.size());
+}
+
+absl::Status ScanTop(const grpc::ByteBuffer& request, server::RequestShape* shape) {
+  grpc::ByteBuffer copy(request);
+  grpc::ProtoBufferReader reader(&copy);
+  return server::ScanTopLevel(&reader, Limits().max_candidates, shape);
+}
+
+void Check(const absl::Status& status, benchmark::State& state) {
+  if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
+}
+
+void BM_RankDecodeBaseline(benchmark::State& state) {
+  const std::vector<grpc::ByteBuffer>& pool = RankPool(static_cast<int>(state.range(0)));
+  const server::RequestDecoder scan_limits_from(BenchModel(), Limits());
+  const BaselineRankDecoder decoder(BenchModel(), Limits());
+  // The old server's per-thread parse arena: a 1 MB first block.
+  std::unique_ptr<char[]> block(new char[1 << 20]);
+  google::protobuf::ArenaOptions options;
+  options.initial_block = block.get();
+  options.initial_block_size = 1 << 20;
+  options.start_block_size = 64 << 10;
+  options.max_block_size = 1 << 20;
+  google::protobuf::Arena arena(options);
+  engine::Batch batch;
+  std::vector<int64_t> item_ids;
+  size_t i = 0;
+  for (auto _ : state) {
+    const grpc::ByteBuffer& request = pool[i++ % pool.size()];
+    batch.Clear();
+    item_ids.clear();
+    server::RequestShape shape;
+    absl::Status status = ScanTop(request, &shape);
+    if (status.ok()) {
+      grpc::ByteBuffer copy(request);
+      grpc::ProtoBufferReader reader(&copy);
+      status = server::ScanFeatures(&reader, scan_limits_from.scan_limits(), &shape);
+    }
+    if (status.ok()) status = BaselineParseAndAppend(request, decoder, &arena, &batch, &item_ids);
+    Check(status, state);
+    benchmark::DoNotOptimize(batch.item.rows.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanBytes(pool)));
+}
+
+void BM_RankDecodeWire(benchmark::State& state) {
+  const std::vector<grpc::ByteBuffer>& pool = RankPool(static_cast<int>(state.range(0)));
+  const server::RequestDecoder decoder(BenchModel(), Limits());
+  engine::Batch batch;
+  std::vector<int64_t> item_ids;
+  size_t i = 0;
+  for (auto _ : state) {
+    const grpc::ByteBuffer& request = pool[i++ % pool.size()];
+    batch.Clear();
+    item_ids.clear();
+    server::RequestShape shape;
+    absl::Status status = ScanTop(request, &shape);
+    if (status.ok()) {
+      const server::WireBytes wire(request);
+      const server::ThreadRankRequestView parsed;
+      if (!server::ParseRankRequest(wire.view(), decoder.parse_bounds(), &*parsed)) {
+        std::abort();  // the pool holds valid requests only
+      }
+      shape.ids = static_cast<int64_t>(parsed->ids.size());
+      status = decoder.AppendParsed(*parsed, &batch, &item_ids);
+    }
+    Check(status, state);
+    benchmark::DoNotOptimize(batch.item.rows.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanBytes(pool)));
+}
+
+void BM_InferDecode(benchmark::State& state) {
+  const std::vector<grpc::ByteBuffer>& pool = InferPool(static_cast<int>(state.range(0)));
+  const server::TensorDecoder decoder(*BenchModel(), Limits());
+  inference::ModelInferRequest request;  // reused, as KServeService's pooled calls do
+  engine::Batch batch;
+  size_t i = 0;
+  for (auto _ : state) {
+    batch.Clear();
+    grpc::ByteBuffer wire(pool[i++ % pool.size()]);
+    const grpc::Status parsed =
+        grpc::GenericDeserialize<grpc::ProtoBufferReader, inference::ModelInferRequest>(&wire,
+                                                                                        &request);
+    if (!parsed.ok()) state.SkipWithError("not a ModelInferRequest");
+    server::InferRequestInfo info;
+    Check(decoder.Append(request, BenchModel(), &batch, &info), state);
+    benchmark::DoNotOptimize(batch.item.rows.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanBytes(pool)));
+}
+
+void Sizes(benchmark::internal::Benchmark* b) {
+  b->ArgName("candidates");
+  for (int n : kCandidates) b->Arg(n);
+  b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_RankDecodeBaseline)->Apply(Sizes);
+BENCHMARK(BM_RankDecodeWire)->Apply(Sizes);
+BENCHMARK(BM_InferDecode)->Apply(Sizes);
+
+}  // namespace
+}  // namespace fuserank::bench
+
+int main(int argc, char** argv) {
+  std::string path = "bench/out/model/bench.yaml";
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    if (absl::StartsWith(argv[i], "--model=")) {
+      path = argv[i] + std::strlen("--model=");
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  int rest_argc = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_argc, rest.data());
+  absl::StatusOr<std::shared_ptr<const fuserank::engine::Model>> model =
+      fuserank::engine::Model::Load(path);
+  if (!model.ok()) {
+    std::fprintf(stderr,
+                 "fuserank-decode-bench: %s (make the bench model with "
+                 "bench/models/gen_bench_model.sh)\n",
+                 std::string(model.status().message()).c_str());
+    return 1;
+  }
+  fuserank::bench::BenchModel() = *model;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,254 @@
+#include "server/rank_request_view.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "server/wire_reader.h"
+
+namespace fuserank::server {
+namespace {
+
+using wire::EndsMessage;
+using wire::kRecursionLimit;
+using wire::Reader;
+using wire::SkipField;
+using wire::String;
+
+// Tags, (field << 3) | wire type, of proto/fuserank/v1/ranker.proto. Any other tag is an
+// unknown field to protobuf, a known field number with another wire type too.
+constexpr uint32_t kRequestId = 10;          // RankRequest.request_id, length-delimited
+constexpr uint32_t kUserFeatures = 18;       // RankRequest.user_features
+constexpr uint32_t kUserDensePacked = 26;    // RankRequest.user_dense, packed
+constexpr uint32_t kUserDense = 29;          // RankRequest.user_dense, one fixed32
+constexpr uint32_t kCandidates = 34;         // RankRequest.candidates
+constexpr uint32_t kTopK = 40;               // RankRequest.top_k, varint
+constexpr uint32_t kModel = 50;              // RankRequest.model
+constexpr uint32_t kItemId = 8;              // Candidate.item_id, varint
+constexpr uint32_t kCandidateFeatures = 18;  // Candidate.features
+constexpr uint32_t kDensePacked = 26;        // Candidate.dense, packed
+constexpr uint32_t kDense = 29;              // Candidate.dense, one fixed32
+constexpr uint32_t kName = 10;               // Feature.name
+constexpr uint32_t kIds = 16;                // Feature.ids, one varint
+constexpr uint32_t kIdsPacked = 18;          // Feature.ids, packed
+constexpr uint32_t kWeightsPacked = 26;      // Feature.weights, packed
+constexpr uint32_t kWeights = 29;            // Feature.weights, one fixed32
+
+// The most a thread's view keeps between requests.
+constexpr size_t kKeptViewBytes = 1 << 20;
+
+// Appends the packed varints `in` is at to `out`; false past `max_size` values in `out`.
+bool PackedVarints(Reader* in, size_t max_size, std::vector<int64_t>* out) {
+  uint32_t length = 0;
+  if (!in->Length(&length)) return false;
+  Reader packed = in->Sub(length);
+  while (!packed.done()) {
+    uint64_t value = 0;
+    if (!packed.Varint(&value) || out->size() >= max_size) return false;
+    out->push_back(static_cast<int64_t>(value));
+  }
+  return true;
+}
+
+bool PackedFloats(Reader* in, std::vector<float>* out) {
+  uint32_t length = 0;
+  if (!in->Length(&length) || length % sizeof(float) != 0) return false;
+  const size_t old = out->size();
+  out->resize(old + length / sizeof(float));
+  std::memcpy(out->data() + old, in->p, length);
+  in->p += length;
+  return true;
+}
+
+bool Float(Reader* in, std::vector<float>* out) {
+  if (static_cast<size_t>(in->end - in->p) < sizeof(float)) return false;
+  float value;
+  std::memcpy(&value, in->p, sizeof(float));
+  in->p += sizeof(float);
+  out->push_back(value);
+  return true;
+}
+
+// What one parse reads into and stops at.
+struct Target {
+  const ParseBounds& bounds;
+  RankRequestView* view;
+};
+
+bool ParseFeature(Reader in, int depth, const Target& target, FeatureView* feature) {
+  RankRequestView* view = target.view;
+  feature->ids_begin = static_cast<uint32_t>(view->ids.size());
+  feature->weights_begin = static_cast<uint32_t>(view->weights.size());
+  // The most ids the view may hold once this feature is read.
+  const size_t max_ids = static_cast<size_t>(std::min<int64_t>(
+      target.bounds.ids, static_cast<int64_t>(feature->ids_begin) + target.bounds.ids_per_feature));
+  while (!in.done()) {
+    uint32_t tag = 0;
+    if (!in.Tag(&tag)) return false;
+    bool ok = true;
+    switch (tag) {
+      case kName:
+        ok = String(&in, &feature->name);
+        break;
+      case kIdsPacked:
+        ok = PackedVarints(&in, max_ids, &view->ids);
+        break;
+      case kIds: {
+        uint64_t id = 0;
+        ok = in.Varint(&id) && view->ids.size() < max_ids;
+        view->ids.push_back(static_cast<int64_t>(id));
+        break;
+      }
+      case kWeightsPacked:
+        ok = PackedFloats(&in, &view->weights);
+        break;
+      case kWeights:
+        ok = Float(&in, &view->weights);
+        break;
+      default:
+        ok = !EndsMessage(tag) && SkipField(&in, tag, depth);
+    }
+    if (!ok) return false;
+  }
+  feature->ids_end = static_cast<uint32_t>(view->ids.size());
+  feature->weights_end = static_cast<uint32_t>(view->weights.size());
+  return true;
+}
+
+// Reads the length-delimited Feature `in` is at into a new entry of `features`, unless
+// that would make the list longer than `max_size`.
+bool NestedFeature(Reader* in, int depth, const Target& target, size_t max_size,
+                   std::vector<FeatureView>* features) {
+  uint32_t length = 0;
+  if (!in->Length(&length) || features->size() >= max_size) return false;
+  // Parsed in place: nothing below adds to `features`.
+  return ParseFeature(in->Sub(length), depth - 1, target, &features->emplace_back());
+}
+
+bool ParseCandidate(Reader in, int depth, const Target& target, CandidateView* candidate) {
+  RankRequestView* view = target.view;
+  candidate->features_begin = static_cast<uint32_t>(view->item_features.size());
+  candidate->dense_begin = static_cast<uint32_t>(view->item_dense.size());
+  while (!in.done()) {
+    uint32_t tag = 0;
+    if (!in.Tag(&tag)) return false;
+    bool ok = true;
+    switch (tag) {
+      case kItemId: {
+        uint64_t id = 0;
+        ok = in.Varint(&id);
+        candidate->item_id = static_cast<int64_t>(id);
+        break;
+      }
+      case kCandidateFeatures:
+        ok = NestedFeature(&in, depth, target,
+                           candidate->features_begin +
+                               static_cast<size_t>(std::max(0, target.bounds.item_features)),
+                           &view->item_features);
+        break;
+      case kDensePacked:
+        ok = PackedFloats(&in, &view->item_dense);
+        break;
+      case kDense:
+        ok = Float(&in, &view->item_dense);
+        break;
+      default:
+        ok = !EndsMessage(tag) && SkipField(&in, tag, depth);
+    }
+    if (!ok) return false;
+  }
+  candidate->features_end = static_cast<uint32_t>(view->item_features.size());
+  candidate->dense_end = static_cast<uint32_t>(view->item_dense.size());
+  return true;
+}
+
+bool NestedCandidate(Reader* in, int depth, const Target& target) {
+  uint32_t length = 0;
+  if (!in->Length(&length)) return false;
+  CandidateView candidate;
+  if (!ParseCandidate(in->Sub(length), depth - 1, target, &candidate)) return false;
+  target.view->candidates.push_back(candidate);
+  return true;
+}
+
+}  // namespace
+
+void RankRequestView::Clear() {
+  request_id = {};
+  model = {};
+  top_k = 0;
+  user_dense.clear();
+  user_features.clear();
+  candidates.clear();
+  item_features.clear();
+  item_dense.clear();
+  ids.clear();
+  weights.clear();
+}
+
+size_t RankRequestView::CapacityBytes() const {
+  return (user_dense.capacity() + item_dense.capacity() + weights.capacity()) * sizeof(float) +
+         (user_features.capacity() + item_features.capacity()) * sizeof(FeatureView) +
+         candidates.capacity() * sizeof(CandidateView) + ids.capacity() * sizeof(int64_t);
+}
+
+namespace {
+
+RankRequestView& ThreadView() {
+  thread_local RankRequestView view;
+  return view;
+}
+
+}  // namespace
+
+ThreadRankRequestView::ThreadRankRequestView() : view_(&ThreadView()) {}
+
+ThreadRankRequestView::~ThreadRankRequestView() {
+  if (view_->CapacityBytes() > kKeptViewBytes) *view_ = RankRequestView();
+}
+
+bool ParseRankRequest(absl::string_view wire, const ParseBounds& bounds, RankRequestView* view) {
+  view->Clear();
+  const Target target{bounds, view};
+  const auto* begin = reinterpret_cast<const uint8_t*>(wire.data());
+  Reader in{begin, begin + wire.size()};
+  const int depth = kRecursionLimit;
+  while (!in.done()) {
+    uint32_t tag = 0;
+    if (!in.Tag(&tag)) return false;
+    bool ok = true;
+    switch (tag) {
+      case kRequestId:
+        ok = String(&in, &view->request_id);
+        break;
+      case kUserFeatures:
+        ok = NestedFeature(&in, depth, target,
+                           static_cast<size_t>(std::max(0, bounds.user_features)),
+                           &view->user_features);
+        break;
+      case kUserDensePacked:
+        ok = PackedFloats(&in, &view->user_dense);
+        break;
+      case kUserDense:
+        ok = Float(&in, &view->user_dense);
+        break;
+      case kCandidates:
+        ok = NestedCandidate(&in, depth, target);
+        break;
+      case kTopK: {
+        uint64_t top_k = 0;
+        ok = in.Varint(&top_k);
+        view->top_k = static_cast<uint32_t>(top_k);
+        break;
+      }
+      case kModel:
+        ok = String(&in, &view->model);
+        break;
+      default:
+        ok = !EndsMessage(tag) && SkipField(&in, tag, depth);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace fuserank::server
