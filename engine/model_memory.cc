@@ -23,19 +23,6 @@ uint64_t Mul(uint64_t a, uint64_t b) {
 }
 uint64_t U(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
 
-uint64_t ElementBytes(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-    case DType::kBF16:
-      return 2;
-    case DType::kInt8:
-      return 1;
-  }
-  return 4;
-}
-
 // A float32 nn.Linear [out, in] with its bias.
 uint64_t LayerBytes(uint64_t in, uint64_t out) { return Mul(Add(Mul(in, out), out), 4); }
 
