@@ -42,9 +42,9 @@ bench:
 	$(MAKE) build BUILD=$(BUILD)
 	BUILD=$(BUILD) bash bench/run_cpu_bench.sh
 
-# Triton's perf_analyzer through the KServe v2 protocol beside fuserank-bench (docs/kserve.md);
-# not part of `make bench`: it fetches perf_analyzer from PyPI and, on Debian 12, a newer
-# glibc runtime from Debian's archive to start it.
+# Triton's perf_analyzer through the KServe v2 protocol beside fuserank-bench (docs/kserve.md)
+# alone; `make bench` runs it too. It fetches perf_analyzer from PyPI and, on Debian 12, a
+# newer glibc runtime from Debian's archive to start it.
 bench-kserve:
 	$(MAKE) build BUILD=$(BUILD)
 	BUILD=$(BUILD) bash bench/run_kserve_bench.sh

@@ -5,7 +5,8 @@
 # running beside the other would steal its CPU). Then the engine microbenchmarks and the
 # torch forward alone. Writes bench/out/*.json, docs/img/cpu_latency_throughput.png and
 # the generated section of docs/benchmarks.md (between the cpu-bench markers). Last, the
-# goodput-under-overload section (bench/run_overload_bench.sh, its own markers).
+# goodput-under-overload section (bench/run_overload_bench.sh, its own markers) and the
+# KServe v2 section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers).
 #
 # usage: bench/run_cpu_bench.sh            (from anywhere; about 10 minutes)
 # env:   BUILD=build  DURATION=10 WARMUP=3 REPEATS=3  CONCURRENCY=4  SIZES="16 256"
@@ -215,6 +216,17 @@ if [[ "$WRITE_DOCS" == 1 ]]; then
 else
   BUILD="$BUILD" MODEL="$MODEL" DURATION=2 WARMUP=1 REPEATS=1 WRITE_DOCS=0 \
     bash bench/run_overload_bench.sh >&2 || log "run_overload_bench.sh failed: see bench/out/overload"
+fi
+
+log "KServe v2 through Triton's perf_analyzer: bench/run_kserve_bench.sh"
+# Its own section of docs/benchmarks.md (kserve-bench markers); it fetches perf_analyzer
+# from PyPI and says so when that fails, which fails nothing else here.
+if [[ "$WRITE_DOCS" == 1 ]]; then
+  BUILD="$BUILD" bash bench/run_kserve_bench.sh >&2 ||
+    log "run_kserve_bench.sh failed: see bench/out/kserve"
+else
+  BUILD="$BUILD" QUICK=1 bash bench/run_kserve_bench.sh >&2 ||
+    log "run_kserve_bench.sh failed: see bench/out/kserve"
 fi
 
 cat >"$OUT/results/run.json" <<EOF
