@@ -54,7 +54,7 @@ bool PackedFloats(Reader* in, std::vector<float>* out) {
   if (!in->Length(&length) || length % sizeof(float) != 0) return false;
   const size_t old = out->size();
   out->resize(old + length / sizeof(float));
-  std::memcpy(out->data() + old, in->p, length);
+  if (length > 0) std::memcpy(out->data() + old, in->p, length);  // data() may be null
   in->p += length;
   return true;
 }

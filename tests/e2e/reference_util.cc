@@ -137,7 +137,8 @@ v1::RankRequest RandomRequest(const TestModel& model, uint64_t seed, int max_can
   const int n = std::uniform_int_distribution<int>(1, max_candidates)(rng);
   for (int c = 0; c < n; ++c) {
     v1::Candidate* candidate = request.add_candidates();
-    candidate->set_item_id(static_cast<int64_t>(seed) * 1000 + c);
+    // Unsigned arithmetic: a printed 64-bit seed times 1000 wraps instead of overflowing.
+    candidate->set_item_id(static_cast<int64_t>(seed * 1000 + static_cast<uint64_t>(c)));
     for (const TableSpec& table : spec.tables) {
       if (table.side == engine::Side::kItem)
         AddRandomBag(table, &rng, candidate->mutable_features());
