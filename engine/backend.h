@@ -15,12 +15,18 @@ namespace fuserank::engine {
 
 class HotRowManager;
 
+// engine.cpu_precision: the CPU engine's MLP arithmetic. kFp32 is the reference; kBf16
+// rounds the per-candidate layers' inputs and weights to bf16 and sums in fp32
+// (engine/cpu/sgemm_bf16.h).
+enum class CpuPrecision { kFp32, kBf16 };
+
 struct BackendOptions {
   int workers = defaults::kStreams;  // engine.streams: concurrent Run() calls (one per worker)
   int cpu_threads = defaults::kCpuThreads;   // CPU backend: threads that split one large batch
   int gpu = defaults::kGpu;                  // CUDA: device ordinal
   bool cuda_graphs = defaults::kCudaGraphs;  // CUDA: replay a graph per batch-size bucket
   bool allow_tf32 = defaults::kAllowTf32;    // CUDA: TF32 tensor-core math in the MLP
+  CpuPrecision cpu_precision = CpuPrecision::kFp32;  // CPU backend: MLP arithmetic
   int max_batch_candidates = defaults::kMaxBatchCandidates;
   // The model's hot-row sets (cache.*), or null for none. The CPU backend reads hot rows
   // from the current snapshot's compact copies and adds each batch's hits and misses to

@@ -68,6 +68,8 @@ struct EngineConfig {
   bool cuda_graphs = defaults::kCudaGraphs;
   int cpu_threads = defaults::kCpuThreads;  // CPU backend: threads that split one batch
   bool allow_tf32 = defaults::kAllowTf32;
+  // The CPU engine's MLP arithmetic (fp32, the reference, or the opt-in bf16).
+  engine::CpuPrecision cpu_precision = engine::CpuPrecision::kFp32;
 };
 
 enum class CachePolicy { kStatic, kFrequency };

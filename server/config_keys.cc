@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/cpu/sgemm_bf16.h"
 #include "engine/hot_rows/frequency_sketch.h"
 
 namespace fuserank::server {
@@ -301,6 +302,23 @@ std::vector<ConfigKey> BuildKeys() {
                         "CPU engine: threads that split one batch"));
   keys.push_back(Plain("engine.allow_tf32", FUSERANK_MEMBER(engine.allow_tf32),
                        "CUDA: TF32 tensor-core math in the MLP"));
+  ConfigKey precision = Enum<engine::CpuPrecision>(
+      "engine.cpu_precision", FUSERANK_MEMBER(engine.cpu_precision),
+      {{"fp32", engine::CpuPrecision::kFp32}, {"bf16", engine::CpuPrecision::kBf16}},
+      "CPU engine MLP: fp32 (the reference) or bf16 (AVX512_BF16 CPUs; docs/cpu-engine.md)");
+  precision.check = [](const Config& config, ErrorList* errors) {
+    if (config.engine.cpu_precision == engine::CpuPrecision::kFp32) return;
+    if (config.engine.device == engine::DeviceChoice::kCuda) {
+      errors->Add("engine.cpu_precision",
+                  "bf16 applies to the CPU engine only; engine.device: cuda does not use it "
+                  "(set engine.device: cpu or auto, or cpu_precision: fp32)");
+      return;
+    }
+    if (absl::Status available = engine::Bf16KernelsAvailable(); !available.ok()) {
+      errors->Add("engine.cpu_precision", absl::StrCat(available.message(), "; use fp32"));
+    }
+  };
+  keys.push_back(std::move(precision));
   // cache
   keys.push_back(Ranged("cache.hot_rows_per_table", FUSERANK_MEMBER(cache.hot_rows_per_table), 0,
                         1 << 29,

@@ -35,7 +35,9 @@ constexpr int kSamplerBufferRows = 1024;
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const Model> model, const BackendOptions& options)
-      : model_(std::move(model)), plan_(BuildCpuPlan(*model_)), hot_rows_(options.hot_rows) {
+      : model_(std::move(model)),
+        plan_(BuildCpuPlan(*model_, options.cpu_precision)),
+        hot_rows_(options.hot_rows) {
     if (hot_rows_ != nullptr && &hot_rows_->model() != model_.get()) {
       hot_status_ =
           absl::InvalidArgumentError("cpu backend: the hot-row manager belongs to another model");

@@ -22,6 +22,11 @@ PackedLayer PackLayer(const DenseLayer& layer, bool relu, const std::vector<int>
 
 void LayerForward(const PackedLayer& layer, int rows, const float* x, int x_stride, float* y,
                   int y_stride, const float* bias) {
+  if (!layer.weight_bf16.empty()) {
+    SgemmBf16(rows, x, x_stride, layer.weight_bf16, bias != nullptr ? bias : layer.bias.data(),
+              layer.relu, y, y_stride);
+    return;
+  }
   SgemmPacked(rows, x, x_stride, layer.weight, bias != nullptr ? bias : layer.bias.data(),
               layer.relu, y, y_stride);
 }

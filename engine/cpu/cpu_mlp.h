@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/cpu/sgemm.h"
+#include "engine/cpu/sgemm_bf16.h"
 #include "engine/model.h"
 
 namespace fuserank::engine {
@@ -17,6 +18,9 @@ struct PackedLayer {
   bool relu = false;
   PackedMatrix weight;      // in x out
   std::vector<float> bias;  // out
+  // engine.cpu_precision: bf16: the weight's bf16 copy, which LayerForward then uses
+  // (empty: fp32).
+  PackedMatrixBf16 weight_bf16;
 };
 
 // Packs `layer` (weight [out, in], PyTorch layout). `columns`, when given, lists the

@@ -177,4 +177,20 @@ absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model) {
   return plan;
 }
 
+absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model, CpuPrecision precision) {
+  absl::StatusOr<CpuPlan> plan = BuildCpuPlan(model);
+  if (!plan.ok() || precision == CpuPrecision::kFp32) return plan;
+  if (absl::Status available = Bf16KernelsAvailable(); !available.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("engine.cpu_precision: bf16: ", available.message()));
+  }
+  auto to_bf16 = [](PackedLayer& layer) {
+    if (layer.out > 1) layer.weight_bf16 = PackedMatrixBf16::FromPacked(layer.weight);
+  };
+  if (plan->has_bottom) to_bf16(plan->bottom_item);
+  for (PackedLayer& layer : plan->bottom_rest) to_bf16(layer);
+  for (PackedLayer& layer : plan->top) to_bf16(layer);
+  return plan;
+}
+
 }  // namespace fuserank::engine

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/backend.h"
 #include "engine/cpu/cpu_interaction.h"
 #include "engine/cpu/cpu_mlp.h"
 #include "engine/model.h"
@@ -67,6 +68,12 @@ struct CpuPlan {
 // Checks the model's shapes against its spec and builds the plan; INVALID_ARGUMENT
 // (naming the layer or table) for inconsistent shapes.
 absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model);
+
+// The plan at `precision`: with kBf16 every per-candidate layer of more than one output
+// (bottom_item, bottom_rest, top but a 1-wide last layer) also gets its bf16 weights; the
+// once-per-request layers stay fp32. FAILED_PRECONDITION when this CPU cannot run bf16
+// (Bf16KernelsAvailable).
+absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model, CpuPrecision precision);
 
 }  // namespace fuserank::engine
 

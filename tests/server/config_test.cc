@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_split.h"
+#include "engine/cpu/sgemm_bf16.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config_validation.h"
@@ -43,6 +44,7 @@ TEST(ConfigTest, EmptyFileGivesEveryDefault) {
   EXPECT_TRUE(config->engine.cuda_graphs);
   EXPECT_EQ(config->engine.cpu_threads, 1);
   EXPECT_FALSE(config->engine.allow_tf32);
+  EXPECT_EQ(config->engine.cpu_precision, engine::CpuPrecision::kFp32);
   EXPECT_EQ(config->cache.hot_rows_per_table, 4096);
   EXPECT_EQ(config->cache.policy, CachePolicy::kStatic);
   EXPECT_EQ(config->cache.rebuild_interval_seconds, 60);
@@ -87,6 +89,7 @@ engine:
   cuda_graphs: false
   cpu_threads: 3
   allow_tf32: true
+  cpu_precision: fp32
 cache:
   hot_rows_per_table: 10
   policy: frequency
@@ -227,6 +230,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "server.max_concurrent_streams: must be in 0..1048576, got -3"},
         BadConfigCase{"transport_memory", "server: {transport_memory_bytes: 1000}",
                       "server.transport_memory_bytes: must be in 1048576..1099511627776, got 1000"},
+        BadConfigCase{"cpu_precision", "engine: {cpu_precision: fp16}",
+                      "engine.cpu_precision: must be one of"},
+        BadConfigCase{"cpu_precision_on_cuda", "engine: {device: cuda, cpu_precision: bf16}",
+                      "engine.cpu_precision: bf16 applies to the CPU engine only"},
         BadConfigCase{"queue_delay", "engine: {max_queue_delay_ms: -1}",
                       "engine.max_queue_delay_ms: must be in 0..3600000, got -1"},
         BadConfigCase{"batch_ids", "engine: {max_batch_ids: 0}",
@@ -357,6 +364,19 @@ extra: 1
   EXPECT_THAT(message, HasSubstr("config/x.yaml: extra: unknown key"));
   const std::vector<std::string> lines = absl::StrSplit(message, '\n');
   EXPECT_EQ(lines.size(), 7u) << message;
+}
+
+// bf16 starts where the CPU runs it and is refused at start, naming the key, elsewhere.
+TEST(ConfigTest, Bf16IsAcceptedWhereTheCpuRunsIt) {
+  absl::StatusOr<Config> config = ParseConfig("engine: {cpu_precision: bf16}", kFile);
+  if (engine::Bf16KernelsAvailable().ok()) {
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->engine.cpu_precision, engine::CpuPrecision::kBf16);
+  } else {
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(config.status().message(), HasSubstr("config/x.yaml: engine.cpu_precision: bf16"));
+    EXPECT_THAT(config.status().message(), HasSubstr("use fp32"));
+  }
 }
 
 TEST(ConfigTest, AMissingFileIsNamed) {
