@@ -13,7 +13,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "engine/cpu/cpu_fma_probe.h"
 #include "engine/cpu/cpu_simd.h"
+#include "engine/cpu/sgemm_bf16.h"
 #include "server/config.h"
 #include "server/logging.h"
 #include "server/server.h"
@@ -87,6 +90,21 @@ int Serve(const std::string& path) {
     return 1;
   }
   spdlog::info("{}", cpu.Describe());
+  if (config->engine.cpu_precision == fuserank::engine::CpuPrecision::kBf16) {
+    // bf16 pays only where the core's dot instructions outrun its fp32 FMAs (not on every
+    // CPU that has them: docs/cpu-engine.md); a few milliseconds to say which.
+    const double bf16 = fuserank::engine::MeasureBf16DotGflops(20000, 5);
+    const double fp32 = fuserank::engine::MeasureFmaGflops(cpu.isa, 20000, 5);
+    const std::string line = absl::StrFormat(
+        "engine.cpu_precision: bf16: bf16 dot peak %.0f GFLOP/s against the fp32 FMA peak "
+        "%.0f GFLOP/s of this core",
+        bf16, fp32);
+    if (bf16 < fp32) {
+      spdlog::warn("{}: bf16 is likely slower than fp32 here", line);
+    } else {
+      spdlog::info("{}", line);
+    }
+  }
   fuserank::server::LogInfoLines("effective config (" + path + "):",
                                  fuserank::server::EffectiveConfigYaml(*config));
 

@@ -168,7 +168,9 @@ absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string&
       Seconds(loaded - start).count(), Seconds(end - loaded).count(),
       served->model->spec().tables.size(), served->backend->device(),
       served->backend->device() == "cpu"
-          ? absl::StrCat(" (isa ", engine::CpuIsaName(engine::GetCpuDispatch().isa), ")")
+          ? absl::StrCat(
+                " (isa ", engine::CpuIsaName(engine::GetCpuDispatch().isa),
+                options.backend.cpu_precision == engine::CpuPrecision::kBf16 ? ", bf16" : "", ")")
           : "",
       served->backend->num_workers(), prepared.memory.ToString());
   return served;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -231,8 +232,60 @@ void SgemmBf16Avx512(int m, const float* a, int lda, const PackedMatrixBf16& b, 
   }
 }
 
+// 12 independent accumulators of dot instructions, 64 FLOPs each.
+FUSERANK_TARGET_AVX512_BF16 float Bf16DotLoop(int64_t iterations) {
+  // Distinct starting points, or the compiler merges the identical chains into one.
+  __m512 c0 = _mm512_set1_ps(1), c1 = _mm512_set1_ps(2), c2 = _mm512_set1_ps(3),
+         c3 = _mm512_set1_ps(4), c4 = _mm512_set1_ps(5), c5 = _mm512_set1_ps(6),
+         c6 = _mm512_set1_ps(7), c7 = _mm512_set1_ps(8), c8 = _mm512_set1_ps(9),
+         c9 = _mm512_set1_ps(10), c10 = _mm512_set1_ps(11), c11 = _mm512_set1_ps(12);
+  __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3F803F80));  // (1, 1)
+  const __m512bh y = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3A803A80));
+  for (int64_t i = 0; i < iterations; ++i) {
+    asm volatile("" : "+v"(x));  // keeps the loop from being folded
+    c0 = _mm512_dpbf16_ps(c0, x, y);
+    c1 = _mm512_dpbf16_ps(c1, x, y);
+    c2 = _mm512_dpbf16_ps(c2, x, y);
+    c3 = _mm512_dpbf16_ps(c3, x, y);
+    c4 = _mm512_dpbf16_ps(c4, x, y);
+    c5 = _mm512_dpbf16_ps(c5, x, y);
+    c6 = _mm512_dpbf16_ps(c6, x, y);
+    c7 = _mm512_dpbf16_ps(c7, x, y);
+    c8 = _mm512_dpbf16_ps(c8, x, y);
+    c9 = _mm512_dpbf16_ps(c9, x, y);
+    c10 = _mm512_dpbf16_ps(c10, x, y);
+    c11 = _mm512_dpbf16_ps(c11, x, y);
+  }
+  const __m512 sum =
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                                  _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7))),
+                    _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  return lanes[0];
+}
+
 }  // namespace
 #endif  // FUSERANK_HAVE_AVX512_PATH
+
+double MeasureBf16DotGflops(int64_t iterations, int rounds) {
+  double best = 0;
+#if FUSERANK_HAVE_AVX512_PATH
+  using Clock = std::chrono::steady_clock;
+  volatile float sink = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const Clock::time_point start = Clock::now();
+    sink = sink + Bf16DotLoop(iterations);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (seconds > 0)
+      best = std::max(best, 12.0 * 64.0 * static_cast<double>(iterations) / seconds * 1e-9);
+  }
+#else
+  (void)iterations;
+  (void)rounds;
+#endif
+  return best;
+}
 
 void SgemmBf16(int m, const float* a, int lda, const PackedMatrixBf16& b, const float* bias,
                bool relu, float* c, int ldc) {

@@ -54,6 +54,12 @@ class PackedMatrixBf16 {
   std::unique_ptr<uint16_t[], Free> data_;
 };
 
+// The bf16 dot peak of this core, one thread: the best GFLOP/s (2 per multiply-add) of
+// `rounds` runs of `iterations` x 12 independent 16-lane dot instructions. Where it is not
+// above the fp32 FMA peak (MeasureFmaGflops), bf16 cannot make the MLP faster.
+// REQUIRES: Bf16KernelsAvailable().ok().
+double MeasureBf16DotGflops(int64_t iterations, int rounds);
+
 // C[m x n] = bf16(A[m x k]) * B + bias, then max(0, .) when `relu`; the contract of
 // SgemmPacked otherwise (strides, bias may be null, exactly n floats per C row).
 // REQUIRES: Bf16KernelsAvailable().ok(); lda >= k, ldc >= n; C does not overlap A.
