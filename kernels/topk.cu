@@ -1,8 +1,10 @@
 // The only translation unit that includes CUB (nvcc is slow on it): a block radix sort
-// per request segment, in four block shapes.
+// per request segment, in one block shape per power of two (topk_keys.h).
+#include <array>
 #include <cstdint>
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_radix_sort.cuh>
+#include <utility>
 
 #include "kernels/batch_layout.h"
 #include "kernels/launch_error.h"
@@ -16,8 +18,12 @@ constexpr uint32_t kMaxBlocks = 4096;  // segments beyond it are walked by a blo
 
 template <int kThreads, int kItems>
 __global__ void __launch_bounds__(kThreads) SegmentedTopKKernel(const TopKArgs a) {
+  using Load = cub::BlockLoad<float, kThreads, kItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
   using Sort = cub::BlockRadixSort<uint32_t, kThreads, kItems, uint32_t>;
-  __shared__ typename Sort::TempStorage temp;
+  __shared__ union {
+    typename Load::TempStorage load;
+    typename Sort::TempStorage sort;
+  } temp;
   constexpr uint32_t kCapacity = kThreads * kItems;
   const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
   const uint32_t requests = h->num_requests;
@@ -29,17 +35,21 @@ __global__ void __launch_bounds__(kThreads) SegmentedTopKKernel(const TopKArgs a
     const uint32_t count = candidate_begin[r + 1] - begin;
     const uint32_t k = top_k[r];
     if (count > kCapacity || k == 0) continue;  // uniform across the block
+    // Coalesced: each warp reads consecutive logits and transposes them through shared
+    // memory into the blocked arrangement (thread t holds positions t * kItems + i), so
+    // the sort's input order is index order and its stability breaks ties by index.
+    float logits[kItems];
+    Load(temp.load).Load(a.d_logits + begin, logits, static_cast<int>(count), 0.0f);
+    __syncthreads();  // temp.load is reused as temp.sort
     uint32_t keys[kItems];
     uint32_t values[kItems];
-    // Blocked arrangement: thread t holds positions t * kItems + i, so the sort's input
-    // order is index order and its stability breaks ties by index.
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const uint32_t pos = threadIdx.x * kItems + i;
       values[i] = pos;
-      keys[i] = pos < count ? DescendingKey(ScoreOfLogit(a.d_logits[begin + pos])) : kPaddingKey;
+      keys[i] = pos < count ? DescendingKey(ScoreOfLogit(logits[i])) : kPaddingKey;
     }
-    Sort(temp).Sort(keys, values);
+    Sort(temp.sort).Sort(keys, values);
     ScoredPair* out = a.d_out + result_begin[r];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -59,6 +69,13 @@ cudaError_t Launch(const TopKArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+using LaunchFn = cudaError_t (*)(const TopKArgs&, cudaStream_t);
+
+template <int... S>
+constexpr std::array<LaunchFn, sizeof...(S)> Launchers(std::integer_sequence<int, S...>) {
+  return {&Launch<S>...};
+}
+
 }  // namespace
 
 cudaError_t LaunchSegmentedTopK(const TopKArgs& a, cudaStream_t stream) {
@@ -66,19 +83,10 @@ cudaError_t LaunchSegmentedTopK(const TopKArgs& a, cudaStream_t stream) {
   if (a.d_batch == nullptr || a.d_logits == nullptr || a.d_out == nullptr) {
     return cudaErrorInvalidValue;
   }
-  static_assert(kNumTopKShapes == 4, "one case per shape");
-  switch (a.shape) {
-    case 0:
-      return Launch<0>(a, stream);
-    case 1:
-      return Launch<1>(a, stream);
-    case 2:
-      return Launch<2>(a, stream);
-    case 3:
-      return Launch<3>(a, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  static constexpr std::array<LaunchFn, kNumTopKShapes> kLaunchers =
+      Launchers(std::make_integer_sequence<int, kNumTopKShapes>());
+  if (a.shape < 0 || a.shape >= kNumTopKShapes) return cudaErrorInvalidValue;
+  return kLaunchers[a.shape](a, stream);
 }
 
 }  // namespace fuserank::kernels

@@ -82,8 +82,11 @@ struct TopKShape {
   int items;
   constexpr int capacity() const { return threads * items; }
 };
-inline constexpr TopKShape kTopKShapes[] = {{128, 1}, {128, 4}, {256, 8}, {256, 16}};
-inline constexpr int kNumTopKShapes = 4;
+// One shape per power of two from 32 to 4096 keys, so that a batch never sorts more than
+// twice the keys of its longest request.
+inline constexpr TopKShape kTopKShapes[] = {{32, 1},  {64, 1},  {128, 1}, {128, 2},
+                                            {128, 4}, {256, 4}, {256, 8}, {256, 16}};
+inline constexpr int kNumTopKShapes = 8;
 // Longest request the GPU sorts; longer ones are ranked on the host.
 inline constexpr uint32_t kMaxTopKSegment = 4096;
 

@@ -211,12 +211,22 @@ TEST(TopKKeysTest, SaturationAndScoresMatchTheCpuEngine) {
 
 TEST(TopKKeysTest, ShapeHoldsTheLongestRequest) {
   EXPECT_EQ(kernels::TopKShapeIndex(1), 0);
-  EXPECT_EQ(kernels::TopKShapeIndex(128), 0);
-  EXPECT_EQ(kernels::TopKShapeIndex(129), 1);
-  EXPECT_EQ(kernels::TopKShapeIndex(2048), 2);
-  EXPECT_EQ(kernels::TopKShapeIndex(4096), 3);
-  EXPECT_EQ(kernels::TopKShapeIndex(5000), 3);  // over kMaxTopKSegment: ranked on the host
-  EXPECT_EQ(kernels::kTopKShapes[3].capacity(), static_cast<int>(kernels::kMaxTopKSegment));
+  EXPECT_EQ(kernels::TopKShapeIndex(32), 0);
+  EXPECT_EQ(kernels::TopKShapeIndex(33), 1);
+  EXPECT_EQ(kernels::TopKShapeIndex(128), 2);
+  EXPECT_EQ(kernels::TopKShapeIndex(129), 3);
+  EXPECT_EQ(kernels::TopKShapeIndex(1024), 5);  // 1024 candidates sort 1024 keys, not 2048
+  EXPECT_EQ(kernels::TopKShapeIndex(1025), 6);
+  EXPECT_EQ(kernels::TopKShapeIndex(4096), 7);
+  EXPECT_EQ(kernels::TopKShapeIndex(5000), 7);  // over kMaxTopKSegment: ranked on the host
+  // One shape per power of two: each holds twice the one before, the last kMaxTopKSegment.
+  EXPECT_EQ(kernels::kTopKShapes[0].capacity(), 32);
+  for (int s = 1; s < kernels::kNumTopKShapes; ++s) {
+    EXPECT_EQ(kernels::kTopKShapes[s].capacity(), 2 * kernels::kTopKShapes[s - 1].capacity()) << s;
+    EXPECT_EQ(kernels::kTopKShapes[s].threads % 32, 0) << "whole warps (coalesced loads)";
+  }
+  EXPECT_EQ(kernels::kTopKShapes[kernels::kNumTopKShapes - 1].capacity(),
+            static_cast<int>(kernels::kMaxTopKSegment));
 }
 
 TEST(PackedLayoutTest, SectionsAreAlignedOrderedAndDisjoint) {

@@ -123,7 +123,9 @@ TEST_P(TopKKernelTest, MatchesTheCpuTopK) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sizes, TopKKernelTest,
-    ::testing::Values(Segments{{1}, false}, Segments{{1}, true}, Segments{{127, 128, 129}, true},
+    ::testing::Values(Segments{{1}, false}, Segments{{1}, true}, Segments{{31, 32, 33}, false},
+                      Segments{{63, 64, 65}, true}, Segments{{127, 128, 129}, true},
+                      Segments{{255, 256, 257}, false}, Segments{{1023, 1024, 1025}, true},
                       Segments{{511, 512, 513}, false}, Segments{{2047, 2048, 2049}, true},
                       Segments{{4095}, false}, Segments{{4096}, true}, Segments{{4096}, false},
                       Segments{{3, 0, 17, 250, 1, 64}, false}, Segments{{5000, 3, 129}, true},
