@@ -13,7 +13,7 @@ namespace fuserank::kernels {
 namespace {
 
 constexpr int kMaxWarpsPerBlock = 4;
-constexpr size_t kMaxSharedPerBlock = 48 * 1024;
+constexpr size_t kDefaultSharedPerBlock = 48 * 1024;
 constexpr uint32_t kMaxBlocks = 1u << 20;
 
 __global__ void DotInteractionKernel(const DotArgs a) {
@@ -92,6 +92,12 @@ size_t DotSharedBytesPerWarp(int num_vectors, int dim) {
   return sizeof(float) * static_cast<size_t>(num_vectors) * static_cast<size_t>(dim + 1);
 }
 
+cudaError_t AllowDotSharedBytes(size_t bytes) {
+  if (bytes <= kDefaultSharedPerBlock) return cudaSuccess;
+  return cudaFuncSetAttribute(DotInteractionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
 cudaError_t LaunchDotInteraction(const DotArgs& a, cudaStream_t stream) {
   const int n = a.num_tables + (a.z_width > 0 ? 1 : 0);
   if (a.max_candidates == 0 || n < 2) return cudaSuccess;
@@ -100,8 +106,12 @@ cudaError_t LaunchDotInteraction(const DotArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   const size_t per_warp = DotSharedBytesPerWarp(n, a.dim);
-  if (per_warp > kMaxSharedPerBlock) return cudaErrorInvalidValue;
-  int warps = static_cast<int>(kMaxSharedPerBlock / per_warp);
+  if (per_warp > a.max_shared_bytes) return cudaErrorInvalidValue;
+  // The default budget while it holds a warp's vectors (more blocks per SM), else the
+  // opted-in one.
+  const size_t budget =
+      per_warp <= kDefaultSharedPerBlock ? kDefaultSharedPerBlock : a.max_shared_bytes;
+  int warps = static_cast<int>(budget / per_warp);
   if (warps > kMaxWarpsPerBlock) warps = kMaxWarpsPerBlock;
   ClearStaleLaunchError();
   DotInteractionKernel<<<Blocks(a.max_candidates, warps), warps * 32, warps * per_warp, stream>>>(

@@ -29,11 +29,19 @@ struct DotArgs {
   int h_ld = 0;
   int z_width = 0;              // 0 or dim
   uint32_t max_candidates = 0;  // grid bound (size bucket)
+  // Dynamic shared memory one block may use: 48 KiB, or what AllowDotSharedBytes raised
+  // the kernel's limit to on this device.
+  size_t max_shared_bytes = 48 * 1024;
 };
 
-// Shared memory one warp needs for a DotArgs; the launcher refuses more than 48 KiB per
-// block (check at model load with DotSharedBytesPerWarp).
+// Shared memory one warp needs for a DotArgs; the launcher refuses more than
+// DotArgs::max_shared_bytes per block (check at model load with DotSharedBytesPerWarp).
 size_t DotSharedBytesPerWarp(int num_vectors, int dim);
+
+// Lets the dot kernel use `bytes` of dynamic shared memory per block on the current
+// device, above the default 48 KiB (up to cudaDevAttrMaxSharedMemoryPerBlockOptin). Call
+// once per device before launching or capturing with max_shared_bytes = bytes.
+cudaError_t AllowDotSharedBytes(size_t bytes);
 
 // max_candidates == 0 or num_tables + (z_width > 0) < 2 (no pairs): returns at once.
 cudaError_t LaunchDotInteraction(const DotArgs& args, cudaStream_t stream);

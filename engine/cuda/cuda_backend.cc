@@ -15,18 +15,27 @@
 namespace fuserank::engine::cuda {
 namespace {
 
-constexpr size_t kMaxDotSharedBytes = 48 * 1024;
+constexpr size_t kDefaultDotSharedBytes = 48 * 1024;
 
-absl::Status CheckServable(const GpuLayout& g) {
-  if (g.interaction != Interaction::kDot) return absl::OkStatus();
+// The dot kernel stages a warp's vectors in shared memory: 48 KiB per block by default,
+// and up to the device's opt-in limit (227 KiB on Hopper) for wider models. Returns the
+// block budget the kernel must be launched with (0 when the model has no dot).
+absl::StatusOr<size_t> DotSharedBudget(const GpuLayout& g, int gpu) {
+  if (g.interaction != Interaction::kDot) return size_t{0};
   const int n = g.user_tables + g.item_tables + (g.z_width > 0 ? 1 : 0);
-  if (kernels::DotSharedBytesPerWarp(n, g.dim) > kMaxDotSharedBytes) {
-    return absl::UnimplementedError(absl::StrCat("dot interaction of ", n, " vectors of width ",
-                                                 g.dim,
-                                                 " needs more than 48 KiB of shared "
-                                                 "memory per warp"));
+  const size_t per_warp = kernels::DotSharedBytesPerWarp(n, g.dim);
+  if (per_warp <= kDefaultDotSharedBytes) return kDefaultDotSharedBytes;
+  int optin = 0;
+  RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu),
+                       "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  if (per_warp > static_cast<size_t>(optin)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "dot interaction of ", n, " vectors of width ", g.dim, " needs ", per_warp,
+        " bytes of shared memory per warp, more than this GPU's ", optin, " per block"));
   }
-  return absl::OkStatus();
+  RETURN_IF_CUDA_ERROR(kernels::AllowDotSharedBytes(static_cast<size_t>(optin)),
+                       "cudaFuncSetAttribute(dot interaction, MaxDynamicSharedMemorySize)");
+  return static_cast<size_t>(optin);
 }
 
 }  // namespace
@@ -43,13 +52,14 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
   b->model_ = std::move(model);
   const Model& m = *b->model_;
   ASSIGN_OR_RETURN(GpuLayout layout, ComputeGpuLayout(m));
-  RETURN_IF_ERROR(CheckServable(layout));
+  ASSIGN_OR_RETURN(const size_t dot_shared_bytes, DotSharedBudget(layout, options.gpu));
   ASSIGN_OR_RETURN(b->device_model_, DeviceModel::Upload(m, layout));
 
   BackendShared& sh = b->shared_;
   sh.gpu = options.gpu;
   sh.cuda_graphs = options.cuda_graphs;
   sh.reorder_ids = cuda_options.reorder_ids;
+  sh.dot_shared_bytes = dot_shared_bytes;
   sh.max_bucket = kernels::CandidateBucket(static_cast<uint32_t>(options.max_batch_candidates));
   for (uint32_t n = kernels::kMinCandidateBucket; n <= sh.max_bucket; n *= 2)
     sh.buckets.push_back(n);

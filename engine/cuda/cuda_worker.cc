@@ -176,6 +176,7 @@ absl::Status CudaWorker::EnqueueInteraction(uint32_t bucket) {
     da.h_ld = g.h_ld;
     da.z_width = g.z_width;
     da.max_candidates = bucket;
+    da.max_shared_bytes = shared_->dot_shared_bytes;
     RETURN_IF_CUDA_ERROR(kernels::LaunchDotInteraction(da, s), "dot interaction");
     ++launches_;
   } else if (g.user_tables > 0) {

@@ -28,6 +28,7 @@ struct BackendShared {
   int gpu = 0;
   bool cuda_graphs = true;
   bool reorder_ids = false;
+  size_t dot_shared_bytes = 0;    // the dot kernel's shared-memory budget per block
   uint32_t max_bucket = 0;        // CandidateBucket(max_batch_candidates)
   std::vector<uint32_t> buckets;  // kMinCandidateBucket, doubling, up to max_bucket
   size_t workspace_bytes = 0;

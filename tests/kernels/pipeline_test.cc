@@ -168,7 +168,10 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{Interaction::kDot, DType::kF32, 16, true, true, false, 0, 3},
                       PipelineCase{Interaction::kDot, DType::kBF16, 16, true, true, false, 2, 0},
                       PipelineCase{Interaction::kConcat, DType::kF32, 12, true, true, false, 0, 2},
-                      PipelineCase{Interaction::kConcat, DType::kF16, 8, false, true, false, 3, 0}),
+                      PipelineCase{Interaction::kConcat, DType::kF16, 8, false, true, false, 3, 0},
+                      // 51 vectors of 256: 52 KB of shared memory per warp, above the
+                      // default 48 KiB (the kernel opts in to the device's limit).
+                      PipelineCase{Interaction::kDot, DType::kF32, 256, true, true, false, 20, 30}),
     CaseName);
 
 // One model on a one-worker CUDA backend (graphs on) and on the CPU backend, and batches
