@@ -27,6 +27,9 @@ struct BackendOptions {
   bool cuda_graphs = defaults::kCudaGraphs;  // CUDA: replay a graph per batch-size bucket
   bool allow_tf32 = defaults::kAllowTf32;    // CUDA: TF32 tensor-core math in the MLP
   CpuPrecision cpu_precision = CpuPrecision::kFp32;  // CPU backend: MLP arithmetic
+  // CUDA: a worker waits for its batch asleep (true: cudaEventBlockingSync) or spinning
+  // on a core (false: a few microseconds sooner, a core per busy worker).
+  bool cuda_blocking_wait = defaults::kCudaBlockingWait;
   int max_batch_candidates = defaults::kMaxBatchCandidates;
   // The model's hot-row sets (cache.*), or null for none. The CPU backend reads hot rows
   // from the current snapshot's compact copies and adds each batch's hits and misses to

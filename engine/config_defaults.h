@@ -36,6 +36,7 @@ inline constexpr int64_t kMaxQueuedIds = 16777216;
 inline constexpr bool kCudaGraphs = true;
 inline constexpr int kCpuThreads = 1;
 inline constexpr bool kAllowTf32 = false;
+inline constexpr bool kCudaBlockingWait = true;
 
 // cache.*
 inline constexpr int kHotRowsPerTable = 4096;

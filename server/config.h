@@ -49,6 +49,9 @@ struct ServerConfig {
   int64_t transport_memory_bytes = defaults::kTransportMemoryBytes;
 };
 
+// engine.cuda_wait: how a CUDA worker waits for its batch.
+enum class CudaWait { kBlock, kSpin };
+
 struct EngineConfig {
   engine::DeviceChoice device = engine::DeviceChoice::kAuto;
   int gpu = defaults::kGpu;
@@ -68,6 +71,7 @@ struct EngineConfig {
   bool cuda_graphs = defaults::kCudaGraphs;
   int cpu_threads = defaults::kCpuThreads;  // CPU backend: threads that split one batch
   bool allow_tf32 = defaults::kAllowTf32;
+  CudaWait cuda_wait = defaults::kCudaBlockingWait ? CudaWait::kBlock : CudaWait::kSpin;
   // The CPU engine's MLP arithmetic (fp32, the reference, or the opt-in bf16).
   engine::CpuPrecision cpu_precision = engine::CpuPrecision::kFp32;
 };

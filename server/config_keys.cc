@@ -319,6 +319,10 @@ std::vector<ConfigKey> BuildKeys() {
     }
   };
   keys.push_back(std::move(precision));
+  keys.push_back(Enum<CudaWait>(
+      "engine.cuda_wait", FUSERANK_MEMBER(engine.cuda_wait),
+      {{"block", CudaWait::kBlock}, {"spin", CudaWait::kSpin}},
+      "CUDA: a worker waits for its batch asleep (block) or spinning on a core (spin)"));
   // cache
   keys.push_back(Ranged("cache.hot_rows_per_table", FUSERANK_MEMBER(cache.hot_rows_per_table), 0,
                         1 << 29,

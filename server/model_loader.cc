@@ -25,6 +25,7 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.backend.cuda_graphs = engine.cuda_graphs;
   options.backend.allow_tf32 = engine.allow_tf32;
   options.backend.cpu_precision = engine.cpu_precision;
+  options.backend.cuda_blocking_wait = engine.cuda_wait == CudaWait::kBlock;
   options.backend.max_batch_candidates = engine.max_batch_candidates;
   options.limits = DecodeLimits{config.server.max_candidates, config.server.max_ids_per_feature};
   options.batcher.queue_capacity = engine.queue_capacity;

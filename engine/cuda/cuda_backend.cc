@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
   BackendShared& sh = b->shared_;
   sh.gpu = options.gpu;
   sh.cuda_graphs = options.cuda_graphs;
+  sh.blocking_wait = options.cuda_blocking_wait;
   sh.reorder_ids = cuda_options.reorder_ids;
   sh.dot_shared_bytes = dot_shared_bytes;
   sh.max_bucket = kernels::CandidateBucket(static_cast<uint32_t>(options.max_batch_candidates));

@@ -58,10 +58,11 @@ inline absl::StatusOr<Stream> CreateStream() {
   return Stream(s);
 }
 
-// A timing event (for device-time stage figures).
-inline absl::StatusOr<Event> CreateEvent() {
+// A timing event (for device-time stage figures); `flags` adds cudaEventBlockingSync for
+// one a thread waits on asleep.
+inline absl::StatusOr<Event> CreateEvent(unsigned flags = cudaEventDefault) {
   cudaEvent_t e = nullptr;
-  RETURN_IF_CUDA_ERROR(cudaEventCreate(&e), "cudaEventCreate");
+  RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&e, flags), "cudaEventCreateWithFlags");
   return Event(e);
 }
 

@@ -50,8 +50,11 @@ absl::Status CudaWorker::Allocate() {
   const uint32_t n = shared_->max_bucket;
   ASSIGN_OR_RETURN(stream_, CreateStream());
   ASSIGN_OR_RETURN(lt_, CreateLtHandle());
-  for (Event& e : events_) {
-    ASSIGN_OR_RETURN(e, CreateEvent());
+  for (int e = 0; e < kEvents; ++e) {
+    // The last one marks the batch done and is waited on (asleep unless configured to spin).
+    const bool done = e == kEvents - 1;
+    ASSIGN_OR_RETURN(events_[e], CreateEvent(done && shared_->blocking_wait ? cudaEventBlockingSync
+                                                                            : cudaEventDefault));
   }
   ASSIGN_OR_RETURN(workspace_,
                    DeviceBuffer::Allocate(shared_->workspace_bytes, "cuBLASLt workspace"));

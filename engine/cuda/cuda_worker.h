@@ -27,6 +27,7 @@ namespace fuserank::engine::cuda {
 struct BackendShared {
   int gpu = 0;
   bool cuda_graphs = true;
+  bool blocking_wait = true;  // engine.cuda_wait: block
   bool reorder_ids = false;
   size_t dot_shared_bytes = 0;    // the dot kernel's shared-memory budget per block
   uint32_t max_bucket = 0;        // CandidateBucket(max_batch_candidates)
@@ -100,7 +101,8 @@ class CudaWorker {
   BatchPacker packer_;
   Stream stream_;
   LtHandle lt_;
-  Event events_[6];
+  static constexpr int kEvents = 6;
+  Event events_[kEvents];
   DeviceBuffer workspace_;
   PinnedBuffer h_stage_;
   DeviceBuffer d_stage_;

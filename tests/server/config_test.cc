@@ -45,6 +45,7 @@ TEST(ConfigTest, EmptyFileGivesEveryDefault) {
   EXPECT_EQ(config->engine.cpu_threads, 1);
   EXPECT_FALSE(config->engine.allow_tf32);
   EXPECT_EQ(config->engine.cpu_precision, engine::CpuPrecision::kFp32);
+  EXPECT_EQ(config->engine.cuda_wait, CudaWait::kBlock);
   EXPECT_EQ(config->cache.hot_rows_per_table, 4096);
   EXPECT_EQ(config->cache.policy, CachePolicy::kStatic);
   EXPECT_EQ(config->cache.rebuild_interval_seconds, 60);
@@ -90,6 +91,7 @@ engine:
   cpu_threads: 3
   allow_tf32: true
   cpu_precision: fp32
+  cuda_wait: spin
 cache:
   hot_rows_per_table: 10
   policy: frequency
@@ -125,6 +127,7 @@ logging: {level: debug, format: json, access_log_sample: 0.25}
   EXPECT_FALSE(config->engine.cuda_graphs);
   EXPECT_EQ(config->engine.cpu_threads, 3);
   EXPECT_TRUE(config->engine.allow_tf32);
+  EXPECT_EQ(config->engine.cuda_wait, CudaWait::kSpin);
   EXPECT_EQ(config->cache.hot_rows_per_table, 10);
   EXPECT_EQ(config->cache.policy, CachePolicy::kFrequency);
   EXPECT_EQ(config->cache.rebuild_interval_seconds, 5);
