@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/escape_text.h"
 #include "engine/hot_rows/hot_row_manager.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
@@ -60,14 +61,17 @@ class AdminReactor final : public grpc::ServerUnaryReactor {
 AdminService::AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth)
     : metrics_(metrics), models_(models), auth_(std::move(auth)) {}
 
-AdminService::~AdminService() { worker_.Stop(); }
+AdminService::~AdminService() { StopWorker(); }
 
-void AdminService::RunOnWorker(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
+void AdminService::RunOnWorker(AdminWorker* worker, grpc::ServerUnaryReactor* reactor, Rpc rpc,
+                               Clock::time_point start, std::string what,
                                std::function<void()> work) {
-  const absl::Status posted = worker_.Post(
-      {std::move(work), [this, reactor, rpc, start] {
+  const absl::Status posted = worker->Post(
+      {std::move(work),
+       [this, reactor, rpc, start] {
          Complete(reactor, rpc, start, absl::UnavailableError("the server is shutting down"));
-       }});
+       },
+       std::move(what)});
   if (!posted.ok()) Complete(reactor, rpc, start, posted);
 }
 
@@ -103,7 +107,8 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
   const absl::Status authorized = Authorize(*context, method);
   if (!authorized.ok()) return Finish(context, rpc, start, authorized);
   grpc::ServerUnaryReactor* reactor = new AdminReactor();
-  RunOnWorker(reactor, rpc, start,
+  RunOnWorker(&changes_, reactor, rpc, start,
+              absl::StrCat(method, " of model '", engine::EscapeText(model), "'"),
               [this, rpc, method, &model, response, reactor, start, peer = context->peer(),
                change = std::move(change)] {
                 std::string done;
@@ -187,7 +192,12 @@ grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext*
   const absl::Status authorized = Authorize(*context, "ReloadModel");
   if (!authorized.ok()) return Finish(context, Rpc::kReloadModel, start, authorized);
   grpc::ServerUnaryReactor* reactor = new AdminReactor();
-  RunOnWorker(reactor, Rpc::kReloadModel, start,
+  const std::string model = request->model().empty() ? models_->default_name() : request->model();
+  const std::string what = absl::StrCat(
+      "a reload of model '", engine::EscapeText(model), "' from ",
+      request->path().empty() ? std::string("its current spec")
+                              : absl::StrCat("'", engine::EscapeText(request->path()), "'"));
+  RunOnWorker(&reloads_, reactor, Rpc::kReloadModel, start, what,
               [this, request, response, reactor, start, peer = context->peer()] {
                 absl::StatusOr<ReloadResult> result =
                     models_->Reload(request->model(), request->path());
