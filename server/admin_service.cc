@@ -65,9 +65,13 @@ AdminService::~AdminService() { StopWorker(); }
 
 void AdminService::RunOnWorker(AdminWorker* worker, grpc::ServerUnaryReactor* reactor, Rpc rpc,
                                Clock::time_point start, std::string what,
-                               std::function<void()> work) {
+                               std::function<absl::Status()> work) {
+  auto run = [this, reactor, rpc, start, work = std::move(work)]() -> AdminWorker::Answer {
+    const absl::Status status = work();
+    return [this, reactor, rpc, start, status] { Complete(reactor, rpc, start, status); };
+  };
   const absl::Status posted = worker->Post(
-      {std::move(work),
+      {std::move(run),
        [this, reactor, rpc, start] {
          Complete(reactor, rpc, start, absl::UnavailableError("the server is shutting down"));
        },
@@ -109,8 +113,8 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
   grpc::ServerUnaryReactor* reactor = new AdminReactor();
   RunOnWorker(&changes_, reactor, rpc, start,
               absl::StrCat(method, " of model '", engine::EscapeText(model), "'"),
-              [this, rpc, method, &model, response, reactor, start, peer = context->peer(),
-               change = std::move(change)] {
+              [this, method, &model, response, peer = context->peer(),
+               change = std::move(change)]() -> absl::Status {
                 std::string done;
                 const absl::Status status = models_->ChangeServingVersion(
                     model, [&](const ServedModel& served) -> absl::Status {
@@ -127,7 +131,7 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
                   spdlog::warn("admin {} from {} refused, nothing changed: {}", method, peer,
                                std::string(status.message()));
                 }
-                Complete(reactor, rpc, start, status);
+                return status;
               });
   return reactor;
 }
@@ -198,20 +202,19 @@ grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext*
       request->path().empty() ? std::string("its current spec")
                               : absl::StrCat("'", engine::EscapeText(request->path()), "'"));
   RunOnWorker(&reloads_, reactor, Rpc::kReloadModel, start, what,
-              [this, request, response, reactor, start, peer = context->peer()] {
+              [this, request, response, peer = context->peer()]() -> absl::Status {
                 absl::StatusOr<ReloadResult> result =
                     models_->Reload(request->model(), request->path());
                 if (!result.ok()) {
                   spdlog::error("admin ReloadModel from {}: {}", peer,
                                 std::string(result.status().message()));
-                  Complete(reactor, Rpc::kReloadModel, start, result.status());
-                  return;
+                  return result.status();
                 }
                 spdlog::info("admin ReloadModel from {}: {}", peer, result->message);
                 response->set_model(result->model);
                 response->set_model_version(result->version);
                 response->set_message(result->message);
-                Complete(reactor, Rpc::kReloadModel, start, absl::OkStatus());
+                return absl::OkStatus();
               });
   return reactor;
 }

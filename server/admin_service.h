@@ -71,11 +71,12 @@ class AdminService final : public v1::Admin::CallbackService {
                                    Clock::time_point start, const absl::Status& status);
   // The auth check, logged when it fails.
   absl::Status Authorize(const grpc::CallbackServerContext& context, absl::string_view method);
-  // Runs `work` on `worker`, or finishes the call at once with the worker's refusal (busy,
+  // Runs `work` on `worker` and finishes the call with the status it returns, once the
+  // worker is free again; or finishes the call at once with the worker's refusal (busy,
   // shutting down); a call dropped at shutdown gets UNAVAILABLE. `what` names the work for
   // the refusal of a call posted while it runs.
   void RunOnWorker(AdminWorker* worker, grpc::ServerUnaryReactor* reactor, Rpc rpc,
-                   Clock::time_point start, std::string what, std::function<void()> work);
+                   Clock::time_point start, std::string what, std::function<absl::Status()> work);
   // Called with the serving version of the model; returns the hot-row status after the
   // change (or why it was refused: then nothing changed).
   using HotRowsChange =

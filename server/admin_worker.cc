@@ -34,12 +34,18 @@ absl::Status AdminWorker::Post(Task task) {
 }
 
 void AdminWorker::Loop() {
+  Answer answer;
   while (true) {
     Task task;
     {
       absl::MutexLock lock(&mu_);
       running_ = false;
       running_what_.clear();
+    }
+    if (answer) answer();  // after the worker is free
+    answer = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !queue_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;
@@ -49,7 +55,7 @@ void AdminWorker::Loop() {
       running_what_ = task.what;
       running_since_ = absl::Now();
     }
-    task.run();
+    answer = task.run();
   }
 }
 

@@ -22,9 +22,12 @@ namespace fuserank::server {
 
 class AdminWorker {
  public:
+  // What answers a task's call; run once the worker is free for the next task, so a
+  // client that gets its answer and posts again is never told the worker is busy.
+  using Answer = std::function<void()>;
   struct Task {
-    std::function<void()> run;   // on the worker thread
-    std::function<void()> drop;  // instead of run, when the worker stops first
+    std::function<Answer()> run;  // on the worker thread; may return null
+    std::function<void()> drop;   // instead of run, when the worker stops first
     // What the task does, for the refusal of a task posted while it runs ("a reload of
     // model 'ctr' from '/models/ctr/8/ctr.yaml'").
     std::string what;

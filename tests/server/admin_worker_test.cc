@@ -4,6 +4,7 @@
 // one runs is refused at once, naming the one in progress.
 #include "server/admin_worker.h"
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -18,6 +19,15 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// A task's work that answers nothing.
+template <typename F>
+std::function<AdminWorker::Answer()> Run(F work) {
+  return [work]() mutable -> AdminWorker::Answer {
+    work();
+    return nullptr;
+  };
+}
+
 TEST(AdminWorkerTest, RunsTasksInOrderOnOneThread) {
   AdminWorker worker(4, "hot-set changes");
   absl::Mutex mu;
@@ -26,12 +36,12 @@ TEST(AdminWorkerTest, RunsTasksInOrderOnOneThread) {
   absl::Notification done;
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(worker
-                    .Post({[&, i] {
+                    .Post({Run([&, i] {
                              absl::MutexLock lock(&mu);
                              order.push_back(i);
                              threads.push_back(std::this_thread::get_id());
                              if (i == 2) done.Notify();
-                           },
+                           }),
                            nullptr, ""})
                     .ok());
   }
@@ -48,18 +58,18 @@ TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
   absl::Notification started, release;
   int ran = 0, dropped = 0;
   ASSERT_TRUE(worker
-                  .Post({[&] {
+                  .Post({Run([&] {
                            started.Notify();
                            release.WaitForNotification();
                            ++ran;
-                         },
+                         }),
                          [&] { ++dropped; }, ""})
                   .ok());
   started.WaitForNotification();  // the worker is busy; the queue is empty
   for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(worker.Post({[&] { ++ran; }, [&] { ++dropped; }, ""}).ok());
+    EXPECT_TRUE(worker.Post({Run([&] { ++ran; }), [&] { ++dropped; }, ""}).ok());
   }
-  const absl::Status busy = worker.Post({[&] { ++ran; }, [&] { ++dropped; }, ""});
+  const absl::Status busy = worker.Post({Run([&] { ++ran; }), [&] { ++dropped; }, ""});
   EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(busy.message(), HasSubstr("the admin service is busy: 2 calls are already waiting"));
   std::thread stopper([&] { worker.Stop(); });
@@ -68,7 +78,7 @@ TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
   stopper.join();
   EXPECT_EQ(ran, 1);
   EXPECT_EQ(dropped, 2);  // the refused task is neither run nor dropped
-  EXPECT_EQ(worker.Post({[&] { ++ran; }, nullptr, ""}).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(worker.Post({Run([&] { ++ran; }), nullptr, ""}).code(), absl::StatusCode::kUnavailable);
   worker.Stop();  // idempotent
 }
 
@@ -76,14 +86,14 @@ TEST(AdminWorkerTest, WithNoRoomToWaitATaskPostedWhileOneRunsIsRefusedNamingIt) 
   AdminWorker worker(0, "reloads");
   absl::Notification started, release, second_ran;
   ASSERT_TRUE(worker
-                  .Post({[&] {
+                  .Post({Run([&] {
                            started.Notify();
                            release.WaitForNotification();
-                         },
+                         }),
                          nullptr, "a reload of model 'big'"})
                   .ok());
   started.WaitForNotification();
-  const absl::Status busy = worker.Post({[] {}, nullptr, "a reload of model 'small'"});
+  const absl::Status busy = worker.Post({Run([] {}), nullptr, "a reload of model 'small'"});
   EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(busy.message(), HasSubstr("a reload of model 'big' is in progress (for "));
   EXPECT_THAT(busy.message(), HasSubstr("reloads run one at a time"));
@@ -91,10 +101,30 @@ TEST(AdminWorkerTest, WithNoRoomToWaitATaskPostedWhileOneRunsIsRefusedNamingIt) 
   // Once the first has finished, the next one runs.
   absl::Status posted;
   do {
-    posted = worker.Post({[&] { second_ran.Notify(); }, nullptr, "a reload of model 'small'"});
+    posted = worker.Post({Run([&] { second_ran.Notify(); }), nullptr, "a reload of model 'small'"});
   } while (absl::IsResourceExhausted(posted));
   ASSERT_TRUE(posted.ok()) << posted;
   second_ran.WaitForNotification();
+}
+
+// A task's answer runs once the worker is free: a client that posts again as soon as it
+// has its answer is never refused as busy.
+TEST(AdminWorkerTest, ATaskIsAnsweredOnlyOnceTheWorkerIsFreeForTheNext) {
+  AdminWorker worker(0, "reloads");
+  absl::Notification answered, next_ran;
+  absl::Status next;
+  ASSERT_TRUE(worker
+                  .Post({[&]() -> AdminWorker::Answer {
+                           return [&] {
+                             next = worker.Post({Run([&] { next_ran.Notify(); }), nullptr, "b"});
+                             answered.Notify();
+                           };
+                         },
+                         nullptr, "a"})
+                  .ok());
+  answered.WaitForNotification();
+  EXPECT_TRUE(next.ok()) << next;
+  next_ran.WaitForNotification();
 }
 
 }  // namespace
