@@ -31,7 +31,7 @@ struct Outcome {
 
 // Runs the binary with `flag` ("--check-config" or "--config") on `config`. With
 // "--config" a config that passes every check would serve: tests only start refused ones.
-Outcome Run(const std::string& flag, const std::string& config) {
+Outcome RunServer(const std::string& flag, const std::string& config) {
   Outcome outcome;
   FILE* pipe = popen(absl::StrCat(kServer, " ", flag, " ", config, " 2>&1").c_str(), "r");
   if (pipe == nullptr) return outcome;
@@ -77,10 +77,10 @@ class CheckConfigTest : public ::testing::Test {
 
   // Expects both --check-config and --config to refuse `config` with `why`.
   void ExpectRefused(const std::string& config, const std::string& why) {
-    const Outcome checked = Run("--check-config", config);
+    const Outcome checked = RunServer("--check-config", config);
     EXPECT_EQ(checked.exit_code, 1) << checked.output;
     EXPECT_THAT(checked.output, HasSubstr(why));
-    const Outcome started = Run("--config", config);
+    const Outcome started = RunServer("--config", config);
     EXPECT_EQ(started.exit_code, 1) << started.output;
     EXPECT_THAT(started.output, HasSubstr(why));
   }
@@ -93,7 +93,7 @@ TEST_F(CheckConfigTest, AcceptsWhatStartAccepts) {
   const std::string config =
       Config(absl::StrCat(", admin_listen: \"127.0.0.1:0\", admin_token_file: \"", token, "\""),
              absl::StrCat(", roots: [\"", dir_, "/models\"]"));
-  const Outcome outcome = Run("--check-config", config);
+  const Outcome outcome = RunServer("--check-config", config);
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_THAT(outcome.output, HasSubstr("OK"));
 }
@@ -128,7 +128,7 @@ TEST_F(CheckConfigTest, RefusesAModelOutsideTheModelRoots) {
   const std::string config =
       Config(", admin_listen: \"\"", absl::StrCat(", roots: [\"", dir_, "/elsewhere\"]"));
   ExpectRefused(config, absl::StrCat(config, ": model.path '", model_, "'"));
-  const Outcome checked = Run("--check-config", config);
+  const Outcome checked = RunServer("--check-config", config);
   EXPECT_THAT(checked.output, HasSubstr("is outside the model roots"));
   EXPECT_THAT(checked.output, HasSubstr("(model.roots)"));
 }
@@ -151,7 +151,7 @@ TEST_F(CheckConfigTest, RefusesAModelOverTheMemoryBudgetCountingItsHotRows) {
                          "model: {path: \""
                       << model_ << "\", memory_budget_bytes: 2000000}\n";
   ExpectRefused(path, absl::StrCat(path, ": model.path '", model_, "'"));
-  const Outcome checked = Run("--check-config", path);
+  const Outcome checked = RunServer("--check-config", path);
   EXPECT_THAT(checked.output, HasSubstr("of the 1.9 MiB model memory budget "
                                         "(model.memory_budget_bytes)"));
   EXPECT_THAT(checked.output, HasSubstr("hot rows "));

@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 
 // A task's work that answers nothing.
 template <typename F>
-std::function<AdminWorker::Answer()> Run(F work) {
+std::function<AdminWorker::Answer()> Work(F work) {
   return [work]() mutable -> AdminWorker::Answer {
     work();
     return nullptr;
@@ -36,7 +36,7 @@ TEST(AdminWorkerTest, RunsTasksInOrderOnOneThread) {
   absl::Notification done;
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(worker
-                    .Post({Run([&, i] {
+                    .Post({Work([&, i] {
                              absl::MutexLock lock(&mu);
                              order.push_back(i);
                              threads.push_back(std::this_thread::get_id());
@@ -58,7 +58,7 @@ TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
   absl::Notification started, release;
   int ran = 0, dropped = 0;
   ASSERT_TRUE(worker
-                  .Post({Run([&] {
+                  .Post({Work([&] {
                            started.Notify();
                            release.WaitForNotification();
                            ++ran;
@@ -67,9 +67,9 @@ TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
                   .ok());
   started.WaitForNotification();  // the worker is busy; the queue is empty
   for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(worker.Post({Run([&] { ++ran; }), [&] { ++dropped; }, ""}).ok());
+    EXPECT_TRUE(worker.Post({Work([&] { ++ran; }), [&] { ++dropped; }, ""}).ok());
   }
-  const absl::Status busy = worker.Post({Run([&] { ++ran; }), [&] { ++dropped; }, ""});
+  const absl::Status busy = worker.Post({Work([&] { ++ran; }), [&] { ++dropped; }, ""});
   EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(busy.message(), HasSubstr("the admin service is busy: 2 calls are already waiting"));
   std::thread stopper([&] { worker.Stop(); });
@@ -78,7 +78,8 @@ TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
   stopper.join();
   EXPECT_EQ(ran, 1);
   EXPECT_EQ(dropped, 2);  // the refused task is neither run nor dropped
-  EXPECT_EQ(worker.Post({Run([&] { ++ran; }), nullptr, ""}).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(worker.Post({Work([&] { ++ran; }), nullptr, ""}).code(),
+            absl::StatusCode::kUnavailable);
   worker.Stop();  // idempotent
 }
 
@@ -86,14 +87,14 @@ TEST(AdminWorkerTest, WithNoRoomToWaitATaskPostedWhileOneRunsIsRefusedNamingIt) 
   AdminWorker worker(0, "reloads");
   absl::Notification started, release, second_ran;
   ASSERT_TRUE(worker
-                  .Post({Run([&] {
+                  .Post({Work([&] {
                            started.Notify();
                            release.WaitForNotification();
                          }),
                          nullptr, "a reload of model 'big'"})
                   .ok());
   started.WaitForNotification();
-  const absl::Status busy = worker.Post({Run([] {}), nullptr, "a reload of model 'small'"});
+  const absl::Status busy = worker.Post({Work([] {}), nullptr, "a reload of model 'small'"});
   EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(busy.message(), HasSubstr("a reload of model 'big' is in progress (for "));
   EXPECT_THAT(busy.message(), HasSubstr("reloads run one at a time"));
@@ -101,7 +102,8 @@ TEST(AdminWorkerTest, WithNoRoomToWaitATaskPostedWhileOneRunsIsRefusedNamingIt) 
   // Once the first has finished, the next one runs.
   absl::Status posted;
   do {
-    posted = worker.Post({Run([&] { second_ran.Notify(); }), nullptr, "a reload of model 'small'"});
+    posted =
+        worker.Post({Work([&] { second_ran.Notify(); }), nullptr, "a reload of model 'small'"});
   } while (absl::IsResourceExhausted(posted));
   ASSERT_TRUE(posted.ok()) << posted;
   second_ran.WaitForNotification();
@@ -116,7 +118,7 @@ TEST(AdminWorkerTest, ATaskIsAnsweredOnlyOnceTheWorkerIsFreeForTheNext) {
   ASSERT_TRUE(worker
                   .Post({[&]() -> AdminWorker::Answer {
                            return [&] {
-                             next = worker.Post({Run([&] { next_ran.Notify(); }), nullptr, "b"});
+                             next = worker.Post({Work([&] { next_ran.Notify(); }), nullptr, "b"});
                              answered.Notify();
                            };
                          },
