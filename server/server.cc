@@ -39,9 +39,10 @@ std::string ModelContext(const Config& config, size_t i) {
   return absl::StrCat(config.file, ": ", ModelKey(config, i), " '", config.models[i].path, "'");
 }
 
+// The token file (server.admin_token_file), read once; errors start with the config file.
 absl::StatusOr<AdminAuth> ReadAdminAuth(const Config& config) {
-  absl::StatusOr<AdminAuth> auth = ReadAdminAuth(config);
-  if (!auth.ok()) return auth.status();
+  absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(config.server.admin_token_file);
+  if (!auth.ok()) return WithContext(auth.status(), config.file);
   return auth;
 }
 
