@@ -121,6 +121,13 @@ TEST_F(CheckConfigTest, RefusesATokenInClearTextOnAPublicAdminAddress) {
   ExpectRefused(config, absl::StrCat(config,
                                      ": server.admin_listen: '0.0.0.0:0' is not a loopback "
                                      "address and server.tls is off"));
+  // The explicit opt-in accepts it.
+  const std::string trusted =
+      Config(absl::StrCat(", admin_listen: \"0.0.0.0:0\", admin_token_file: \"", token,
+                          "\", admin_allow_plaintext_token: true"),
+             "");
+  const Outcome outcome = RunServer("--check-config", trusted);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
 }
 
 TEST_F(CheckConfigTest, RefusesAModelOutsideTheModelRoots) {
