@@ -59,8 +59,9 @@ class HotRowCache {
   // its hot-row version moved, this version's moves past it and every table with the same
   // name and row count gets `previous`'s set (an emptied one too), in one swap. Nothing
   // when nothing changed. REQUIRES: after StartServing(previous), before this version is
-  // shared, no hot-set change of `previous` meanwhile (ServedModels::Reload holds the
-  // model's serving lock and has paused `previous`'s rebuilds).
+  // shared; no hot-set change of `previous` from this call until the swap
+  // (ServedModels::Reload holds the model's serving lock and has paused `previous`'s
+  // rebuilds).
   void CatchUp(const HotRowCache& previous);
 
   // HotRowManager's Set / Get / Rebuild (errors as there), with hits and misses counted
