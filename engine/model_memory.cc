@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/cpu/sgemm.h"
+#include "engine/hot_rows/frequency_sketch.h"
 #include "engine/safetensors.h"
 
 namespace fuserank::engine {
@@ -95,12 +96,44 @@ uint64_t SpecTensorBytes(const ModelSpec& spec) {
 
 uint64_t ModelMemory::model() const { return Add(weights, dense); }
 
-uint64_t ModelMemory::total() const { return Add(Add(model(), plan), scratch); }
+uint64_t ModelMemory::total() const { return Add(Add(Add(model(), plan), scratch), hot_rows); }
 
 std::string ModelMemory::Breakdown() const {
   return absl::StrCat("weights ", FormatBytes(weights), ", dense layers ", FormatBytes(dense),
-                      ", CPU plan ", FormatBytes(plan), ", scratch ", FormatBytes(scratch));
+                      ", CPU plan ", FormatBytes(plan), ", scratch ", FormatBytes(scratch),
+                      ", hot rows ", FormatBytes(hot_rows));
 }
+
+uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8) {
+  if (rows == 0) return 0;
+  // The index: two int32 arrays of the smallest power of two >= 2 * rows entries.
+  uint64_t slots = 2;
+  while (slots < rows * 2 && slots < (uint64_t{1} << 62)) slots *= 2;
+  const uint64_t per_row = Add(Add(row_bytes, 4), int8 ? 8 : 0);
+  return Add(Mul(rows, per_row), Mul(slots, 8));
+}
+
+namespace {
+
+// The hot-row cache of a version: two full sets per table (the serving one and the one a
+// Set or Rebuild builds beside it), and each table's sketch for the frequency policy.
+uint64_t HotRowBytes(const ModelSpec& spec, const ServingShape& shape) {
+  if (shape.hot_rows_per_table <= 0) return 0;
+  const uint64_t element = SafetensorsDTypeSize(SafetensorsDType(spec.embedding_dtype));
+  const bool int8 = spec.embedding_dtype == DType::kInt8;
+  const uint64_t sketch = shape.frequency_sketches
+                              ? FrequencySketch::EstimateMemoryBytes(
+                                    FrequencySketch::OptionsForCapacity(shape.hot_rows_per_table))
+                              : 0;
+  uint64_t bytes = 0;
+  for (const TableSpec& t : spec.tables) {
+    const uint64_t rows = std::min(U(t.rows), U(shape.hot_rows_per_table));
+    bytes = Add(bytes, Add(Mul(HotSetBytes(rows, Mul(U(t.dim), element), int8), 2), sketch));
+  }
+  return bytes;
+}
+
+}  // namespace
 
 std::string ModelMemory::ToString() const {
   return absl::StrCat(FormatBytes(total()), " (", Breakdown(), ")");
@@ -140,6 +173,7 @@ ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
   for (const TableSpec& t : spec.tables) item_tables += t.side == Side::kItem ? 1 : 0;
   const uint64_t batch = Mul(candidates, Add(Mul(item_tables, 12), Mul(U(spec.dense_item), 4)));
   memory.scratch = Add(Add(Mul(threads, tile), Mul(U(std::max(shape.workers, 1)), worker)), batch);
+  memory.hot_rows = HotRowBytes(spec, shape);
   return memory;
 }
 

@@ -3,9 +3,10 @@
 // (to check a weights file's size before reading it) and an upper estimate of the host
 // memory one version takes when served by the CPU engine (the private copy of the weights,
 // the dense layers copied out and the folded linear cross, the CPU plan's packed layers,
-// and every worker's scratch). Arithmetic saturates instead of overflowing, so a spec that
-// asks for an absurd size gets an absurd number, never a wrapped small one.
-// Pure functions; thread-safe.
+// every worker's scratch, and the hot-row cache: two full hot sets per table and, for the
+// frequency policy, the sketches). Device memory (engine.device: cuda) is not estimated. Arithmetic
+// saturates instead of overflowing, so a spec that asks for an absurd size gets an absurd number,
+// never a wrapped small one. Pure functions; thread-safe.
 #ifndef FUSERANK_ENGINE_MODEL_MEMORY_H_
 #define FUSERANK_ENGINE_MODEL_MEMORY_H_
 
@@ -33,9 +34,11 @@ uint64_t SpecTensorBytes(const ModelSpec& spec);
 
 // How the version will be served (the engine.* keys); scratch is per worker thread.
 struct ServingShape {
-  int workers = 1;               // engine.streams
-  int threads_per_worker = 1;    // engine.cpu_threads
-  int max_batch_candidates = 1;  // engine.max_batch_candidates
+  int workers = 1;                  // engine.streams
+  int threads_per_worker = 1;       // engine.cpu_threads
+  int max_batch_candidates = 1;     // engine.max_batch_candidates
+  int hot_rows_per_table = 0;       // cache.hot_rows_per_table
+  bool frequency_sketches = false;  // cache.policy: frequency (a sketch per table)
 };
 
 struct ModelMemory {
@@ -43,14 +46,17 @@ struct ModelMemory {
   uint64_t dense = 0;    // dense layers copied out, the cross and its fold, at their peak
   uint64_t plan = 0;     // the CPU engine's packed copies of the dense layers
   uint64_t scratch = 0;  // per-thread tiles, per-worker buffers, the warm-up batch
+  // The hot-row cache: per table, two hot sets of min(hot_rows_per_table, rows) rows (the
+  // serving one and the one a swap builds) and the frequency sketch.
+  uint64_t hot_rows = 0;
 
   // What Model::Load / FromTensors allocate.
   uint64_t model() const;
   // Everything (the number a memory budget is checked against).
   uint64_t total() const;
-  // "1.2 GiB (weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ...)".
+  // "1.2 GiB (weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ..., hot rows ...)".
   std::string ToString() const;
-  // "weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ...".
+  // "weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ..., hot rows ...".
   std::string Breakdown() const;
 };
 
@@ -58,6 +64,10 @@ struct ModelMemory {
 // (0: the spec's tensors with no header, as Model::FromTensors copies them).
 ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
                                 const ServingShape& shape);
+
+// Bytes of one hot set of `rows` rows of `row_bytes` each (HotSet: the compact copy, its
+// row list, int8 qparams with `int8`, the row -> slot index).
+uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8);
 
 // "512 B", "3.0 KiB", "1.5 GiB".
 std::string FormatBytes(uint64_t bytes);

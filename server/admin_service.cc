@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/escape_text.h"
 #include "engine/hot_rows/hot_row_manager.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
@@ -60,14 +61,21 @@ class AdminReactor final : public grpc::ServerUnaryReactor {
 AdminService::AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth)
     : metrics_(metrics), models_(models), auth_(std::move(auth)) {}
 
-AdminService::~AdminService() { worker_.Stop(); }
+AdminService::~AdminService() { StopWorker(); }
 
-void AdminService::RunOnWorker(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
-                               std::function<void()> work) {
-  const absl::Status posted = worker_.Post(
-      {std::move(work), [this, reactor, rpc, start] {
+void AdminService::RunOnWorker(AdminWorker* worker, grpc::ServerUnaryReactor* reactor, Rpc rpc,
+                               Clock::time_point start, std::string what,
+                               std::function<absl::Status()> work) {
+  auto run = [this, reactor, rpc, start, work = std::move(work)]() -> AdminWorker::Answer {
+    const absl::Status status = work();
+    return [this, reactor, rpc, start, status] { Complete(reactor, rpc, start, status); };
+  };
+  const absl::Status posted = worker->Post(
+      {std::move(run),
+       [this, reactor, rpc, start] {
          Complete(reactor, rpc, start, absl::UnavailableError("the server is shutting down"));
-       }});
+       },
+       std::move(what)});
   if (!posted.ok()) Complete(reactor, rpc, start, posted);
 }
 
@@ -103,9 +111,10 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
   const absl::Status authorized = Authorize(*context, method);
   if (!authorized.ok()) return Finish(context, rpc, start, authorized);
   grpc::ServerUnaryReactor* reactor = new AdminReactor();
-  RunOnWorker(reactor, rpc, start,
-              [this, rpc, method, &model, response, reactor, start, peer = context->peer(),
-               change = std::move(change)] {
+  RunOnWorker(&changes_, reactor, rpc, start,
+              absl::StrCat(method, " of model '", engine::EscapeText(model), "'"),
+              [this, method, &model, response, peer = context->peer(),
+               change = std::move(change)]() -> absl::Status {
                 std::string done;
                 const absl::Status status = models_->ChangeServingVersion(
                     model, [&](const ServedModel& served) -> absl::Status {
@@ -122,7 +131,7 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
                   spdlog::warn("admin {} from {} refused, nothing changed: {}", method, peer,
                                std::string(status.message()));
                 }
-                Complete(reactor, rpc, start, status);
+                return status;
               });
   return reactor;
 }
@@ -187,21 +196,25 @@ grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext*
   const absl::Status authorized = Authorize(*context, "ReloadModel");
   if (!authorized.ok()) return Finish(context, Rpc::kReloadModel, start, authorized);
   grpc::ServerUnaryReactor* reactor = new AdminReactor();
-  RunOnWorker(reactor, Rpc::kReloadModel, start,
-              [this, request, response, reactor, start, peer = context->peer()] {
+  const std::string model = request->model().empty() ? models_->default_name() : request->model();
+  const std::string what = absl::StrCat(
+      "a reload of model '", engine::EscapeText(model), "' from ",
+      request->path().empty() ? std::string("its current spec")
+                              : absl::StrCat("'", engine::EscapeText(request->path()), "'"));
+  RunOnWorker(&reloads_, reactor, Rpc::kReloadModel, start, what,
+              [this, request, response, peer = context->peer()]() -> absl::Status {
                 absl::StatusOr<ReloadResult> result =
                     models_->Reload(request->model(), request->path());
                 if (!result.ok()) {
                   spdlog::error("admin ReloadModel from {}: {}", peer,
                                 std::string(result.status().message()));
-                  Complete(reactor, Rpc::kReloadModel, start, result.status());
-                  return;
+                  return result.status();
                 }
                 spdlog::info("admin ReloadModel from {}: {}", peer, result->message);
                 response->set_model(result->model);
                 response->set_model_version(result->version);
                 response->set_message(result->message);
-                Complete(reactor, Rpc::kReloadModel, start, absl::OkStatus());
+                return absl::OkStatus();
               });
   return reactor;
 }

@@ -2,11 +2,14 @@
 // token check (admin_auth.h; refusals logged rate-limited) and is counted in
 // fuserank_requests_total. The hot-row methods act on one served model's current version
 // (request `model`, "" = the default): GetHotRows answers at once; SetHotRows and
-// RebuildHotRows build sets (up to ~100 ms for very large ones) and wait for a reload of
-// the model in progress (ServedModels::ChangeServingVersion), so they run, as ReloadModel
-// (ServedModels::Reload) does, on the one admin worker (admin_worker.h): gRPC's threads
-// never block, and with kAdminQueueCapacity calls waiting the next is RESOURCE_EXHAUSTED.
-// Thread-safe.
+// RebuildHotRows build sets (up to ~100 ms for very large ones), so they run on the admin
+// worker of hot-set changes (admin_worker.h): gRPC's threads never block, and with
+// kAdminQueueCapacity calls waiting the next is RESOURCE_EXHAUSTED. ReloadModel
+// (ServedModels::Reload) loads and builds a whole version (seconds to minutes), so it runs
+// on a worker of its own, one reload at a time and none waiting: a reload posted while one
+// runs is RESOURCE_EXHAUSTED naming the reload in progress, and a reload never delays a
+// hot-row call (a change of the model being reloaded goes to the serving version and is
+// carried over to the new one: ServedModels::ChangeServingVersion). Thread-safe.
 #ifndef FUSERANK_SERVER_ADMIN_SERVICE_H_
 #define FUSERANK_SERVER_ADMIN_SERVICE_H_
 
@@ -34,12 +37,16 @@ class AdminService final : public v1::Admin::CallbackService {
  public:
   // `metrics` and `models` must outlive the service.
   AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth);
-  ~AdminService() override;  // waits for the call in progress; queued ones: UNAVAILABLE
+  ~AdminService() override;  // waits for the calls in progress; queued ones: UNAVAILABLE
 
   const AdminAuth& auth() const { return auth_; }
-  // At shutdown, before the admin server stops: waits for the call in progress and answers
-  // the queued ones UNAVAILABLE; later calls get UNAVAILABLE at once. Idempotent.
-  void StopWorker() { worker_.Stop(); }
+  // At shutdown, before the admin server stops: waits for the calls in progress (a reload
+  // included) and answers the queued ones UNAVAILABLE; later calls get UNAVAILABLE at once.
+  // Idempotent.
+  void StopWorker() {
+    changes_.Stop();
+    reloads_.Stop();
+  }
 
   grpc::ServerUnaryReactor* SetHotRows(grpc::CallbackServerContext* context,
                                        const v1::SetHotRowsRequest* request,
@@ -64,10 +71,12 @@ class AdminService final : public v1::Admin::CallbackService {
                                    Clock::time_point start, const absl::Status& status);
   // The auth check, logged when it fails.
   absl::Status Authorize(const grpc::CallbackServerContext& context, absl::string_view method);
-  // Runs `work` on the admin worker, or finishes the call at once with the worker's
-  // refusal (busy, shutting down); a call dropped at shutdown gets UNAVAILABLE.
-  void RunOnWorker(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
-                   std::function<void()> work);
+  // Runs `work` on `worker` and finishes the call with the status it returns, once the
+  // worker is free again; or finishes the call at once with the worker's refusal (busy,
+  // shutting down); a call dropped at shutdown gets UNAVAILABLE. `what` names the work for
+  // the refusal of a call posted while it runs.
+  void RunOnWorker(AdminWorker* worker, grpc::ServerUnaryReactor* reactor, Rpc rpc,
+                   Clock::time_point start, std::string what, std::function<absl::Status()> work);
   // Called with the serving version of the model; returns the hot-row status after the
   // change (or why it was refused: then nothing changed).
   using HotRowsChange =
@@ -82,7 +91,9 @@ class AdminService final : public v1::Admin::CallbackService {
   Metrics* const metrics_;
   ServedModels* const models_;
   const AdminAuth auth_;
-  AdminWorker worker_{kAdminQueueCapacity};  // last: stopped first
+  // Last: stopped first.
+  AdminWorker changes_{kAdminQueueCapacity, "hot-set changes"};
+  AdminWorker reloads_{0, "reloads"};
 };
 
 }  // namespace fuserank::server

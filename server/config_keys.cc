@@ -372,8 +372,8 @@ std::vector<ConfigKey> BuildKeys() {
                        "where reloads may load specs and weights from (realpath); []: the "
                        "directories of the configured models' files"));
   ConfigKey budget = Plain("model.memory_budget_bytes", FUSERANK_MEMBER(model_memory_budget_bytes),
-                           "all loaded versions together (weights, layers, scratch); 0: three "
-                           "quarters of the memory available");
+                           "all loaded versions together (weights, layers, scratch, hot-row "
+                           "cache); 0: three quarters of the memory available");
   budget.constraint = "0 or at least 1048576";
   budget.check = [](const Config& config, ErrorList* errors) {
     const int64_t bytes = config.model_memory_budget_bytes;

@@ -1,7 +1,9 @@
 // fuserank-server: serves the Ranker until SIGTERM or SIGINT, then drains and exits 0.
 //   fuserank-server --config FILE        serve
-//   fuserank-server --check-config FILE  validate the config and load its models; print
-//                                        OK or every problem; exit 0 or 1
+//   fuserank-server --check-config FILE  validate the config and what start would refuse
+//                                        (token and TLS files, model roots, the memory
+//                                        budget, the models); print OK or the problems;
+//                                        exit 0 or 1
 //   fuserank-server --print-reference-config
 //                                        print the reference config (every key, its
 //                                        default and doc: config/fuserank.yaml)
@@ -66,7 +68,7 @@ int CheckConfig(const std::string& path) {
   absl::StatusOr<fuserank::server::Config> config = fuserank::server::LoadConfigFile(path);
   absl::Status status = config.status();
   if (status.ok()) status = fuserank::engine::GetCpuDispatch().status;  // FUSERANK_CPU_ISA
-  if (status.ok()) status = fuserank::server::CheckModels(*config);
+  if (status.ok()) status = fuserank::server::CheckConfigForStart(*config);
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
     return 1;

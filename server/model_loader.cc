@@ -122,13 +122,38 @@ absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
   }
   ASSIGN_OR_RETURN(prepared.weights_bytes, engine::Model::CheckWeightsFile(prepared.spec));
   const engine::ServingShape shape{options.backend.workers, options.backend.cpu_threads,
-                                   options.backend.max_batch_candidates};
+                                   options.backend.max_batch_candidates, options.cache.capacity,
+                                   options.cache.frequency};
   prepared.memory = engine::EstimateModelMemory(prepared.spec, prepared.weights_bytes, shape);
   if (options.budget != nullptr) {
     RETURN_IF_ERROR(options.budget->Check(prepared.memory.total(), VersionName(name, prepared.spec),
                                           prepared.memory.Breakdown()));
   }
   return prepared;
+}
+
+absl::StatusOr<LoadedFiles> LoadModelFiles(const std::string& name, const std::string& spec_path,
+                                           const ModelLoaderOptions& options, ModelFiles* files) {
+  if (files != nullptr) {
+    files->spec_path = spec_path;
+    files->spec = StampFile(spec_path);
+  }
+  LoadedFiles loaded;
+  ASSIGN_OR_RETURN(loaded.prepared, PrepareModelVersion(name, spec_path, options));
+  const PreparedVersion& prepared = loaded.prepared;
+  if (files != nullptr) {
+    files->weights_path = prepared.weights_as_named;
+    files->weights = StampFile(files->weights_path);
+  }
+  if (options.budget != nullptr) {
+    ASSIGN_OR_RETURN(loaded.memory, options.budget->Reserve(prepared.memory.total(),
+                                                            VersionName(name, prepared.spec),
+                                                            prepared.memory.Breakdown()));
+  }
+  engine::ModelLoadOptions load;
+  load.max_bytes = prepared.memory.model();  // the file may not grow past what was checked
+  ASSIGN_OR_RETURN(loaded.model, engine::Model::Load(prepared.spec, load));
+  return loaded;
 }
 
 absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string& name,
@@ -138,28 +163,14 @@ absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(const std::string&
   const auto start = std::chrono::steady_clock::now();
   // Stamped before loading: a file replaced during the load then shows up as a change.
   ModelFiles files;
-  files.spec_path = spec_path;
-  files.spec = StampFile(spec_path);
-  ASSIGN_OR_RETURN(PreparedVersion prepared, PrepareModelVersion(name, spec_path, options));
-  files.weights_path = prepared.weights_as_named;
-  files.weights = StampFile(files.weights_path);
-  MemoryBudget::Reservation memory;
-  if (options.budget != nullptr) {
-    ASSIGN_OR_RETURN(
-        memory, options.budget->Reserve(prepared.memory.total(), VersionName(name, prepared.spec),
-                                        prepared.memory.Breakdown()));
-  }
-  engine::ModelLoadOptions load;
-  load.max_bytes = prepared.memory.model();  // the file may not grow past what was checked
-  absl::StatusOr<std::shared_ptr<const engine::Model>> model =
-      engine::Model::Load(prepared.spec, load);
-  if (!model.ok()) return model.status();
+  ASSIGN_OR_RETURN(LoadedFiles loaded_files, LoadModelFiles(name, spec_path, options, &files));
+  const PreparedVersion& prepared = loaded_files.prepared;
   const auto loaded = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<ServedModel> served,
-                   ServeModel(name, std::move(*model), options, previous));
+                   ServeModel(name, std::move(loaded_files.model), options, previous));
   served->path = spec_path;
   served->files = std::move(files);
-  served->memory = std::move(memory);
+  served->memory = std::move(loaded_files.memory);
   const auto end = std::chrono::steady_clock::now();
   using Seconds = std::chrono::duration<double>;
   spdlog::info(

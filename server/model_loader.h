@@ -64,14 +64,30 @@ absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
                                                     const std::string& spec_path,
                                                     const ModelLoaderOptions& options);
 
+// A version's files checked, its memory reserved and its spec and weights loaded and
+// validated: everything of a load but the backend (what --check-config does for each
+// configured model).
+struct LoadedFiles {
+  PreparedVersion prepared;
+  MemoryBudget::Reservation memory;  // empty without options.budget
+  std::shared_ptr<const engine::Model> model;
+};
+
+// PrepareModelVersion, then the memory reserved in options.budget, then engine::Model::Load
+// (bounded by the size checked). `files` (may be null) gets the stamps of the spec (taken
+// first) and of the weights (taken before they are read), so that a file replaced during
+// the load shows up as a change.
+absl::StatusOr<LoadedFiles> LoadModelFiles(const std::string& name, const std::string& spec_path,
+                                           const ModelLoaderOptions& options, ModelFiles* files);
+
 // The options that the engine.*, cache.*, server.* and model.* keys of `config` give: the
 // model roots (model.roots, or the configured models' directories) and a memory budget
 // (model.memory_budget_bytes) shared by every version loaded with them.
 ModelLoaderOptions LoaderOptionsFrom(const Config& config);
 
 // Version of model `name` ("" = the spec's own name) from the spec at `spec_path`, to
-// replace `previous` (null: the first version). Errors keep the loader's code
-// (INVALID_ARGUMENT for a bad spec or tensor) and name the model.
+// replace `previous` (null: the first version): LoadModelFiles, then ServeModel. Errors keep the
+// loader's code (INVALID_ARGUMENT for a bad spec or tensor) and name the model.
 absl::StatusOr<std::unique_ptr<ServedModel>> LoadModelVersion(
     const std::string& name, const std::string& spec_path, const ModelLoaderOptions& options,
     const ServedModel* previous = nullptr);

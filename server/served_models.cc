@@ -22,6 +22,9 @@ struct ServedModels::Slot {
   std::atomic<std::shared_ptr<ServedModel>> current;
   absl::Mutex reload_mu;  // one reload of this model at a time; held while loading
   bool shut_down ABSL_GUARDED_BY(reload_mu) = false;
+  // Hot-set changes of the serving version, and a reload's hand-over (the new version
+  // takes over the serving one's hot sets, then is swapped in): never held while loading.
+  absl::Mutex serving_mu ABSL_ACQUIRED_AFTER(reload_mu);
 };
 
 ServedModels::ServedModels(VersionLoader loader, Metrics* metrics, VersionCheck check)
@@ -147,7 +150,15 @@ absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const 
   result.previous_version = old->version();
   RecordInfo(**fresh);
   const std::string new_device = (*fresh)->backend->device();
-  slot->current.store(Share(std::move(*fresh)));  // the swap: new requests get the new version
+  {
+    // Hot-set changes made to the serving version while the new one loaded are taken over
+    // before the swap; none can come between the two.
+    absl::MutexLock hand_over(&slot->serving_mu);
+    if ((*fresh)->hot_rows != nullptr && old->hot_rows != nullptr) {
+      (*fresh)->hot_rows->CatchUp(*old->hot_rows);
+    }
+    slot->current.store(Share(std::move(*fresh)));  // the swap: new requests get the new version
+  }
   if (metrics_ != nullptr &&
       (result.version != result.previous_version || new_device != old->backend->device())) {
     metrics_->RemoveModelInfo(old->name, old->version(), old->backend->device());
@@ -168,7 +179,7 @@ absl::Status ServedModels::ChangeServingVersion(
     absl::string_view name, absl::FunctionRef<absl::Status(const ServedModel&)> change) {
   absl::StatusOr<Slot*> slot = FindSlot(name);
   if (!slot.ok()) return slot.status();
-  absl::MutexLock lock(&(*slot)->reload_mu);
+  absl::MutexLock lock(&(*slot)->serving_mu);
   const std::shared_ptr<ServedModel> current = (*slot)->current.load();
   return change(*current);
 }

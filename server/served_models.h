@@ -105,15 +105,17 @@ class ServedModels {
   // `check` refuses is refused before the reload lock is taken; with `expected`
   // set, ABORTED (nothing loaded) when another version has replaced it meanwhile. Reloads
   // of one model run one at a time; requests are served throughout. While it loads, the
-  // serving version's periodic hot-row rebuilds pause (they resume if it is refused) and
-  // ChangeServingVersion waits.
+  // serving version's periodic hot-row rebuilds pause (they resume if it is refused);
+  // ChangeServingVersion goes on, on the serving version, and the new version takes its
+  // hot sets over just before the swap (ChangeServingVersion waits only for that).
   absl::StatusOr<ReloadResult> Reload(absl::string_view name, const std::string& path,
                                       const ServedModel* expected = nullptr);
 
-  // Runs `change` (e.g. a hot-set swap) on the current version of `name` ("" = default)
-  // while no reload of that model runs: it waits for one in progress, so a change is
-  // never lost by a reload copying the serving version's hot sets. Returns `change`'s
-  // status; NOT_FOUND as Acquire.
+  // Runs `change` (e.g. a hot-set swap) on the current version of `name` ("" = default),
+  // never during a reload's hand-over: a change made while a new version loads is taken
+  // over by that version before it is swapped in (engine::HotRowCache::CatchUp), so it
+  // is never lost, and the change does not wait for the load. Returns `change`'s status;
+  // NOT_FOUND as Acquire.
   absl::Status ChangeServingVersion(absl::string_view name,
                                     absl::FunctionRef<absl::Status(const ServedModel&)> change);
 

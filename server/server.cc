@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -33,14 +34,16 @@ std::string ModelKey(const Config& config, size_t i) {
              : absl::StrCat("models[", i, "].path");
 }
 
-absl::StatusOr<std::shared_ptr<const engine::Model>> LoadModel(const Config& config, size_t i) {
-  absl::StatusOr<std::shared_ptr<const engine::Model>> model =
-      engine::Model::Load(config.models[i].path);
-  if (!model.ok()) {
-    return WithContext(model.status(), absl::StrCat(config.file, ": ", ModelKey(config, i), " '",
-                                                    config.models[i].path, "'"));
-  }
-  return model;
+// "<file>: model.path '<path>'": what a model's errors start with.
+std::string ModelContext(const Config& config, size_t i) {
+  return absl::StrCat(config.file, ": ", ModelKey(config, i), " '", config.models[i].path, "'");
+}
+
+// The token file (server.admin_token_file), read once; errors start with the config file.
+absl::StatusOr<AdminAuth> ReadAdminAuth(const Config& config) {
+  absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(config.server.admin_token_file);
+  if (!auth.ok()) return WithContext(auth.status(), config.file);
+  return auth;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tls) {
@@ -71,9 +74,19 @@ const char* ListenHint(const TlsConfig& tls) {
 
 }  // namespace
 
-absl::Status CheckModels(const Config& config) {
+absl::Status CheckConfigForStart(const Config& config) {
+  RETURN_IF_ERROR(ReadAdminAuth(config).status());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      Credentials(config.server.tls);
+  if (!credentials.ok()) return WithContext(credentials.status(), config.file);
+  const ModelLoaderOptions options = LoaderOptionsFrom(config);
+  // Held until every model is checked: the models share the budget as they do at start.
+  std::vector<MemoryBudget::Reservation> reserved;
   for (size_t i = 0; i < config.models.size(); ++i) {
-    RETURN_IF_ERROR(LoadModel(config, i).status());
+    const ModelConfig& model = config.models[i];
+    absl::StatusOr<LoadedFiles> loaded = LoadModelFiles(model.name, model.path, options, nullptr);
+    if (!loaded.ok()) return WithContext(loaded.status(), ModelContext(config, i));
+    reserved.push_back(std::move(loaded->memory));
   }
   return absl::OkStatus();
 }
@@ -94,10 +107,7 @@ absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& con
   for (size_t i = 0; i < config.models.size(); ++i) {
     const ModelConfig& model = config.models[i];
     const absl::Status loaded = models->Load(model.name, model.path, model.is_default);
-    if (!loaded.ok()) {
-      return WithContext(
-          loaded, absl::StrCat(config.file, ": ", ModelKey(config, i), " '", model.path, "'"));
-    }
+    if (!loaded.ok()) return WithContext(loaded, ModelContext(config, i));
   }
   return models;
 }
@@ -106,8 +116,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   std::unique_ptr<Server> server(new Server(config));
   ASSIGN_OR_RETURN(server->metrics_, Metrics::Create(config.server.metrics_listen));
   // The token first: a bad token file refuses to start before minutes of model loading.
-  absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(config.server.admin_token_file);
-  if (!auth.ok()) return WithContext(auth.status(), config.file);
+  absl::StatusOr<AdminAuth> auth = ReadAdminAuth(config);
+  if (!auth.ok()) return auth.status();
   const ServingLimits limits = ResolveServingLimits(config, AvailableCores());
   spdlog::info("admission: {}", DescribeServingLimits(config, limits));
   ASSIGN_OR_RETURN(server->models_, LoadServedModels(config, server->metrics_.get()));

@@ -69,9 +69,14 @@ class Server {
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };
 
-// Loads every model of `config` (no backend): what --check-config verifies after the
-// config itself. Errors name the model path.
-absl::Status CheckModels(const Config& config);
+// What Start refuses that can be checked without serving, by the functions Start runs
+// (--check-config, after the config itself): the admin token file (AdminAuth), the TLS
+// files, and every model: its spec and weights inside the model roots, regular files of
+// the sizes the spec implies, its memory estimate within model.memory_budget_bytes beside
+// the models before it, its spec and weights loaded and validated (no backend: neither
+// engine.device nor the warm-up, and no port, are tried). Errors name the file, the key and
+// the reason.
+absl::Status CheckConfigForStart(const Config& config);
 
 // Loads the models and creates a backend, decoder and batcher for each (model_loader.h,
 // with the resolved engine.streams and the engine's id and queue budgets); records

@@ -35,6 +35,18 @@ FrequencySketch::Options FrequencySketch::OptionsForCapacity(int capacity) {
   return options;
 }
 
+size_t FrequencySketch::EstimateMemoryBytes(const Options& options) {
+  size_t width = 1;
+  while (width < static_cast<size_t>(std::max(options.width, 1))) width *= 2;
+  const size_t candidates = static_cast<size_t>(std::max(options.candidates, 1));
+  // position_ reserves room for 2 * candidates at a load of at most 7/8, in a power of two
+  // (absl's flat_hash_map): fewer than 2 * (2 * candidates * 8 / 7 + 1) slots.
+  size_t slots = 1;
+  while (slots < 2 * candidates * 8 / 7 + 1) slots *= 2;
+  return sizeof(FrequencySketch) + static_cast<size_t>(std::max(options.depth, 1)) * width * 4 +
+         candidates * sizeof(Candidate) + 2 * slots * (sizeof(std::pair<int32_t, uint32_t>) + 1);
+}
+
 FrequencySketch::FrequencySketch(const Options& options)
     : depth_(options.depth), max_candidates_(static_cast<size_t>(options.candidates)) {
   ABSL_RAW_CHECK(options.width >= 1 && options.width <= (1 << 30), "sketch width out of range");

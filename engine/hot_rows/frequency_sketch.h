@@ -34,6 +34,9 @@ class FrequencySketch {
   // clamp(8 * candidates, 1024, 2^22) rounded up, depth 4. Capacity 4096: ~1.4 MB;
   // kMaxSketchedCapacity: ~130 MB (64 MiB of counters, 16 MiB heap, ~50 MiB index).
   static Options OptionsForCapacity(int capacity);
+  // At least what MemoryBytes() of a sketch made with `options` returns (computed without
+  // allocating; for the memory budget, engine/model_memory.h).
+  static size_t EstimateMemoryBytes(const Options& options);
 
   // REQUIRES: width >= 1, 1 <= depth <= 8, candidates >= 1.
   explicit FrequencySketch(const Options& options);

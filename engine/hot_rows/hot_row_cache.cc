@@ -57,7 +57,10 @@ void HotRowCache::StartServing(const HotRowCache* previous) {
       offsets_[i] = Offset{hits - t.hits, misses - t.misses};  // mod 2^64
     }
   }
-  if (previous != nullptr) CarryHotSets(*previous);
+  if (previous != nullptr) {
+    carried_version_ = previous->version();
+    CarryHotSets(*previous, /*empty=*/false);
+  }
   {
     absl::MutexLock lock(&rebuilder_mu_);
     serving_ = true;
@@ -65,7 +68,14 @@ void HotRowCache::StartServing(const HotRowCache* previous) {
   ResumeRebuilds();
 }
 
-void HotRowCache::CarryHotSets(const HotRowCache& previous) {
+void HotRowCache::CatchUp(const HotRowCache& previous) {
+  if (previous.version() == carried_version_) return;
+  carried_version_ = previous.version();
+  manager_->RaiseVersion(previous.version());
+  CarryHotSets(previous, /*empty=*/true);
+}
+
+void HotRowCache::CarryHotSets(const HotRowCache& previous, bool empty) {
   const std::shared_ptr<const engine::HotRowSnapshot> old = previous.manager_->snapshot();
   const Model& old_model = previous.manager_->model();
   std::vector<std::vector<int64_t>> ids;  // row r is id r: it maps to itself (SPEC 2.1)
@@ -76,7 +86,7 @@ void HotRowCache::CarryHotSets(const HotRowCache& previous) {
     const int index = old_model.FindTable(table.name);
     if (index < 0) continue;
     const engine::HotSet& set = old->table(index);
-    if (set.size() == 0) continue;
+    if (set.size() == 0 && !empty) continue;
     if (old_model.tables()[index].rows != table.rows) {
       dropped.push_back(absl::StrCat(table.name, " (", old_model.tables()[index].rows, " -> ",
                                      table.rows, " rows)"));

@@ -35,8 +35,7 @@ class HotRowCache {
   // An empty cache for version `model` of served model `name`. Its hot-row version starts
   // at `previous`'s (the version this one will replace; null: none, start at 0), so that
   // the version a client or Prometheus sees never goes back across a reload.
-  // REQUIRES: no hot-set change of `previous` until StartServing (ServedModels::Reload
-  // holds the model's reload lock and pauses `previous`'s rebuilds).
+  // Hot-set changes of `previous` may go on until StartServing and CatchUp take them over.
   static absl::StatusOr<std::unique_ptr<HotRowCache>> Create(std::string name,
                                                              std::shared_ptr<const Model> model,
                                                              const HotRowCacheOptions& options,
@@ -55,6 +54,15 @@ class HotRowCache {
   // refusal is logged and the tables start empty). Then, for the frequency policy, starts
   // the periodic rebuilds. REQUIRES: called once, before the version is shared.
   void StartServing(const HotRowCache* previous);
+
+  // Takes over what changed in `previous`'s hot sets since StartServing(previous): when
+  // its hot-row version moved, this version's moves past it and every table with the same
+  // name and row count gets `previous`'s set (an emptied one too), in one swap. Nothing
+  // when nothing changed. REQUIRES: after StartServing(previous), before this version is
+  // shared; no hot-set change of `previous` from this call until the swap
+  // (ServedModels::Reload holds the model's serving lock and has paused `previous`'s
+  // rebuilds).
+  void CatchUp(const HotRowCache& previous);
 
   // HotRowManager's Set / Get / Rebuild (errors as there), with hits and misses counted
   // since the server started serving the model: the warm-up left out, the counts of the
@@ -85,13 +93,14 @@ class HotRowCache {
   HotRowCache(std::string name, const HotRowCacheOptions& options,
               std::unique_ptr<HotRowManager> manager);
   absl::StatusOr<HotRowsStatus> Adjusted(absl::StatusOr<HotRowsStatus> status) const;
-  // Re-installs `previous`'s hot sets (StartServing).
-  void CarryHotSets(const HotRowCache& previous);
+  // Re-installs `previous`'s hot sets (StartServing), the empty ones too with `empty`.
+  void CarryHotSets(const HotRowCache& previous, bool empty);
 
   const std::string name_;
   const HotRowCacheOptions options_;
   const std::unique_ptr<HotRowManager> manager_;
-  std::vector<Offset> offsets_;  // by table index; written only by StartServing
+  std::vector<Offset> offsets_;   // by table index; written only by StartServing
+  uint64_t carried_version_ = 0;  // the previous version's hot-row version last taken over
 
   mutable absl::Mutex rebuilder_mu_;
   bool serving_ ABSL_GUARDED_BY(rebuilder_mu_) = false;

@@ -151,6 +151,16 @@ absl::StatusOr<HotRowsStatus> HotRowManager::Set(absl::Span<const TableIds> tabl
   return StatusOf(*snapshot(), *indices);
 }
 
+void HotRowManager::RaiseVersion(uint64_t version) {
+  absl::MutexLock lock(&write_mu_);
+  const std::shared_ptr<const HotRowSnapshot> current = snapshot();
+  if (version <= current->version) return;
+  auto next = std::make_shared<HotRowSnapshot>(*current);  // shares every set
+  next->version = version;
+  current_.store(std::move(next), std::memory_order_release);
+  version_.store(version, std::memory_order_release);
+}
+
 absl::StatusOr<HotRowsStatus> HotRowManager::Get(absl::Span<const std::string> tables) const {
   const std::vector<std::string_view> names(tables.begin(), tables.end());
   absl::StatusOr<std::vector<int>> indices = Resolve(names);

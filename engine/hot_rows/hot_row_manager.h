@@ -109,6 +109,10 @@ class HotRowManager {
   // The status lists the tables in call order. Example:
   //   manager.Set({{"item_id", ids_span}, {"user_id", {1, 2, 3}}});
   absl::StatusOr<HotRowsStatus> Set(absl::Span<const TableIds> tables);
+  // Publishes the current sets again as version `version` when that is above the current
+  // one (a new version of the model takes over the hot-row version of the one it replaces,
+  // which never goes back); nothing otherwise.
+  void RaiseVersion(uint64_t version);
   // Status of the listed tables (all, in spec order, when empty). NOT_FOUND as Set.
   absl::StatusOr<HotRowsStatus> Get(absl::Span<const std::string> tables) const;
   // Installs, for each listed table (all when empty), the top `capacity` rows of its

@@ -4,7 +4,7 @@
 // that are missing, and a model whose memory needs exceed the budget (a linear cross whose
 // fold would take terabytes). Each answers at once with the reason while the old version
 // keeps serving, and blocks neither Rank, nor hot-row changes, nor the file watch. Admin
-// calls run on one worker: a burst of them starts no thread per call.
+// calls run on bounded workers: a burst of reloads starts no thread per call.
 #include <dirent.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>

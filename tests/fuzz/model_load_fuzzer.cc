@@ -106,7 +106,9 @@ void LoadAndScore(absl::string_view spec_text, const uint8_t* file, size_t file_
   options.workers = 1;
   options.max_batch_candidates = 64;
   const ModelMemory memory =
-      EstimateModelMemory(*spec, 0, ServingShape{1, 1, options.max_batch_candidates});
+      EstimateModelMemory(*spec, 0,
+                          ServingShape{1, 1, options.max_batch_candidates, /*hot_rows_per_table=*/0,
+                                       /*frequency_sketches=*/false});  // no hot-row cache here
   if (memory.total() > kMemoryLimit) {  // what the server's budget refuses before loading
     return CheckRefusal(absl::ResourceExhaustedError(memory.ToString()),
                         absl::StatusCode::kResourceExhausted);

@@ -1,8 +1,10 @@
 // AdminWorker: tasks run one at a time in arrival order on its one thread; a full queue is
 // RESOURCE_EXHAUSTED at once; Stop() finishes the task in progress and drops the queued ones
-// (each told), after which Post is UNAVAILABLE.
+// (each told), after which Post is UNAVAILABLE. With no room to wait, a task posted while
+// one runs is refused at once, naming the one in progress.
 #include "server/admin_worker.h"
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -17,21 +19,30 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// A task's work that answers nothing.
+template <typename F>
+std::function<AdminWorker::Answer()> Work(F work) {
+  return [work]() mutable -> AdminWorker::Answer {
+    work();
+    return nullptr;
+  };
+}
+
 TEST(AdminWorkerTest, RunsTasksInOrderOnOneThread) {
-  AdminWorker worker(4);
+  AdminWorker worker(4, "hot-set changes");
   absl::Mutex mu;
   std::vector<int> order;
   std::vector<std::thread::id> threads;
   absl::Notification done;
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(worker
-                    .Post({[&, i] {
+                    .Post({Work([&, i] {
                              absl::MutexLock lock(&mu);
                              order.push_back(i);
                              threads.push_back(std::this_thread::get_id());
                              if (i == 2) done.Notify();
-                           },
-                           nullptr})
+                           }),
+                           nullptr, ""})
                     .ok());
   }
   done.WaitForNotification();
@@ -43,22 +54,22 @@ TEST(AdminWorkerTest, RunsTasksInOrderOnOneThread) {
 }
 
 TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
-  AdminWorker worker(2);
+  AdminWorker worker(2, "hot-set changes");
   absl::Notification started, release;
   int ran = 0, dropped = 0;
   ASSERT_TRUE(worker
-                  .Post({[&] {
+                  .Post({Work([&] {
                            started.Notify();
                            release.WaitForNotification();
                            ++ran;
-                         },
-                         [&] { ++dropped; }})
+                         }),
+                         [&] { ++dropped; }, ""})
                   .ok());
   started.WaitForNotification();  // the worker is busy; the queue is empty
   for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(worker.Post({[&] { ++ran; }, [&] { ++dropped; }}).ok());
+    EXPECT_TRUE(worker.Post({Work([&] { ++ran; }), [&] { ++dropped; }, ""}).ok());
   }
-  const absl::Status busy = worker.Post({[&] { ++ran; }, [&] { ++dropped; }});
+  const absl::Status busy = worker.Post({Work([&] { ++ran; }), [&] { ++dropped; }, ""});
   EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(busy.message(), HasSubstr("the admin service is busy: 2 calls are already waiting"));
   std::thread stopper([&] { worker.Stop(); });
@@ -67,8 +78,55 @@ TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
   stopper.join();
   EXPECT_EQ(ran, 1);
   EXPECT_EQ(dropped, 2);  // the refused task is neither run nor dropped
-  EXPECT_EQ(worker.Post({[&] { ++ran; }, nullptr}).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(worker.Post({Work([&] { ++ran; }), nullptr, ""}).code(),
+            absl::StatusCode::kUnavailable);
   worker.Stop();  // idempotent
+}
+
+TEST(AdminWorkerTest, WithNoRoomToWaitATaskPostedWhileOneRunsIsRefusedNamingIt) {
+  AdminWorker worker(0, "reloads");
+  absl::Notification started, release, second_ran;
+  ASSERT_TRUE(worker
+                  .Post({Work([&] {
+                           started.Notify();
+                           release.WaitForNotification();
+                         }),
+                         nullptr, "a reload of model 'big'"})
+                  .ok());
+  started.WaitForNotification();
+  const absl::Status busy = worker.Post({Work([] {}), nullptr, "a reload of model 'small'"});
+  EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(busy.message(), HasSubstr("a reload of model 'big' is in progress (for "));
+  EXPECT_THAT(busy.message(), HasSubstr("reloads run one at a time"));
+  release.Notify();
+  // Once the first has finished, the next one runs.
+  absl::Status posted;
+  do {
+    posted =
+        worker.Post({Work([&] { second_ran.Notify(); }), nullptr, "a reload of model 'small'"});
+  } while (absl::IsResourceExhausted(posted));
+  ASSERT_TRUE(posted.ok()) << posted;
+  second_ran.WaitForNotification();
+}
+
+// A task's answer runs once the worker is free: a client that posts again as soon as it
+// has its answer is never refused as busy.
+TEST(AdminWorkerTest, ATaskIsAnsweredOnlyOnceTheWorkerIsFreeForTheNext) {
+  AdminWorker worker(0, "reloads");
+  absl::Notification answered, next_ran;
+  absl::Status next;
+  ASSERT_TRUE(worker
+                  .Post({[&]() -> AdminWorker::Answer {
+                           return [&] {
+                             next = worker.Post({Work([&] { next_ran.Notify(); }), nullptr, "b"});
+                             answered.Notify();
+                           };
+                         },
+                         nullptr, "a"})
+                  .ok());
+  answered.WaitForNotification();
+  EXPECT_TRUE(next.ok()) << next;
+  next_ran.WaitForNotification();
 }
 
 }  // namespace

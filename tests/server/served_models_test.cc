@@ -418,6 +418,51 @@ TEST_F(ServedModelsTest, AModelBuiltInMemoryNeedsAPathToReload) {
   EXPECT_THAT(result.status().message(), HasSubstr("give the path"));
 }
 
+// A hot-set change of the model being reloaded neither waits for the load nor is lost: it
+// goes to the serving version at once, and the new version takes it over before the swap
+// (an emptied set too), its hot-row version past the serving one's.
+TEST_F(ServedModelsTest, HotSetChangesDuringAReloadDoNotWaitAndAreTakenOver) {
+  absl::Notification built, release;
+  std::atomic<int> loads{0};
+  VersionLoader loader = [&](const std::string& name, const std::string& path,
+                             const ServedModel* previous) {
+    auto version = LoadModelVersion(name, path, CpuOptions(), previous);
+    if (loads.fetch_add(1) == 1) {  // the reload stalls once its version is built
+      built.Notify();
+      release.WaitForNotification();
+    }
+    return version;
+  };
+  ServedModels models(loader);
+  ASSERT_TRUE(models.Load("", v1_path_, false).ok());
+  auto set = [&](const std::string& table, std::vector<int64_t> ids) {
+    return models.ChangeServingVersion("", [&](const ServedModel& v) {
+      return v.hot_rows->Set({{table, ids}}).status();
+    });
+  };
+  ASSERT_TRUE(set("item_0", {1, 2}).ok());
+  std::thread reload([&] { EXPECT_TRUE(models.Reload("", v2_path_).ok()); });
+  built.WaitForNotification();
+  absl::Notification changed;
+  std::thread change([&] {
+    EXPECT_TRUE(set("item_0", {}).ok());
+    EXPECT_TRUE(set("user_0", {3}).ok());
+    changed.Notify();
+  });
+  const bool in_time = changed.WaitForNotificationWithTimeout(absl::Seconds(60));
+  release.Notify();  // lets a change that waits for the reload go on, so the test ends
+  change.join();
+  reload.join();
+  EXPECT_TRUE(in_time) << "the hot-set changes waited for the reload";
+  ModelHandle v2 = *models.Acquire("");
+  ASSERT_EQ(v2->version(), "v2");
+  absl::StatusOr<engine::HotRowsStatus> now = v2->hot_rows->Get({"item_0", "user_0"});
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->tables[0].hot_rows, 0u);  // emptied while v2 loaded
+  EXPECT_EQ(now->tables[1].hot_rows, 1u);
+  EXPECT_GT(now->version, 3u);  // v1 was at 3 (one set before, two during the reload)
+}
+
 // The early checks run before the reload lock: while a slow reload holds it, a version the
 // check refuses is refused at once, and the loader never sees it.
 TEST_F(ServedModelsTest, AVersionTheCheckRefusesIsRefusedWithoutWaitingForTheLock) {

@@ -1,7 +1,8 @@
 // FrequencySketch against exact counts kept in the test: estimates never below the truth
 // (exact when nothing collides), TopN on seeded Zipf streams (alpha 1.05 and 1.2, 1M
 // draws over 100k rows) matching the true top N, decay fading a row that stopped, and
-// memory fixed (no allocation at all) while 10M distinct rows stream through.
+// memory fixed (no allocation at all) while 10M distinct rows stream through, and the
+// memory estimate the budget uses at least what a sketch takes.
 #include "engine/hot_rows/frequency_sketch.h"
 
 #include <algorithm>
@@ -162,6 +163,18 @@ TEST(FrequencySketchTest, OptionsForAnyCapacityStayInRange) {
   }
   const FrequencySketch largest(FrequencySketch::OptionsForCapacity(kMaxSketchedCapacity));
   EXPECT_LT(largest.MemoryBytes(), size_t{160} << 20);
+}
+
+// The memory budget counts a sketch before it exists: the estimate is never below what a
+// sketch of those options takes, and not far above it.
+TEST(FrequencySketchTest, TheMemoryEstimateCoversWhatASketchTakes) {
+  for (const int capacity : {0, 1, 100, 4096, 50'000, kMaxSketchedCapacity}) {
+    const FrequencySketch::Options options = FrequencySketch::OptionsForCapacity(capacity);
+    const size_t estimate = FrequencySketch::EstimateMemoryBytes(options);
+    const size_t taken = FrequencySketch(options).MemoryBytes();
+    EXPECT_GE(estimate, taken) << capacity;
+    EXPECT_LE(estimate, taken * 2) << capacity;
+  }
 }
 
 }  // namespace

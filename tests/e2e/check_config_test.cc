@@ -1,0 +1,168 @@
+// fuserank-server --check-config refuses what start refuses that can be checked without
+// serving, with the message start gives (file, key, reason) and exit code 1: a token file
+// others can read or larger than the limit, a token in clear text on a public admin
+// address, a model outside model.roots, a root that is no directory, and a model over the
+// memory budget (counting its hot-row cache).
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_model.h"
+
+namespace fuserank {
+namespace {
+
+using ::testing::HasSubstr;
+
+const char kServer[] = FUSERANK_BINARY_DIR "/bin/fuserank-server";
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs the binary with `flag` ("--check-config" or "--config") on `config`. With
+// "--config" a config that passes every check would serve: tests only start refused ones.
+Outcome RunServer(const std::string& flag, const std::string& config) {
+  Outcome outcome;
+  FILE* pipe = popen(absl::StrCat(kServer, " ", flag, " ", config, " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return outcome;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
+    outcome.output.append(buffer, n);
+  const int status = pclose(pipe);
+  if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+  return outcome;
+}
+
+class CheckConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(kServer)) << kServer << " is not built";
+    dir_ = absl::StrCat(::testing::TempDir(), "/check_config_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    engine::ModelSpec spec = testing::SmallSpec(1, 1, 5000, 16);
+    spec.name = "m";
+    spec.weights_path = "m.safetensors";
+    absl::StatusOr<std::string> path =
+        testing::WriteTestModel(testing::MakeRandomModel(spec, 1), dir_ + "/models");
+    ASSERT_TRUE(path.ok()) << path.status();
+    model_ = *path;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // A config serving the test model, with `server` and `model` keys added.
+  std::string Config(const std::string& server, const std::string& model) {
+    const std::string path = dir_ + "/config.yaml";
+    std::ofstream(path) << "server: {listen: \"127.0.0.1:0\", metrics_listen: \"\"" << server
+                        << "}\nengine: {device: cpu, streams: 1}\nmodel: {path: \"" << model_
+                        << "\"" << model << "}\n";
+    return path;
+  }
+  std::string Token(const std::string& text, mode_t mode) {
+    const std::string path = dir_ + "/token";
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), mode);
+    return path;
+  }
+
+  // Expects both --check-config and --config to refuse `config` with `why`.
+  void ExpectRefused(const std::string& config, const std::string& why) {
+    const Outcome checked = RunServer("--check-config", config);
+    EXPECT_EQ(checked.exit_code, 1) << checked.output;
+    EXPECT_THAT(checked.output, HasSubstr(why));
+    const Outcome started = RunServer("--config", config);
+    EXPECT_EQ(started.exit_code, 1) << started.output;
+    EXPECT_THAT(started.output, HasSubstr(why));
+  }
+
+  std::string dir_, model_;
+};
+
+TEST_F(CheckConfigTest, AcceptsWhatStartAccepts) {
+  const std::string token = Token("secret\n", 0600);
+  const std::string config =
+      Config(absl::StrCat(", admin_listen: \"127.0.0.1:0\", admin_token_file: \"", token, "\""),
+             absl::StrCat(", roots: [\"", dir_, "/models\"]"));
+  const Outcome outcome = RunServer("--check-config", config);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("OK"));
+}
+
+TEST_F(CheckConfigTest, RefusesATokenFileOthersCanRead) {
+  const std::string token = Token("secret\n", 0644);
+  const std::string config = Config(
+      absl::StrCat(", admin_listen: \"127.0.0.1:0\", admin_token_file: \"", token, "\""), "");
+  ExpectRefused(config, absl::StrCat(config, ": server.admin_token_file: '", token,
+                                     "' can be read by its group or by others (mode 0644)"));
+}
+
+TEST_F(CheckConfigTest, RefusesATokenFileOverTheSizeLimit) {
+  const std::string token = Token(std::string(5000, 'a'), 0600);
+  const std::string config = Config(
+      absl::StrCat(", admin_listen: \"127.0.0.1:0\", admin_token_file: \"", token, "\""), "");
+  ExpectRefused(config, absl::StrCat(config, ": server.admin_token_file: '", token,
+                                     "' is 5000 bytes; a token file holds at most 4096"));
+}
+
+TEST_F(CheckConfigTest, RefusesATokenInClearTextOnAPublicAdminAddress) {
+  const std::string token = Token("secret\n", 0600);
+  const std::string config =
+      Config(absl::StrCat(", admin_listen: \"0.0.0.0:0\", admin_token_file: \"", token, "\""), "");
+  ExpectRefused(config, absl::StrCat(config,
+                                     ": server.admin_listen: '0.0.0.0:0' is not a loopback "
+                                     "address and server.tls is off"));
+  // The explicit opt-in accepts it.
+  const std::string trusted =
+      Config(absl::StrCat(", admin_listen: \"0.0.0.0:0\", admin_token_file: \"", token,
+                          "\", admin_allow_plaintext_token: true"),
+             "");
+  const Outcome outcome = RunServer("--check-config", trusted);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+}
+
+TEST_F(CheckConfigTest, RefusesAModelOutsideTheModelRoots) {
+  std::filesystem::create_directories(dir_ + "/elsewhere");
+  const std::string config =
+      Config(", admin_listen: \"\"", absl::StrCat(", roots: [\"", dir_, "/elsewhere\"]"));
+  ExpectRefused(config, absl::StrCat(config, ": model.path '", model_, "'"));
+  const Outcome checked = RunServer("--check-config", config);
+  EXPECT_THAT(checked.output, HasSubstr("is outside the model roots"));
+  EXPECT_THAT(checked.output, HasSubstr("(model.roots)"));
+}
+
+TEST_F(CheckConfigTest, RefusesARootThatIsNoDirectory) {
+  const std::string config =
+      Config(", admin_listen: \"\"", absl::StrCat(", roots: [\"", model_, "\"]"));
+  ExpectRefused(config,
+                absl::StrCat(config, ": model.roots[0]: '", model_, "' is not a directory"));
+}
+
+TEST_F(CheckConfigTest, RefusesAModelOverTheMemoryBudgetCountingItsHotRows) {
+  // The version takes under 1 MiB without its hot rows; at cache.hot_rows_per_table 8192
+  // (every one of the 5000 rows of both tables, two sets each) it takes over 2.5 MiB.
+  const std::string path = dir_ + "/budget.yaml";
+  std::ofstream(path) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: "
+                         "\"\"}\nengine: {device: cpu, streams: 1, cpu_threads: 1, "
+                         "max_batch_candidates: 4096}\n"
+                         "cache: {hot_rows_per_table: 8192}\n"
+                         "model: {path: \""
+                      << model_ << "\", memory_budget_bytes: 2000000}\n";
+  ExpectRefused(path, absl::StrCat(path, ": model.path '", model_, "'"));
+  const Outcome checked = RunServer("--check-config", path);
+  EXPECT_THAT(checked.output, HasSubstr("of the 1.9 MiB model memory budget "
+                                        "(model.memory_budget_bytes)"));
+  EXPECT_THAT(checked.output, HasSubstr("hot rows "));
+}
+
+}  // namespace
+}  // namespace fuserank
