@@ -7,7 +7,8 @@ work as fuserank-microbench's BM_EngineLookup. Run with the bench venv's python:
 Two fbgemm_gpu modules over the model's item tables (fp32 rows copied from its
 safetensors): the inference table-batched embedding (IntNBitTableBatchedEmbeddingBagsCodegen,
 SparseType.FP32 rows, fp32 output) and the training one (SplitTableBatchedEmbeddingBagsCodegen,
-ComputeDevice.CPU) under no_grad; and PyTorch's own nn.EmbeddingBag, one call per table,
+ComputeDevice.CPU, EXACT_SGD: the default optimizer has no CPU kernel in fbgemm-gpu-cpu)
+under no_grad, forward only; and PyTorch's own nn.EmbeddingBag, one call per table,
 for scale. One thread. Each output is checked against a NumPy gather-sum to 1e-5.
 """
 
@@ -47,7 +48,7 @@ def main():
     modules, notes = {}, {}
     try:
         import fbgemm_gpu  # noqa: F401
-        from fbgemm_gpu.split_embedding_configs import SparseType
+        from fbgemm_gpu.split_embedding_configs import EmbOptimType, SparseType
         from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation, PoolingMode
         from fbgemm_gpu.split_table_batched_embeddings_ops_inference import (
             IntNBitTableBatchedEmbeddingBagsCodegen)
@@ -69,7 +70,7 @@ def main():
         try:
             tbe = SplitTableBatchedEmbeddingBagsCodegen(
                 [(t.rows, t.dim, EmbeddingLocation.HOST, ComputeDevice.CPU) for t in item],
-                pooling_mode=PoolingMode.SUM)
+                optimizer=EmbOptimType.EXACT_SGD, pooling_mode=PoolingMode.SUM)
             with torch.no_grad():
                 for dst, w in zip(tbe.split_embedding_weights(), weights):
                     dst.copy_(torch.from_numpy(w))
