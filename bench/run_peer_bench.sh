@@ -90,7 +90,7 @@ if [[ -x $VPY ]] || "$PY" -m venv "$VENV" >>"$LOGS/pip.log" 2>&1; then
   # fbgemm-gpu-cpu declares no torch requirement: it is installed beside the torch above.
   pip_group "fbgemm" --no-deps "fbgemm-gpu-cpu==$FBGEMM_VERSION" || true
   "$VENV/bin/pip" list --format=freeze 2>/dev/null |
-    grep -iE '^(torch|onnxruntime|onnx|fbgemm-gpu-cpu|fbgemm_gpu_cpu|numpy|grpcio|protobuf)==' \
+    grep -iE '^(torch|onnxruntime|onnx|fbgemm[-_]gpu[-_]cpu|numpy|grpcio|protobuf)==' \
       >"$OUT/versions.txt" || true
 else
   note "$PY -m venv $VENV failed: $(tail -n2 "$LOGS/pip.log")"

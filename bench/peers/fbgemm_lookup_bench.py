@@ -101,7 +101,9 @@ def main():
             else:
                 def fn(x, tbe=module):
                     return tbe(x[0], x[1])
-            with torch.inference_mode():
+            # no_grad, not inference_mode: under inference_mode the training module
+            # dispatches to its pt2 lookup, which fbgemm-gpu-cpu builds without a CPU kernel.
+            with torch.no_grad():
                 try:
                     got = fn(inputs[kind][0]).detach().float().numpy()
                 except Exception as e:
