@@ -22,12 +22,14 @@
 # usage: bench/run_peer_bench.sh          (about 8 minutes with the defaults, plus the venv)
 # env:   BUILD=build  ROUNDS=3  FORWARD_SECONDS=2  SIZES="16 256"  DURATION=10  CONCURRENCY=4
 #        TORCH_VERSION=2.14.*  FBGEMM_VERSION=1.9.0  QUICK=1 (short; docs left alone)
+#        PARTS="forward lookup services" (a subset: $OUT/section.md, docs left alone)
+#        OUT=bench/out/peers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
-OUT=bench/out/peers
+OUT=${OUT:-bench/out/peers}
 LOGS=$OUT/logs
 MODEL=${MODEL:-bench/out/model/bench.yaml}
 VENV=$BUILD/venv-peers
@@ -39,7 +41,10 @@ CONCURRENCY=${CONCURRENCY:-4}
 # fbgemm-gpu-cpu 1.9.0 is built for torch 2.14 (fbgemm_gpu/__init__.py's table).
 TORCH_VERSION=${TORCH_VERSION:-2.14.*}
 FBGEMM_VERSION=${FBGEMM_VERSION:-1.9.0}
+PARTS=${PARTS:-forward lookup services}
 WRITE_DOCS=1
+[[ $PARTS == "forward lookup services" ]] || WRITE_DOCS=0
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 if [[ "${QUICK:-0}" == 1 ]]; then
   ROUNDS=1 FORWARD_SECONDS=0.5 DURATION=3 WRITE_DOCS=0
 fi
@@ -126,11 +131,15 @@ has torch && SYSTEMS+=(eager compiled)
 for r in $(seq "$ROUNDS"); do
   echo "round $r $(loadavg)" >>"$OUT/loadavg.txt"
   log "round $r: fuserank-microbench (BM_EngineRun, BM_EngineLookup)"
-  logged "$MICRO" --benchmark_filter='BM_EngineRun/candidates:[0-9]+/threads:1/isa:0|BM_EngineLookup' \
+  filter=()
+  part forward && filter+=('BM_EngineRun/candidates:[0-9]+/threads:1/isa:0')
+  part lookup && filter+=('BM_EngineLookup')
+  ((${#filter[@]} > 0)) || break
+  logged "$MICRO" --benchmark_filter="$(IFS='|'; echo "${filter[*]}")" \
     --benchmark_repetitions=3 --benchmark_min_time=0.2 --benchmark_out_format=json \
     --benchmark_out="$OUT/micro_r$r.json" >>"$LOGS/microbench.log" 2>&1 ||
     note "fuserank-microbench failed: $(tail -n2 "$LOGS/microbench.log")"
-  if [[ $HAVE_ONNX == 1 ]] && ((${#SYSTEMS[@]} > 0)); then
+  if part forward && [[ $HAVE_ONNX == 1 ]] && ((${#SYSTEMS[@]} > 0)); then
     log "round $r: the peers' forward (${SYSTEMS[*]})"
     logged "$VPY" bench/peers/peer_forward_bench.py --model="$MODEL" --onnx="$ONNX" \
       --candidates=16,256,1024 --systems="$(IFS=,; echo "${SYSTEMS[*]}")" \
@@ -138,7 +147,7 @@ for r in $(seq "$ROUNDS"); do
       tail -n1 "$LOGS/forward_r$r.log" >"$OUT/forward_r$r.json" ||
       note "peer_forward_bench.py failed: $(tail -n2 "$LOGS/forward_r$r.log" | tr '\n' ' ')"
   fi
-  if has torch; then
+  if part lookup && has torch; then
     log "round $r: fbgemm lookup"
     logged "$VPY" bench/peers/fbgemm_lookup_bench.py --model="$MODEL" --candidates=16,256,1024 \
       --seconds="$FORWARD_SECONDS" --json >"$LOGS/lookup_r$r.log" 2>&1 &&
@@ -148,6 +157,7 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # --- the services, one at a time under load, the same fuserank-bench runs. ----------------
+if part services; then
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -206,6 +216,7 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+fi
 echo "end $(loadavg)" >>"$OUT/loadavg.txt"
 cat >"$OUT/run.json" <<EOF
 {"started": "$STARTED", "seconds": $SECONDS, "build": "$BUILD", "rounds": $ROUNDS,

@@ -6,7 +6,8 @@ same module through torch.compile. Run with the bench venv's python:
       --model=bench/out/model/bench.yaml --onnx=bench/out/peers/bench.onnx \
       [--candidates=16,256,1024] [--systems=ort,eager,compiled] [--seconds=3] [--json]
 Requests as fuserank-bench makes them (Zipf 1.05 ids, one id per bag), decoded and fed
-once, untimed; each call's wall time and the calling thread's CPU time are taken (with
+once, untimed (the ONNX peer's decode of a RankRequest into its inputs is timed on its
+own, as ort_decode); each call's wall time and the calling thread's CPU time are taken (with
 one intra-op thread both runtimes compute on the calling thread). Before timing, every
 system's scores are checked against ONNX Runtime's to 1e-5. The last stdout line is JSON
 with --json.
@@ -100,6 +101,12 @@ def main():
             print(f"{system:9} {n:5} candidates: wall {r['wall_us']:9.1f} us, cpu "
                   f"{r['cpu_us']:9.1f} us ({r['iterations']} calls; first call {first_s:.2f} s)",
                   flush=True)
+        if "ort" in systems:  # what the ONNX peer's service pays before it runs the graph
+            r = timed(lambda q: ort.feeds(torch_dlrm.decode_request(ort, q)), requests,
+                      args.seconds / 2, warmup=2)
+            row["ort_decode"] = r
+            print(f"decode+feed {n:5} candidates: wall {r['wall_us']:9.1f} us, cpu "
+                  f"{r['cpu_us']:9.1f} us (Python: RankRequest -> padded arrays)", flush=True)
         results.append(row)
     if args.json:
         print(json.dumps({"torch": torch.__version__, "onnxruntime": onnxruntime.__version__,

@@ -129,6 +129,12 @@ def section(out):
         ratios[n] = best / mine if best and mine else None
         cells.append(fmt(ratios[n], 2) + "x" if ratios[n] else "n/a")
         lines.append("| " + " | ".join(cells) + " |")
+    dec = {n: median([c for c, _ in fwd.get(("ort_decode", n), [])]) for n in SIZES}
+    if any(dec.values()):
+        lines.append("")
+        lines.append("The ONNX peer's service also pays, per request, its Python decode of the "
+                     "RankRequest into the graph's inputs (CPU us): " +
+                     ", ".join(f"{n} candidates {fmt(dec[n])}" for n in SIZES if dec[n]))
     lines.append("")
     for s, why in fwd_notes.items():
         lines.append(f"- {FORWARD.get(s, s)}: {why}")
