@@ -2,7 +2,7 @@
 # fuserank against the peers of the field from PyPI, on the bench model of run_cpu_bench.sh:
 #   forward alone, one thread, 16/256/1024 candidates: fuserank-microbench's BM_EngineRun
 #     against ONNX Runtime (the model exported by tools/fuserank_onnx_export.py) and
-#     PyTorch 2.x eager and torch.compile (bench/peers/peer_forward_bench.py);
+#     PyTorch 2.x eager, torch.compile and TorchScript (bench/peers/peer_forward_bench.py);
 #   the lookup stage alone: BM_EngineLookup against fbgemm_gpu's CPU table-batched
 #     embedding (bench/peers/fbgemm_lookup_bench.py);
 #   the services through gRPC with the same fuserank-bench load: fuserank-server, the
@@ -125,7 +125,7 @@ else
 fi
 SYSTEMS=()
 [[ $HAVE_ONNX == 1 ]] && SYSTEMS+=(ort)
-has torch && SYSTEMS+=(eager compiled)
+has torch && SYSTEMS+=(eager compiled script)
 
 # --- forward and lookup alone, alternating with fuserank round by round. ------------------
 for r in $(seq "$ROUNDS"); do

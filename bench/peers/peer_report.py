@@ -14,7 +14,8 @@ import statistics
 
 BEGIN, END = "<!-- peer-bench:begin -->", "<!-- peer-bench:end -->"
 SIZES = (16, 256, 1024)
-FORWARD = {"ort": "ONNX Runtime", "eager": "PyTorch eager", "compiled": "PyTorch torch.compile"}
+FORWARD = {"ort": "ONNX Runtime", "eager": "PyTorch eager", "compiled": "PyTorch torch.compile",
+           "script": "PyTorch TorchScript"}
 LOOKUP = {"fbgemm_inference_tbe": "fbgemm inference TBE (fp32 rows)",
           "fbgemm_training_tbe": "fbgemm training TBE (CPU)",
           "torch_embedding_bag": "PyTorch nn.EmbeddingBag x 18 (fbgemm's EmbeddingSpMDM inside)"}
