@@ -6,7 +6,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build serve test test-unit test-fuzz test-sanitize bench bench-kserve \
+.PHONY: all deps configure build serve test test-unit test-fuzz test-sanitize bench bench-kserve bench-peers \
 	format-check check-layers lint clean
 
 all: build
@@ -48,6 +48,12 @@ bench:
 bench-kserve:
 	$(MAKE) build BUILD=$(BUILD)
 	BUILD=$(BUILD) bash bench/run_kserve_bench.sh
+
+# fuserank against ONNX Runtime, PyTorch 2.x and fbgemm from PyPI (a venv under $(BUILD))
+# alone; `make bench` runs it too (docs/benchmarks.md, "Peers from PyPI").
+bench-peers:
+	$(MAKE) build BUILD=$(BUILD)
+	BUILD=$(BUILD) bash bench/run_peer_bench.sh
 
 format-check:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format --dry-run -Werror

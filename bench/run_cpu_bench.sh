@@ -5,8 +5,9 @@
 # running beside the other would steal its CPU). Then the engine microbenchmarks and the
 # torch forward alone. Writes bench/out/*.json, docs/img/cpu_latency_throughput.png and
 # the generated section of docs/benchmarks.md (between the cpu-bench markers). Last, the
-# goodput-under-overload section (bench/run_overload_bench.sh, its own markers) and the
-# KServe v2 section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers).
+# goodput-under-overload section (bench/run_overload_bench.sh, its own markers), the
+# KServe v2 section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers)
+# and the peers from PyPI: ONNX Runtime, PyTorch 2.x, fbgemm (bench/run_peer_bench.sh, its own).
 #
 # usage: bench/run_cpu_bench.sh            (from anywhere; about 10 minutes)
 # env:   BUILD=build  DURATION=10 WARMUP=3 REPEATS=3  CONCURRENCY=4  SIZES="16 256"
@@ -227,6 +228,17 @@ if [[ "$WRITE_DOCS" == 1 ]]; then
 else
   BUILD="$BUILD" QUICK=1 bash bench/run_kserve_bench.sh >&2 ||
     log "run_kserve_bench.sh failed: see bench/out/kserve"
+fi
+
+log "the peers from PyPI (ONNX Runtime, PyTorch 2.x, fbgemm): bench/run_peer_bench.sh"
+# Its own section of docs/benchmarks.md (peer-bench markers); its venv comes from PyPI, and
+# a package that does not install is reported there, which fails nothing else here.
+if [[ "$WRITE_DOCS" == 1 ]]; then
+  BUILD="$BUILD" MODEL="$MODEL" bash bench/run_peer_bench.sh >&2 ||
+    log "run_peer_bench.sh failed: see bench/out/peers"
+else
+  BUILD="$BUILD" MODEL="$MODEL" QUICK=1 bash bench/run_peer_bench.sh >&2 ||
+    log "run_peer_bench.sh failed: see bench/out/peers"
 fi
 
 cat >"$OUT/results/run.json" <<EOF

@@ -8,7 +8,9 @@ BUILD_PKGS=(cmake ninja-build pkg-config g++ make libgrpc++-dev protobuf-compile
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev curl clang-format)
 TEST_PKGS=(prometheus python3-grpcio python3-grpc-tools python3-yaml python3-numpy
   python3-protobuf python3-torch libopenblas0-pthread clang libclang-rt-14-dev)
-BENCH_PKGS=(libopenblas-dev python3-matplotlib)
+# python3-venv: the PyPI venvs of the KServe and peer benches; python3-dev: the C++ that
+# torch.compile (inductor) builds against Python.h.
+BENCH_PKGS=(libopenblas-dev python3-matplotlib python3-venv python3-dev)
 
 want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
 if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH_PKGS[@]}"); fi

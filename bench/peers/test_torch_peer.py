@@ -53,7 +53,7 @@ def make_model(directory, seed, tables, dense_user, dense_item, bottom, interact
 
     def layers(prefix, widths, width):
         for i, out in enumerate(widths):
-            arrays[f"{prefix}.{i}.weight"] = rng.uniform(-1, 1, (out, width)).astype(np.float32) / np.sqrt(width)
+            arrays[f"{prefix}.{i}.weight"] = rng.uniform(-1, 1, (out, width)).astype(np.float32) / np.float32(np.sqrt(width))
             arrays[f"{prefix}.{i}.bias"] = rng.uniform(-0.5, 0.5, out).astype(np.float32)
             width = out
         return width
@@ -66,7 +66,7 @@ def make_model(directory, seed, tables, dense_user, dense_item, bottom, interact
     elif interaction == "concat":
         width = concat
     else:
-        arrays["cross.weight"] = rng.uniform(-1, 1, (cross_dim, concat)).astype(np.float32) / np.sqrt(concat)
+        arrays["cross.weight"] = rng.uniform(-1, 1, (cross_dim, concat)).astype(np.float32) / np.float32(np.sqrt(concat))
         arrays["cross.bias"] = rng.uniform(-0.5, 0.5, cross_dim).astype(np.float32)
         width = cross_dim
     layers("top_mlp", top, width)
