@@ -121,6 +121,9 @@ void PlanBottom(const Model& model, CpuPlan& plan) {
 absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model) {
   if (absl::Status status = CheckTables(model); !status.ok()) return status;
   const ModelSpec& spec = model.spec();
+  if (spec.interaction == Interaction::kDcn) {
+    return absl::UnimplementedError("interaction dcn is not served by the CPU engine yet");
+  }
   CpuPlan plan;
   for (int t : model.user_tables()) {
     plan.user_offset.push_back(plan.user_width);

@@ -110,6 +110,9 @@ absl::Status SetColumns(const Model& model, GpuLayout* g, std::vector<int>* out_
 }  // namespace
 
 absl::StatusOr<GpuLayout> ComputeGpuLayout(const Model& model) {
+  if (model.spec().interaction == Interaction::kDcn) {
+    return absl::UnimplementedError("interaction dcn is not served by the CUDA engine");
+  }
   GpuLayout g;
   RETURN_IF_ERROR(SetDense(model, &g));
   RETURN_IF_ERROR(SetLookupShape(model, &g));
