@@ -78,7 +78,8 @@ class ExportTestBase(unittest.TestCase):
 
 class ModuleExportTest(ExportTestBase):
     def test_fp32_export_scores_like_torch_for_every_interaction(self):
-        for seed, interaction in enumerate(("dot", "concat", "linear"), start=11):
+        for seed, interaction in enumerate(("dot", "concat", "linear", "dcn", "dcn_full"),
+                                           start=11):
             with self.subTest(interaction=interaction, seed=seed):
                 model = fx.make_model(interaction, seed)
                 out = os.path.join(self.tmp, f"{interaction}.yaml")
@@ -93,6 +94,9 @@ class ModuleExportTest(ExportTestBase):
                 self.assertEqual(spec["tables"][3]["oov"], "reject")
                 self.assertEqual(spec["tables"][1]["pooling"], "mean")
                 self.assertEqual(spec["cross_dim"], 10 if interaction == "linear" else 0)
+                self.assertEqual(spec.get("dcn"), {"dcn": {"layers": 3, "low_rank": 5},
+                                                   "dcn_full": {"layers": 2, "low_rank": 0}
+                                                   }.get(interaction))
                 self.assert_scores_match(model, out, seed)
 
     def test_model_without_dense_features(self):
@@ -233,7 +237,7 @@ class StateDictExportTest(ExportTestBase):
         return sd_path, map_path
 
     def test_torchrec_names_export_like_the_module(self):
-        for seed, interaction in enumerate(("dot", "linear"), start=61):
+        for seed, interaction in enumerate(("dot", "linear", "dcn", "dcn_full"), start=61):
             with self.subTest(interaction=interaction, seed=seed):
                 model = fx.make_model(interaction, seed)
                 sd_path, map_path = self._save(*fx.torchrec_state_dict(model))
