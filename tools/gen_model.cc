@@ -45,8 +45,9 @@ ABSL_FLAG(std::string, preset, "",
           "tables of dim 128, rows scaled by --row_scale, 13 item dense features, bottom "
           "512-256-128, DCNv2 3 layers of rank 512, top 1024-1024-512-256-1)");
 ABSL_FLAG(double, row_scale, 0.01,
-          "--preset only: each table's row count times this, rounded up (MLPerf's 40M-row "
-          "tables become 400k at 0.01)");
+          "--preset only: each table's row count times this, rounded up, but never below "
+          "1024 rows or the table's own count if smaller (MLPerf's 40M-row tables become "
+          "400k at 0.01)");
 ABSL_FLAG(std::string, top_mlp, "64,32,1", "top MLP widths, the last one 1");
 ABSL_FLAG(std::string, dtype, "fp32", "embedding dtype: fp32 | fp16 | bf16");
 ABSL_FLAG(std::string, pooling, "sum", "pooling of every table: sum | mean");
@@ -123,17 +124,21 @@ constexpr int64_t kDlrmV2Rows[26] = {
     40000000, 3067956,  405282,   10,       2209,   11938, 155,  4,    976,
     14,       40000000, 40000000, 40000000, 590152, 12973, 108,  36};
 
+// A scaled table keeps at least this many rows (or all of its own, if it has fewer).
+constexpr int64_t kMinScaledRows = 1024;
+
 // Every sample of DLRM-v2 is a candidate here: all tables and dense features item-side.
 absl::Status ApplyDlrmV2(double row_scale, ModelSpec* spec) {
   if (!(row_scale > 0 && row_scale <= 1)) {
     return absl::InvalidArgumentError("--row_scale: want a number in (0, 1]");
   }
   for (int i = 0; i < 26; ++i) {
-    spec->tables.push_back(TableSpec{
-        .name = absl::StrCat("cat_", i),
-        .side = Side::kItem,
-        .rows = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(kDlrmV2Rows[i] * row_scale))),
-        .dim = 128});
+    spec->tables.push_back(
+        TableSpec{.name = absl::StrCat("cat_", i),
+                  .side = Side::kItem,
+                  .rows = std::max(static_cast<int64_t>(std::ceil(kDlrmV2Rows[i] * row_scale)),
+                                   std::min<int64_t>(kDlrmV2Rows[i], kMinScaledRows)),
+                  .dim = 128});
   }
   spec->dense_item = 13;
   spec->bottom_mlp = {512, 256, 128};
