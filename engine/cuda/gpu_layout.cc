@@ -110,9 +110,6 @@ absl::Status SetColumns(const Model& model, GpuLayout* g, std::vector<int>* out_
 }  // namespace
 
 absl::StatusOr<GpuLayout> ComputeGpuLayout(const Model& model) {
-  if (model.spec().interaction == Interaction::kDcn) {
-    return absl::UnimplementedError("interaction dcn is not served by the CUDA engine");
-  }
   GpuLayout g;
   RETURN_IF_ERROR(SetDense(model, &g));
   RETURN_IF_ERROR(SetLookupShape(model, &g));
@@ -122,6 +119,11 @@ absl::StatusOr<GpuLayout> ComputeGpuLayout(const Model& model) {
       model.top_mlp().back().out != 1) {
     return absl::InternalError(
         absl::StrCat("top MLP does not take the interaction width ", g.h_width, " to one logit"));
+  }
+  if (g.interaction == Interaction::kDcn) {
+    g.dcn_layers = static_cast<int>(model.dcn().size());
+    g.dcn_rank = model.spec().dcn.low_rank;
+    g.dcn_t_ld = PaddedLd(g.dcn_rank);
   }
   g.hidden_ld = 4;
   for (const auto* mlp : {&model.bottom_mlp(), &model.top_mlp()}) {
