@@ -23,7 +23,8 @@ def main():
              f"Measured {run['date']} on {run['cpu']} ({run['cores']} cores), commit "
              f"{run['commit']}: the DLRM-v2 preset at row scale {run['row_scale']}, "
              f"{run['size']} candidates per request, closed loop at concurrency "
-             f"{run['concurrency']}, {run['duration']} s x {run['repeats']} (medians).", "",
+             f"{run['concurrency']}, {run['duration']} s x {run['repeats']} (medians); load average "
+             f"at the start {run.get('loadavg_at_start', '?')} (the machine is shared).", "",
              "| system | samples/s | requests/s | p50 ms | p99 ms |", "| --- | --- | --- | --- | --- |"]
     for system in ("fuserank", "torch"):
         rows = [json.load(open(f)) for f in sorted(glob.glob(

@@ -59,6 +59,7 @@ stop() {
   wait "$1" 2>/dev/null || true
 }
 
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 log "generating the DLRM-v2 model (row scale $ROW_SCALE)"
 logged "$GEN" --out="$MODEL" --name=dlrm_v2 --seed=4 --preset=dlrm_v2 --row_scale="$ROW_SCALE" >&2
 
@@ -119,7 +120,7 @@ cat >"$OUT/results/run.json" <<JSON
 {"date": "$(date -u +%Y-%m-%d)", "row_scale": $ROW_SCALE, "size": $SIZE,
  "concurrency": $CONCURRENCY, "duration": $DURATION, "repeats": $REPEATS,
  "cpu": "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')",
- "cores": $(nproc), "commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"}
+ "cores": $(nproc), "loadavg_at_start": "$LOADAVG", "commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"}
 JSON
 args=(--results="$OUT/results" --model="$MODEL")
 [[ "$WRITE_DOCS" == 1 ]] && args+=(--markdown=docs/benchmarks.md)
