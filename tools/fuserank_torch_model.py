@@ -261,7 +261,8 @@ def example_model(interaction: str = "dot", seed: int = 0) -> DLRM:
     """A small seeded model with two user and two item tables, for docs and smoke tests:
     `fuserank_export.py --module fuserank_torch_model:example_model --out m/demo.yaml`."""
     torch.manual_seed(seed)
-    dims = {"dot": (8, 8, 8, 8), "concat": (4, 6, 8, 3), "linear": (4, 6, 8, 3)}[interaction]
+    dims = {"dot": (8, 8, 8, 8), "concat": (4, 6, 8, 3), "linear": (4, 6, 8, 3),
+            "dcn": (4, 6, 8, 3)}[interaction]
     tables = [
         Table("user_id", "user", 1000, dims[0]),
         Table("user_history", "user", 500, dims[1], pooling="mean"),
@@ -270,4 +271,6 @@ def example_model(interaction: str = "dot", seed: int = 0) -> DLRM:
     ]
     return spread_init(DLRM(tables, dense_user=3, dense_item=2, bottom_mlp=[16, 8],
                             interaction=interaction, top_mlp=[16, 8, 1],
-                            cross_dim=12 if interaction == "linear" else 0))
+                            cross_dim=12 if interaction == "linear" else 0,
+                            dcn_layers=3 if interaction == "dcn" else 0,
+                            dcn_low_rank=8 if interaction == "dcn" else 0))

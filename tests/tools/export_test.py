@@ -286,6 +286,28 @@ class StateDictExportTest(ExportTestBase):
         self.assert_cli_error(sd, mapping, "tables[2] (item_id)",
                               "embedding_bags.t_item_id.weight")
 
+    def test_dcn_problems_name_the_layer(self):
+        model = fx.make_model("dcn", 66)
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["inter_arch.crossnet.W_kernels.1"] = torch.zeros(5, 25)  # V's orientation
+        self.assert_cli_error(sd, mapping, "dcn.1.U.weight", "expected shape [25, 5]",
+                              "[5, 25]")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["inter_arch.crossnet.V_kernels.2"]
+        self.assert_cli_error(sd, mapping, "layer 2 needs V_kernels.2 and W_kernels.2")
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["interaction"] = "concat"
+        self.assert_cli_error(sd, mapping, "dcn", "present, but interaction is 'concat'")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del mapping["dcn"]
+        self.assert_cli_error(sd, mapping, "dcn: missing")
+        sd, mapping = fx.torchrec_state_dict(model)
+        for l in range(3):  # VectorCrossNet: kernels.<l> [N, 1]
+            for k in ("V_kernels", "W_kernels"):
+                del sd[f"inter_arch.crossnet.{k}.{l}"]
+            sd[f"inter_arch.crossnet.kernels.{l}"] = torch.zeros(25, 1)
+        self.assert_cli_error(sd, mapping, "VectorCrossNet")
+
     def test_wrong_shape_is_an_error_naming_the_tensor(self):
         model = fx.make_model("dot", 65)
         sd, mapping = fx.torchrec_state_dict(model)
