@@ -63,6 +63,20 @@ void ParseDense(YamlMap& r, ModelSpec* spec) {
   m.ReportUnknown();
 }
 
+void ParseDcn(YamlMap& r, ModelSpec* spec) {
+  std::optional<YAML::Node> dcn = r.Find("dcn");
+  if (!dcn) return;
+  if (!dcn->IsMap()) {
+    r.errors()->Add("dcn", "must be a map like {layers: 3, low_rank: 512}");
+    return;
+  }
+  YamlMap m(*dcn, "dcn", r.errors());
+  m.Require({"layers"});
+  m.Int("layers", &spec->dcn.layers);
+  m.Int("low_rank", &spec->dcn.low_rank);
+  m.ReportUnknown();
+}
+
 void ParseRoot(YamlMap& r, const std::string& base_dir, ModelSpec* spec) {
   ErrorList* errors = r.errors();
   r.Require({"name", "weights", "interaction", "top_mlp"});
@@ -100,9 +114,11 @@ void ParseRoot(YamlMap& r, const std::string& base_dir, ModelSpec* spec) {
   r.Enum<Interaction>("interaction",
                       {{"concat", Interaction::kConcat},
                        {"dot", Interaction::kDot},
-                       {"linear", Interaction::kLinear}},
+                       {"linear", Interaction::kLinear},
+                       {"dcn", Interaction::kDcn}},
                       &spec->interaction, " | ");
   r.Int("cross_dim", &spec->cross_dim);
+  ParseDcn(r, spec);
   r.IntList("top_mlp", &spec->top_mlp, "[64, 32, 1]");
   r.ReportUnknown();
 }
@@ -122,6 +138,26 @@ void CheckWidth(ErrorList& problems, absl::string_view field, int64_t value, int
   if (value < min || value > kMaxWidth) {
     problems.Add(field, absl::StrCat("must be in ", min, "..", kMaxWidth, ", got ", value));
   }
+}
+
+// dcn.layers and dcn.low_rank: required ranges with interaction dcn, absent otherwise.
+void CheckDcn(const ModelSpec& spec, ErrorList& problems) {
+  if (spec.interaction != Interaction::kDcn) {
+    if (spec.dcn.layers != 0 || spec.dcn.low_rank != 0) {
+      problems.Add("dcn", absl::StrCat("must be absent unless interaction is dcn, got {layers: ",
+                                       spec.dcn.layers, ", low_rank: ", spec.dcn.low_rank, "}"));
+    }
+    return;
+  }
+  if (spec.dcn.layers == 0 && spec.dcn.low_rank == 0) {
+    problems.Add("dcn", "must be given with interaction: dcn, e.g. {layers: 3, low_rank: 512}");
+    return;
+  }
+  if (spec.dcn.layers < 1 || spec.dcn.layers > kMaxDcnLayers) {
+    problems.Add("dcn.layers", absl::StrCat("must be in 1..", kMaxDcnLayers,
+                                            " with interaction: dcn, got ", spec.dcn.layers));
+  }
+  CheckWidth(problems, "dcn.low_rank", spec.dcn.low_rank, 0);
 }
 
 // Every range and cross-field rule of SPEC section 2, each problem named by its field.
@@ -181,6 +217,7 @@ void CheckSpec(const ModelSpec& spec, ErrorList& problems) {
     problems.Add("cross_dim",
                  absl::StrCat("must be 0 unless interaction is linear, got ", spec.cross_dim));
   }
+  CheckDcn(spec, problems);
   if (!problems.empty()) return;  // widths below assume sane fields
 
   if (spec.interaction == Interaction::kDot) {
@@ -238,6 +275,8 @@ std::string_view InteractionName(Interaction interaction) {
       return "dot";
     case Interaction::kLinear:
       return "linear";
+    case Interaction::kDcn:
+      return "dcn";
   }
   return "?";
 }
@@ -257,6 +296,7 @@ int ModelSpec::interaction_width() const {
   switch (interaction) {
     case Interaction::kConcat:
     case Interaction::kLinear:  // the cross is folded into top_mlp[0]
+    case Interaction::kDcn:     // x_L is as wide as x0 = concat(V)
       return concat_width();
     case Interaction::kDot: {
       const int z = z_width();
@@ -328,6 +368,12 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
   out << YAML::Key << "interaction" << YAML::Value
       << std::string(InteractionName(spec.interaction));
   out << YAML::Key << "cross_dim" << YAML::Value << spec.cross_dim;
+  if (spec.interaction == Interaction::kDcn) {
+    out << YAML::Key << "dcn" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "layers" << YAML::Value << spec.dcn.layers;
+    out << YAML::Key << "low_rank" << YAML::Value << spec.dcn.low_rank;
+    out << YAML::EndMap;
+  }
   out << YAML::Key << "top_mlp" << YAML::Value;
   EmitIntList(out, spec.top_mlp);
   out << YAML::EndMap;

@@ -42,6 +42,10 @@ struct TileScratch {
   std::vector<float> ping;   // kTileCandidates x plan.max_layer_width
   std::vector<float> pong;
   std::vector<float> logits;  // kTileCandidates
+  // dcn only: x_l ping-pong blocks and V_l x_l, kTileCandidates x plan.dcn_stride each.
+  std::vector<float> cross_a;
+  std::vector<float> cross_b;
+  std::vector<float> cross_t;
   StageTimes times;
   HotReads hot;
 

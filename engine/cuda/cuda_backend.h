@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceModel> device_model_;
   std::unique_ptr<MlpPlan> bottom_;
   std::unique_ptr<MlpPlan> top_;
+  std::vector<std::unique_ptr<MlpPlan>> dcn_;
   BackendShared shared_;
   // Last: workers (and their graphs) go before the model state they point into.
   std::vector<std::unique_ptr<CudaWorker>> workers_;

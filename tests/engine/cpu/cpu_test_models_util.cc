@@ -65,6 +65,9 @@ ModelSpec VariantSpec(Interaction interaction, DType dtype, Variant variant, std
   spec.bottom_mlp = {16, dim};
   spec.top_mlp = {12, 6, 1};
   spec.cross_dim = interaction == Interaction::kLinear ? 10 : 0;
+  if (interaction == Interaction::kDcn) {  // low rank 3, or full rank in every other variant
+    spec.dcn = {variant == Variant::kSingleLayers ? 1 : 2, static_cast<int>(variant) % 2 ? 0 : 3};
+  }
   switch (variant) {
     case Variant::kNoDense:
       spec.dense_user = spec.dense_item = 0;
