@@ -14,6 +14,7 @@
 namespace fuserank::engine {
 
 class HotRowManager;
+class RemoteTier;
 
 struct BackendOptions {
   int workers = defaults::kStreams;  // engine.streams: concurrent Run() calls (one per worker)
@@ -29,6 +30,10 @@ struct BackendOptions {
   HotRowManager* hot_rows = nullptr;
   // cache.policy: frequency: sample row accesses into hot_rows' frequency sketches.
   bool sample_accesses = false;
+  // The model's storage: redis tier (remote.*), or null when it has no remote table. The
+  // CPU backend stages each batch's remote rows through it; the CUDA backend refuses a
+  // model with remote tables. Must outlive the backend.
+  RemoteTier* remote = nullptr;
 };
 
 class Backend {

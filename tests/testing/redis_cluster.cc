@@ -1,5 +1,6 @@
 #include "tests/testing/redis_cluster.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -73,6 +74,11 @@ absl::Status RedisCluster::Launch(Process* process) {
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
+    // Not the test's stdout / stderr: a runner reading them must see EOF when the test ends.
+    const int null = open("/dev/null", O_RDWR);
+    dup2(null, STDIN_FILENO);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
     execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
            "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
            "--cluster-node-timeout", "2000", "--dir", process->dir.c_str(), "--save", "",
