@@ -27,7 +27,9 @@ struct ClusterOptions {
   int pool_size = 4;                                 // idle connections kept open per node
   std::chrono::milliseconds connect_timeout{500};    // map refreshes (background)
   std::chrono::milliseconds refresh_interval{1000};  // periodic CLUSTER SLOTS
-  int max_redirects = 3;  // MOVED / ASK followed per key within one Run()
+  // MOVED / ASK followed per key within one Run() (a slot being handed over may bounce a
+  // key between its old and new owner until both agree).
+  int max_redirects = 5;
 };
 
 // Why a command got no answer.

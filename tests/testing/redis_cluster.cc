@@ -116,6 +116,18 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, i
                            replicas, " --cluster-yes 2>&1"));
   if (!created.ok()) return created.status();
   if (absl::Status s = cluster->WaitHealthy(); !s.ok()) return s;
+  // A replica that has not synced with its master yet would refuse to fail over.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int node = masters; node < cluster->size(); ++node) {
+    for (;;) {
+      absl::StatusOr<std::string> info = cluster->Cli(node, "info replication");
+      if (info.ok() && absl::StrContains(*info, "master_link_status:up")) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError("a replica did not sync with its master");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
   return cluster;
 }
 
