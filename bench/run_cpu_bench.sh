@@ -6,7 +6,8 @@
 # torch forward alone. Writes bench/out/*.json, docs/img/cpu_latency_throughput.png and
 # the generated section of docs/benchmarks.md (between the cpu-bench markers). Last, the
 # goodput-under-overload section (bench/run_overload_bench.sh, its own markers), the
-# KServe v2 section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers)
+# storage: redis section (bench/run_remote_bench.sh, its own markers), the KServe v2
+# section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers),
 # the peers from PyPI: ONNX Runtime, PyTorch 2.x, fbgemm (bench/run_peer_bench.sh, its own)
 # and the MLPerf DLRM-v2 anchor (bench/run_dlrm_bench.sh, its own markers).
 #
@@ -218,6 +219,15 @@ if [[ "$WRITE_DOCS" == 1 ]]; then
 else
   BUILD="$BUILD" MODEL="$MODEL" DURATION=2 WARMUP=1 REPEATS=1 WRITE_DOCS=0 \
     bash bench/run_overload_bench.sh >&2 || log "run_overload_bench.sh failed: see bench/out/overload"
+fi
+
+log "storage: redis tables in a Redis Cluster: bench/run_remote_bench.sh"
+# Its own section of docs/benchmarks.md (remote-bench markers).
+if [[ "$WRITE_DOCS" == 1 ]]; then
+  BUILD="$BUILD" bash bench/run_remote_bench.sh >&2 || log "run_remote_bench.sh failed: see bench/out/remote"
+else
+  BUILD="$BUILD" QUICK=1 bash bench/run_remote_bench.sh >&2 ||
+    log "run_remote_bench.sh failed: see bench/out/remote"
 fi
 
 log "KServe v2 through Triton's perf_analyzer: bench/run_kserve_bench.sh"

@@ -240,9 +240,11 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
                          .dtype = spec.embedding_dtype,
                          .rows = ts.rows,
                          .dim = ts.dim,
-                         .row_bytes = element * ts.dim};
-    const TensorView* t =
-        checker.Get(absl::StrCat("embeddings.", ts.name, ".weight"), dtype, {ts.rows, ts.dim});
+                         .row_bytes = element * ts.dim,
+                         .remote = ts.remote()};
+    const TensorView* t = ts.remote() ? nullptr
+                                      : checker.Get(absl::StrCat("embeddings.", ts.name, ".weight"),
+                                                    dtype, {ts.rows, ts.dim});
     if (t != nullptr) {
       const bool aligned = reinterpret_cast<uintptr_t>(t->data) % element == 0;
       if (copy_tables || !aligned) {  // a misaligned file costs a copy, not a crash
@@ -252,7 +254,7 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
         table.data = t->data;
       }
     }
-    if (spec.embedding_dtype == DType::kInt8) {
+    if (spec.embedding_dtype == DType::kInt8 && !ts.remote()) {
       table.qparams = QParams(checker, ts, copy_tables, &model->owned_);
     }
     if (table.data != nullptr) {

@@ -35,6 +35,9 @@ struct EmbeddingTable {
   size_t row_bytes = 0;             // bytes of one row in `data`
   // kInt8 only: per row (scale, bias), value = scale * q + bias (docs/model-format.md).
   const float* qparams = nullptr;
+  // storage: redis: no rows here (data null, rows 0); a batch's rows are fetched into a
+  // staged copy first (engine/remote_tier.h).
+  bool remote = false;
 };
 
 // A fully connected layer, PyTorch layout: weight [out, in] row-major, bias [out].

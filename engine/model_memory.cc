@@ -70,6 +70,7 @@ std::vector<SpecTensor> SpecTensors(const ModelSpec& spec) {
   std::vector<SpecTensor> tensors;
   const std::string table_dtype(SafetensorsDType(spec.embedding_dtype));
   for (const TableSpec& t : spec.tables) {
+    if (t.remote()) continue;  // its rows live in the cluster, not in the weights file
     const std::string prefix = absl::StrCat("embeddings.", t.name);
     tensors.push_back({prefix + ".weight", table_dtype, {t.rows, t.dim}});
     if (spec.embedding_dtype == DType::kInt8)

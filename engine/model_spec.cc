@@ -39,7 +39,7 @@ void ParseTable(const YAML::Node& node, size_t index, ErrorList* errors, TableSp
     return;
   }
   YamlMap m(node, p, errors);
-  m.Require({"name", "side", "rows", "dim"});
+  m.Require({"name", "side", "dim"});
   m.String("name", &t->name);
   m.Enum<Side>("side", {{"user", Side::kUser}, {"item", Side::kItem}}, &t->side, " | ");
   m.Int64("rows", &t->rows);
@@ -47,6 +47,14 @@ void ParseTable(const YAML::Node& node, size_t index, ErrorList* errors, TableSp
   m.Enum<Pooling>("pooling", {{"sum", Pooling::kSum}, {"mean", Pooling::kMean}}, &t->pooling,
                   " | ");
   m.Enum<Oov>("oov", {{"modulo", Oov::kModulo}, {"reject", Oov::kReject}}, &t->oov, " | ");
+  m.Enum<Storage>("storage", {{"local", Storage::kLocal}, {"redis", Storage::kRedis}}, &t->storage,
+                  " | ");
+  if (t->storage == Storage::kLocal && !node["rows"]) {
+    errors->Add(p + ".rows", "required (a local table's row count)");
+  }
+  if (t->storage == Storage::kRedis && (node["rows"] || node["oov"])) {
+    errors->Add(p, "a storage: redis table is addressed by the raw id: it takes no rows or oov");
+  }
   m.ReportUnknown();
 }
 
@@ -176,7 +184,13 @@ void CheckSpec(const ModelSpec& spec, ErrorList& problems) {
       problems.Add(p + ".name",
                    absl::StrCat("duplicate table name '", EscapeText(t.name, kQuoted), "'"));
     }
-    if (t.rows < 1 || t.rows > kMaxRows) {
+    if (t.remote()) {
+      if (t.rows != 0) problems.Add(p + ".rows", "a storage: redis table has no row count");
+      if (spec.embedding_dtype == DType::kInt8) {
+        problems.Add(p + ".storage",
+                     "storage: redis tables hold fp32, fp16 or bf16 rows, not int8");
+      }
+    } else if (t.rows < 1 || t.rows > kMaxRows) {
       problems.Add(p + ".rows", absl::StrCat("must be in 1..", kMaxRows, ", got ", t.rows));
     }
     if (t.dim < 1) {
@@ -281,6 +295,13 @@ std::string_view InteractionName(Interaction interaction) {
   return "?";
 }
 
+bool ModelSpec::has_remote_tables() const {
+  for (const TableSpec& t : tables) {
+    if (t.remote()) return true;
+  }
+  return false;
+}
+
 int ModelSpec::z_width() const {
   if (dense_total() == 0) return 0;
   return bottom_mlp.empty() ? dense_total() : bottom_mlp.back();
@@ -352,10 +373,14 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
     out << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << t.name;
     out << YAML::Key << "side" << YAML::Value << (t.side == Side::kUser ? "user" : "item");
-    out << YAML::Key << "rows" << YAML::Value << t.rows;
+    if (!t.remote()) out << YAML::Key << "rows" << YAML::Value << t.rows;
     out << YAML::Key << "dim" << YAML::Value << t.dim;
     out << YAML::Key << "pooling" << YAML::Value << (t.pooling == Pooling::kSum ? "sum" : "mean");
-    out << YAML::Key << "oov" << YAML::Value << (t.oov == Oov::kModulo ? "modulo" : "reject");
+    if (t.remote()) {
+      out << YAML::Key << "storage" << YAML::Value << "redis";
+    } else {
+      out << YAML::Key << "oov" << YAML::Value << (t.oov == Oov::kModulo ? "modulo" : "reject");
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

@@ -16,6 +16,8 @@ enum class DType { kF32, kF16, kBF16, kInt8 };
 enum class Side { kUser, kItem };
 enum class Pooling { kSum, kMean };
 enum class Oov { kModulo, kReject };
+// Where a table's rows live: in the weights file, or in a Redis Cluster (docs/remote-tables.md).
+enum class Storage { kLocal, kRedis };
 enum class Interaction { kConcat, kDot, kLinear, kDcn };
 
 std::string_view DTypeName(DType dtype);                    // "fp32", "fp16", "bf16", "int8"
@@ -24,10 +26,15 @@ std::string_view InteractionName(Interaction interaction);  // "concat", ..., "d
 struct TableSpec {
   std::string name;
   Side side = Side::kItem;
-  int64_t rows = 0;  // 1 .. 2^31-1 (rows are addressed with int32 after the oov mapping)
+  // 1 .. 2^31-1 (rows are addressed with int32 after the oov mapping); 0 for kRedis, whose
+  // rows are addressed by the raw int64 id (no bound, no oov mapping).
+  int64_t rows = 0;
   int dim = 0;
   Pooling pooling = Pooling::kSum;
   Oov oov = Oov::kModulo;
+  Storage storage = Storage::kLocal;
+
+  bool remote() const { return storage == Storage::kRedis; }
 };
 
 // The DCNv2 cross network of `interaction: dcn` (SPEC section 2, step 4).
@@ -60,6 +67,8 @@ struct ModelSpec {
   // Input width of top_mlp[0] as served (after the linear cross is folded in; for dcn the
   // cross network's output x_L, as wide as concat(V)).
   int interaction_width() const;
+  // True when some table is storage: redis.
+  bool has_remote_tables() const;
 };
 
 // The largest spec file ParseModelSpecFile reads (a spec is a few hundred bytes per table).

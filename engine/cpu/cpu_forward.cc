@@ -7,6 +7,7 @@
 #include "engine/cpu/cpu_interaction.h"
 #include "engine/cpu/cpu_lookup.h"
 #include "engine/cpu/cpu_mlp.h"
+#include "engine/remote_stage.h"
 
 namespace fuserank::engine {
 namespace {
@@ -99,8 +100,25 @@ const float* CrossChain(const CpuPlan& plan, int count, const float* x0, TileScr
 const HotLookup* HotFor(TileScratch* scratch, int t, HotLookup* storage) {
   HotReads& hot = scratch->hot;
   if (hot.snapshot == nullptr) return nullptr;
+  if (scratch->remote != nullptr && scratch->remote->staged(t) != nullptr) return nullptr;
   *storage = {&hot.snapshot->table(t), hot.sampler.get(), t, &hot.hits[t], &hot.misses[t]};
   return storage;
+}
+
+// Table t as this batch reads it, with the rows of its side's bags: a storage: redis
+// table's staged copy and the staged rows (remote_stage.h), else the model's own.
+struct TableRead {
+  const EmbeddingTable* table;
+  const int32_t* rows;
+};
+TableRead ReadOf(const Model& model, const BagSet& bags, const TileScratch& scratch, int t) {
+  if (scratch.remote != nullptr) {
+    const bool user = model.tables()[t].side == Side::kUser;
+    const int32_t* rows = user ? scratch.remote->user_rows() : scratch.remote->item_rows();
+    const EmbeddingTable* staged = scratch.remote->staged(t);
+    return {staged != nullptr ? staged : &model.tables()[t], rows};
+  }
+  return {&model.tables()[t], bags.rows.data()};
 }
 
 }  // namespace
@@ -115,8 +133,9 @@ void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& b
   HotLookup hot;
   for (int u = 0; u < num_user; ++u) {
     const int t = model.user_tables()[u];
-    PooledLookup(model.tables()[t], batch.user, r * num_user + u, 1, 1, share + plan.user_offset[u],
-                 0, HotFor(scratch, t, &hot));
+    const TableRead read = ReadOf(model, batch.user, *scratch, t);
+    PooledLookup(*read.table, batch.user.bag_begin.data(), read.rows, batch.user.weights.data(),
+                 r * num_user + u, 1, 1, share + plan.user_offset[u], 0, HotFor(scratch, t, &hot));
   }
   SaturateNonFinite(share, 1, plan.user_width, plan.user_width);
   const Clock::time_point t1 = Clock::now();
@@ -168,7 +187,9 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
   HotLookup hot;
   for (int i = 0; i < num_item; ++i) {
     const int t = model.item_tables()[i];
-    PooledLookup(model.tables()[t], batch.item, first * num_item + i, num_item, count,
+    const TableRead read = ReadOf(model, batch.item, *scratch, t);
+    PooledLookup(*read.table, batch.item.bag_begin.data(), read.rows, batch.item.weights.data(),
+                 first * num_item + i, num_item, count,
                  items + plan.item_base + plan.item_offset[i], items_stride,
                  HotFor(scratch, t, &hot));
   }

@@ -19,6 +19,8 @@
 
 namespace fuserank::engine {
 
+class RemoteStage;
+
 // Candidates scored together: their activation rows and layer outputs stay in L2.
 inline constexpr int kTileCandidates = 64;
 
@@ -48,6 +50,8 @@ struct TileScratch {
   std::vector<float> cross_t;
   StageTimes times;
   HotReads hot;
+  // The batch's staged storage: redis rows (null: the model has no remote table).
+  const RemoteStage* remote = nullptr;
 
   // Sizes the blocks for `plan` (allocates only the first time for a plan).
   void Prepare(const CpuPlan& plan);
