@@ -26,7 +26,7 @@ def main():
              f"{run['concurrency']}, {run['duration']} s x {run['repeats']} (medians); load average "
              f"at the start {run.get('loadavg_at_start', '?')} (the machine is shared).", "",
              "| system | samples/s | requests/s | p50 ms | p99 ms |", "| --- | --- | --- | --- | --- |"]
-    for system in ("fuserank", "torch"):
+    for system in ("fuserank", "torch", "ort"):
         rows = [json.load(open(f)) for f in sorted(glob.glob(
             os.path.join(args.results, f"{system}_r*.json")))]
         if not rows:
@@ -36,9 +36,13 @@ def main():
         lines.append(f"| {system} | {qps * run['size']:,.0f} | {qps:.2f} | "
                      f"{statistics.median(r['p50_ms'] for r in rows):.1f} | "
                      f"{statistics.median(r['p99_ms'] for r in rows):.1f} |")
-    compare = os.path.join(args.results, "compare.json")
-    if os.path.exists(compare) and os.path.getsize(compare) > 0:
-        lines += ["", f"Scores of fuserank against the peer: `{open(compare).read().strip()}`"]
+    for name, peer in (("compare.json", "the PyTorch peer"), ("compare_ort.json", "the ONNX Runtime peer")):
+        compare = os.path.join(args.results, name)
+        if os.path.exists(compare) and os.path.getsize(compare) > 0:
+            lines += ["", f"Scores of fuserank against {peer}: `{open(compare).read().strip()}`"]
+    note = os.path.join(args.results, "ort_note.txt")
+    if os.path.exists(note):
+        lines += ["", open(note).read().strip()]
     lines += ["", "Commands, as run:", "", "```"]
     lines += open(os.path.join(args.results, "commands.txt")).read().splitlines()
     lines += ["```", "", END]

@@ -252,6 +252,16 @@ else
     log "run_peer_bench.sh failed: see bench/out/peers"
 fi
 
+log "engine.cpu_precision: bf16 beside fp32: bench/run_precision_bench.sh"
+# Printed to the log (docs/benchmarks.md, "CPU engine: bf16 MLP", quotes a run); it says why
+# and passes where the CPU cannot run bf16.
+if [[ "$WRITE_DOCS" == 1 ]]; then
+  BUILD="$BUILD" bash bench/run_precision_bench.sh >&2 || log "run_precision_bench.sh failed"
+else
+  BUILD="$BUILD" REQUESTS=1000 REPS=1 bash bench/run_precision_bench.sh >&2 ||
+    log "run_precision_bench.sh failed"
+fi
+
 log "the MLPerf DLRM-v2 anchor: bench/run_dlrm_bench.sh"
 # Its own section of docs/benchmarks.md (dlrm-bench markers).
 if [[ "$WRITE_DOCS" == 1 ]]; then

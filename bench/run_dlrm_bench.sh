@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The MLPerf DLRM-v2 anchor on the CPU, run by `make bench` (bench/run_cpu_bench.sh):
 # fuserank-gen-model --preset=dlrm_v2 (rows scaled by ROW_SCALE), then fuserank-server
-# (engine.device: cpu) and the PyTorch peer (bench/peers/torch_peer.py), one at a time,
+# (engine.device: cpu), the PyTorch peer (bench/peers/torch_peer.py) and, where the peers'
+# venv exists (BUILD/venv-peers, made by `make bench-peers`), the ONNX Runtime peer
+# (bench/peers/ort_peer.py on the model exported by tools/fuserank_onnx_export.py), one at a time,
 # each driven by fuserank-bench in a closed loop at SIZE candidates per request (one
 # candidate = one DLRM-v2 sample). Scores are compared first. Writes bench/out/dlrm/*.json
 # and the generated section of docs/benchmarks.md between the dlrm-bench markers.
 #
 # usage: bench/run_dlrm_bench.sh
 # env:   BUILD=build ROW_SCALE=0.01 SIZE=256 CONCURRENCY=2 DURATION=10 WARMUP=3 REPEATS=3
-#        SYSTEMS="fuserank torch" WRITE_DOCS=1
+#        SYSTEMS="fuserank torch ort" WRITE_DOCS=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +24,9 @@ CONCURRENCY=${CONCURRENCY:-2}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 REPEATS=${REPEATS:-3}
-SYSTEMS=${SYSTEMS:-fuserank torch}
+SYSTEMS=${SYSTEMS:-fuserank torch ort}
+VPY=$BUILD/venv-peers/bin/python
+ONNX=$OUT/model/dlrm_v2.onnx
 WRITE_DOCS=${WRITE_DOCS:-1}
 BENCH=$BUILD/bin/fuserank-bench
 SERVER=$BUILD/bin/fuserank-server
@@ -63,9 +67,28 @@ LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 log "generating the DLRM-v2 model (row scale $ROW_SCALE)"
 logged "$GEN" --out="$MODEL" --name=dlrm_v2 --seed=4 --preset=dlrm_v2 --row_scale="$ROW_SCALE" >&2
 
+# ONNX Runtime where the peers' venv has it: the model exported once (its absence is noted
+# in the report, not an error).
+if [[ " $SYSTEMS " == *" ort "* ]]; then
+  if [[ ! -x $VPY ]] || ! "$VPY" -c 'import onnxruntime' 2>/dev/null; then
+    log "no ONNX Runtime in $BUILD/venv-peers (make bench-peers creates it): the ort peer is not run"
+    echo "ONNX Runtime peer: not run ($BUILD/venv-peers has no onnxruntime; make bench-peers creates it)" >"$OUT/results/ort_note.txt"
+    SYSTEMS=${SYSTEMS/ort/}
+  elif ! logged "$VPY" tools/fuserank_onnx_export.py --model="$MODEL" --out="$ONNX" \
+    >"$OUT/logs/onnx_export.log" 2>&1; then
+    log "tools/fuserank_onnx_export.py failed: see $OUT/logs/onnx_export.log"
+    echo "ONNX Runtime peer: not run (export failed: $(tail -n1 "$OUT/logs/onnx_export.log"))" >"$OUT/results/ort_note.txt"
+    SYSTEMS=${SYSTEMS/ort/}
+  fi
+fi
+
 start() {  # SYSTEM: sets PID and PORT
   PORT=$(free_port)
-  if [[ "$1" == fuserank ]]; then
+  if [[ "$1" == ort ]]; then
+    echo "$VPY bench/peers/ort_peer.py --model=$MODEL --onnx=$ONNX --listen=127.0.0.1:$PORT --threads=1 --workers=2" >>"$COMMANDS"
+    "$VPY" bench/peers/ort_peer.py --model="$MODEL" --onnx="$ONNX" --listen="127.0.0.1:$PORT" \
+      --threads=1 --workers=2 >>"$OUT/logs/ort-peer.log" 2>&1 &
+  elif [[ "$1" == fuserank ]]; then
     cat >"$OUT/results/fuserank-server.yaml" <<YAML
 # Written by bench/run_dlrm_bench.sh.
 server: {listen: "127.0.0.1:$PORT", admin_listen: "127.0.0.1:$(free_port)",
@@ -97,6 +120,13 @@ if start fuserank; then
       --b="127.0.0.1:$PORT" --sizes=1,16 --requests=3 --bag=1 --tolerance=1e-4 --json \
       >"$OUT/logs/compare.log" 2>&1 || log "fuserank and the peer disagree: see $OUT/logs/compare.log"
     tail -n1 "$OUT/logs/compare.log" >"$OUT/results/compare.json"
+    stop "$PID"
+  fi
+  if [[ " $SYSTEMS " == *" ort "* ]] && start ort; then
+    logged "$PY" bench/peers/compare_scores.py --model="$MODEL" --a="127.0.0.1:$F_PORT" \
+      --b="127.0.0.1:$PORT" --sizes=1,16 --requests=3 --bag=1 --tolerance=1e-4 --json \
+      >"$OUT/logs/compare_ort.log" 2>&1 || log "fuserank and the ONNX Runtime peer disagree: see $OUT/logs/compare_ort.log"
+    tail -n1 "$OUT/logs/compare_ort.log" >"$OUT/results/compare_ort.json"
     stop "$PID"
   fi
   stop "$F_PID"
