@@ -18,6 +18,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -292,6 +293,10 @@ def check_metrics_page(text):
     return problems
 
 
+# Series that exist only for models with storage: redis tables.
+REMOTE_ONLY = re.compile(r"fuserank_(embedding_tier_lookups|remote_)")
+
+
 def dashboard_queries():
     with open(du.DASHBOARD, encoding="utf-8") as f:
         dashboard = json.load(f)
@@ -440,9 +445,14 @@ def run(args, tmp, procs):
             raise Failure(f"{name} is active: {sorted(alerts)}")
     print(f"  ok  alerts: {sorted(alerts)}")
 
-    # Every dashboard query runs and has data.
+    # Every dashboard query runs and has data; but the storage: redis panels, which have
+    # none without a redis table (the demo model has none): their series are checked
+    # against a real cluster by tests/e2e/remote_tables_e2e_test.cc.
     empty = []
     for title, expr in dashboard_queries():
+        if REMOTE_ONLY.search(expr):
+            print(f"  --  {title}: no storage: redis table here (checked by the remote e2e test)")
+            continue
         if not api.query(expr):
             empty.append(f"{title}: {expr}")
     if empty:
