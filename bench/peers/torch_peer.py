@@ -29,51 +29,20 @@ def main():
     # OpenBLAS sizes its pool when loaded, before torch.set_num_threads can apply.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    from concurrent import futures
-
-    import grpc
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import proto_stubs
+    import peer_service
     import torch_dlrm
 
     torch.set_num_threads(args.threads)
-    pb2, pb2_grpc = proto_stubs.load()
     started = time.perf_counter()
     model = torch_dlrm.TorchDlrm(args.model)
     print(f"torch_peer: loaded {model.spec.name} v{model.spec.version} in "
           f"{time.perf_counter() - started:.1f} s", flush=True)
 
-    class Ranker(pb2_grpc.RankerServicer):
-        def Rank(self, request, context):
-            if request.model and request.model != model.spec.name:
-                context.abort(grpc.StatusCode.NOT_FOUND, f"no model '{request.model}'")
-            try:
-                ranked = torch_dlrm.rank(model, request)
-            except torch_dlrm.BadRequest as e:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-            response = pb2.RankResponse(model_version=model.spec.version)
-            for index, score in ranked:
-                response.items.add(item_id=request.candidates[index].item_id, score=score,
-                                   index=index)
-            return response
-
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=args.workers),
-        options=[("grpc.max_receive_message_length", 64 << 20),
-                 ("grpc.max_send_message_length", 64 << 20), ("grpc.so_reuseport", 0)])
-    pb2_grpc.add_RankerServicer_to_server(Ranker(), server)
-    port = server.add_insecure_port(args.listen)
-    if port == 0:
-        sys.exit(f"torch_peer: cannot listen on {args.listen}")
-    server.start()
-    host = args.listen.rsplit(":", 1)[0]
-    print(f"torch_peer: listening on {host}:{port}", flush=True)
-    try:
-        server.wait_for_termination()
-    except KeyboardInterrupt:
-        server.stop(1)
+    peer_service.serve("torch_peer", model.spec, lambda request: torch_dlrm.rank(model, request),
+                       args.listen, args.workers)
 
 
 if __name__ == "__main__":
