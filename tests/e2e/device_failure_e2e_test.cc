@@ -161,6 +161,21 @@ TEST_F(DeviceFailureE2eTest, FailByDefaultAnswersUnavailableAndTurnsHealthNotSer
               HasSubstr("fuserank_backend_failures_total{device=\"fake:0\",model=\"ranker\"} 1"));
 }
 
+TEST_F(DeviceFailureE2eTest, AReloadedHealthyVersionServesAgain) {
+  Start("fail");
+  ASSERT_NE(server_, nullptr);
+  const v1::RankRequest request = Request(2);
+  plan_->FailNextBatch();
+  EXPECT_EQ(testing::Rank(rank_.get(), request).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Health("fuserank.v1.Ranker"), kNotServing);
+
+  plan_->fail_from.store(INT_MAX);  // the new version's device works
+  absl::StatusOr<server::ReloadResult> reloaded = server_->mutable_models().Reload("ranker", "");
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  for (const char* service : kServices) EXPECT_EQ(Health(service), kServing) << service;
+  testing::ExpectMatchesReference(model_, request, testing::Rank(rank_.get(), request));
+}
+
 TEST_F(DeviceFailureE2eTest, CpuServesOnTheCpuEngineWithTheSameScores) {
   Start("cpu");
   ASSERT_NE(server_, nullptr);
