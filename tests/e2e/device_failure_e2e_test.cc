@@ -157,6 +157,16 @@ TEST_F(DeviceFailureE2eTest, FailByDefaultAnswersUnavailableAndTurnsHealthNotSer
   EXPECT_EQ(infer.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(infer.status.error_message(), HasSubstr("cudaErrorIllegalAddress"));
   for (const char* service : kServices) EXPECT_EQ(Health(service), kNotServing) << service;
+  grpc::ClientContext ready_context;
+  inference::ServerReadyResponse server_ready;
+  ASSERT_TRUE(infer_->ServerReady(&ready_context, {}, &server_ready).ok());
+  EXPECT_FALSE(server_ready.ready());
+  grpc::ClientContext model_context;
+  inference::ModelReadyRequest model_request;
+  model_request.set_name("ranker");
+  inference::ModelReadyResponse model_ready;
+  ASSERT_TRUE(infer_->ModelReady(&model_context, model_request, &model_ready).ok());
+  EXPECT_FALSE(model_ready.ready());
   EXPECT_THAT(server_->metrics().Scrape(),
               HasSubstr("fuserank_backend_failures_total{device=\"fake:0\",model=\"ranker\"} 1"));
 }
@@ -209,6 +219,10 @@ TEST_F(DeviceFailureE2eTest, CpuServesOnTheCpuEngineWithTheSameScores) {
   EXPECT_EQ(a.item_ids, b.item_ids);
   EXPECT_GT(plan_->runs.load(), plan_->fail_from.load());  // the fake did fail
   for (const char* service : kServices) EXPECT_EQ(Health(service), kServing) << service;
+  grpc::ClientContext ready_context;
+  inference::ServerReadyResponse server_ready;
+  ASSERT_TRUE(infer_->ServerReady(&ready_context, {}, &server_ready).ok());
+  EXPECT_TRUE(server_ready.ready());
   const std::string metrics = server_->metrics().Scrape();
   EXPECT_THAT(metrics,
               HasSubstr("fuserank_backend_failures_total{device=\"fake:0\",model=\"ranker\"} 1"));
