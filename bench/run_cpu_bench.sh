@@ -6,8 +6,10 @@
 # torch forward alone. Writes bench/out/*.json, docs/img/cpu_latency_throughput.png and
 # the generated section of docs/benchmarks.md (between the cpu-bench markers). Last, the
 # goodput-under-overload section (bench/run_overload_bench.sh, its own markers), the
-# KServe v2 section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers)
-# and the peers from PyPI: ONNX Runtime, PyTorch 2.x, fbgemm (bench/run_peer_bench.sh, its own).
+# storage: redis section (bench/run_remote_bench.sh, its own markers), the KServe v2
+# section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers),
+# the peers from PyPI: ONNX Runtime, PyTorch 2.x, fbgemm (bench/run_peer_bench.sh, its own)
+# and the MLPerf DLRM-v2 anchor (bench/run_dlrm_bench.sh, its own markers).
 #
 # usage: bench/run_cpu_bench.sh            (from anywhere; about 10 minutes)
 # env:   BUILD=build  DURATION=10 WARMUP=3 REPEATS=3  CONCURRENCY=4  SIZES="16 256"
@@ -219,6 +221,15 @@ else
     bash bench/run_overload_bench.sh >&2 || log "run_overload_bench.sh failed: see bench/out/overload"
 fi
 
+log "storage: redis tables in a Redis Cluster: bench/run_remote_bench.sh"
+# Its own section of docs/benchmarks.md (remote-bench markers).
+if [[ "$WRITE_DOCS" == 1 ]]; then
+  BUILD="$BUILD" bash bench/run_remote_bench.sh >&2 || log "run_remote_bench.sh failed: see bench/out/remote"
+else
+  BUILD="$BUILD" QUICK=1 bash bench/run_remote_bench.sh >&2 ||
+    log "run_remote_bench.sh failed: see bench/out/remote"
+fi
+
 log "KServe v2 through Triton's perf_analyzer: bench/run_kserve_bench.sh"
 # Its own section of docs/benchmarks.md (kserve-bench markers); it fetches perf_analyzer
 # from PyPI and says so when that fails, which fails nothing else here.
@@ -239,6 +250,15 @@ if [[ "$WRITE_DOCS" == 1 ]]; then
 else
   BUILD="$BUILD" MODEL="$MODEL" QUICK=1 bash bench/run_peer_bench.sh >&2 ||
     log "run_peer_bench.sh failed: see bench/out/peers"
+fi
+
+log "the MLPerf DLRM-v2 anchor: bench/run_dlrm_bench.sh"
+# Its own section of docs/benchmarks.md (dlrm-bench markers).
+if [[ "$WRITE_DOCS" == 1 ]]; then
+  BUILD="$BUILD" bash bench/run_dlrm_bench.sh >&2 || log "run_dlrm_bench.sh failed: see bench/out/dlrm"
+else
+  BUILD="$BUILD" ROW_SCALE=0.001 SIZE=32 DURATION=2 WARMUP=1 REPEATS=1 WRITE_DOCS=0 \
+    bash bench/run_dlrm_bench.sh >&2 || log "run_dlrm_bench.sh failed: see bench/out/dlrm"
 fi
 
 cat >"$OUT/results/run.json" <<EOF

@@ -14,6 +14,7 @@
 namespace fuserank::engine {
 
 class HotRowManager;
+class RemoteTier;
 
 // engine.cpu_precision: the CPU engine's MLP arithmetic. kFp32 is the reference; kBf16
 // rounds the per-candidate layers' inputs and weights to bf16 and sums in fp32
@@ -38,6 +39,10 @@ struct BackendOptions {
   HotRowManager* hot_rows = nullptr;
   // cache.policy: frequency: sample row accesses into hot_rows' frequency sketches.
   bool sample_accesses = false;
+  // The model's storage: redis tier (remote.*), or null when it has no remote table. The
+  // CPU backend stages each batch's remote rows through it; the CUDA backend refuses a
+  // model with remote tables. Must outlive the backend.
+  RemoteTier* remote = nullptr;
 };
 
 class Backend {

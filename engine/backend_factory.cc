@@ -69,6 +69,10 @@ absl::StatusOr<CudaModule> LoadCudaModule() {
 // for a GPU that cannot serve this model (unsupported dtype, out of memory).
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(std::shared_ptr<const Model> model,
                                                            const BackendOptions& options) {
+  if (model->spec().has_remote_tables()) {  // auto falls back to the CPU on this
+    return absl::FailedPreconditionError(
+        "storage: redis tables are served by the CPU engine only (engine.device: cpu or auto)");
+  }
 #ifndef FUSERANK_WITH_CUDA_MODULE
   if (std::getenv("FUSERANK_CUDA_MODULE") == nullptr) {
     return absl::FailedPreconditionError(

@@ -24,6 +24,7 @@ void AppendBags(const BagSet& other, BagSet* bags) {
   }
   bags->rows.insert(bags->rows.end(), other.rows.begin(), other.rows.end());
   bags->weights.insert(bags->weights.end(), other.weights.begin(), other.weights.end());
+  bags->keys.insert(bags->keys.end(), other.keys.begin(), other.keys.end());
 }
 
 template <typename T>

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/model.h"
 
 namespace fuserank::engine {
@@ -24,16 +25,20 @@ struct BagSet {
   std::vector<uint32_t> bag_begin{0};  // bags + 1 entries
   std::vector<int32_t> rows;           // row indices, already oov-mapped
   std::vector<float> weights;          // one per row
+  // The raw ids, one per row, when the model has a storage: redis table (whose rows[i] are
+  // 0 until the backend stages the batch's remote rows); empty otherwise.
+  std::vector<int64_t> keys;
 
   size_t num_bags() const { return bag_begin.size() - 1; }
   size_t capacity_bytes() const {
     return bag_begin.capacity() * sizeof(uint32_t) + rows.capacity() * sizeof(int32_t) +
-           weights.capacity() * sizeof(float);
+           weights.capacity() * sizeof(float) + keys.capacity() * sizeof(int64_t);
   }
   void Clear() {
     bag_begin.assign(1, 0);
     rows.clear();
     weights.clear();
+    keys.clear();
   }
 };
 
@@ -75,12 +80,16 @@ struct BatchResult {
   StageTimes stages;
   // CUDA: graph captures that failed during this batch (it was still scored, eagerly).
   uint32_t graph_capture_failures = 0;
+  // Per request, when some request failed on its own (a storage: redis table's rows could
+  // not be fetched, remote.on_remote_error: fail): its status; empty when none did.
+  std::vector<absl::Status> request_errors;
 
   void Clear() {
     result_begin.assign(1, 0);
     items.clear();
     stages = {};
     graph_capture_failures = 0;
+    request_errors.clear();
   }
 };
 

@@ -21,6 +21,12 @@ absl::Status CheckBags(const Model& model, const BagSet& set, const std::vector<
                                                    set.bag_begin.empty() ? 0 : set.num_bags(),
                                                    " bags, expected ", bags, ")"));
   }
+  const bool keyed = model.spec().has_remote_tables();
+  if (keyed ? set.keys.size() != set.rows.size() : !set.keys.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch: ", side, " keys malformed (", set.keys.size(), " for ",
+                     set.rows.size(), " rows", keyed ? ")" : "; the model has no redis table)"));
+  }
   const size_t num_tables = tables.size();
   if (num_tables == 0) return absl::OkStatus();  // no bags (checked above)
   for (size_t first = 0; first < bags; first += num_tables) {
@@ -30,6 +36,7 @@ absl::Status CheckBags(const Model& model, const BagSet& set, const std::vector<
         return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bag ", b, " reversed"));
       }
       const EmbeddingTable& table = model.tables()[tables[t]];
+      if (table.remote) continue;  // any int64 key; rows are staged by the backend
       for (uint32_t i = set.bag_begin[b]; i < set.bag_begin[b + 1]; ++i) {
         if (set.rows[i] < 0 || set.rows[i] >= table.rows) {
           return absl::InvalidArgumentError(absl::StrCat(

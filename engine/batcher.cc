@@ -254,6 +254,10 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
     request_result.queue_seconds = Seconds(start - work.enqueued);
     request_result.position = static_cast<int>(r);
     request_result.items = {};
+    if (status.ok() && !result->request_errors.empty() && !result->request_errors[r].ok()) {
+      Complete(&work, result->request_errors[r], request_result);
+      continue;
+    }
     if (status.ok()) {
       const uint32_t begin = result->result_begin[r];
       const uint32_t end = result->result_begin[r + 1];

@@ -2,7 +2,7 @@
 // first; then the file is read into a private copy, every tensor SPEC section 2 names is
 // checked (dtype, shape, byte count, finite values) against the spec, dense layers are
 // copied out (they are small and read constantly), embedding tables stay in the copy, and
-// a linear cross is folded into top_mlp[0].
+// a linear cross is folded into top_mlp[0]; dcn cross layers are copied out like the MLPs.
 #include "engine/model.h"
 
 #include <algorithm>
@@ -75,6 +75,25 @@ class TensorChecker {
     return layer;
   }
 
+  // dcn.<l>: V.weight [R, d0] and U.weight [d0, R] (low rank) or W.weight [d0, d0], bias [d0].
+  CrossLayer Cross(int l, int d0, int rank) {
+    const std::string prefix = absl::StrCat("dcn.", l);
+    CrossLayer layer;
+    layer.up.in = rank > 0 ? rank : d0;
+    layer.up.out = d0;
+    layer.up.relu = false;
+    if (rank > 0) {
+      layer.down = {.in = d0, .out = rank, .relu = false, .weight = {}, .bias = {}};
+      layer.down.bias.assign(rank, 0.0f);
+      Floats(prefix + ".V.weight", {rank, d0}, &layer.down.weight);
+      Floats(prefix + ".U.weight", {d0, rank}, &layer.up.weight);
+    } else {
+      Floats(prefix + ".W.weight", {d0, d0}, &layer.up.weight);
+    }
+    Floats(prefix + ".bias", {d0}, &layer.up.bias);
+    return layer;
+  }
+
   // Tensors present but named by no part of the spec (most likely a typo).
   void CheckNoExtras() {
     std::vector<std::string> extra;
@@ -90,6 +109,12 @@ class TensorChecker {
   absl::Status ToStatus() const { return problems_.ToStatus("; "); }
 
  private:
+  // Copies the float32 tensor `name` of `shape` to `out` when it is there and well formed.
+  void Floats(const std::string& name, const std::vector<int64_t>& shape, std::vector<float>* out) {
+    const TensorView* t = Get(name, "F32", shape);
+    if (t != nullptr) *out = CopyFloats(name, *t);
+  }
+
   std::vector<float> CopyFloats(const std::string& name, const TensorView& t) {
     std::vector<float> out(t.nbytes / sizeof(float));
     if (!out.empty()) std::memcpy(out.data(), t.data, t.nbytes);  // any alignment
@@ -215,9 +240,11 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
                          .dtype = spec.embedding_dtype,
                          .rows = ts.rows,
                          .dim = ts.dim,
-                         .row_bytes = element * ts.dim};
-    const TensorView* t =
-        checker.Get(absl::StrCat("embeddings.", ts.name, ".weight"), dtype, {ts.rows, ts.dim});
+                         .row_bytes = element * ts.dim,
+                         .remote = ts.remote()};
+    const TensorView* t = ts.remote() ? nullptr
+                                      : checker.Get(absl::StrCat("embeddings.", ts.name, ".weight"),
+                                                    dtype, {ts.rows, ts.dim});
     if (t != nullptr) {
       const bool aligned = reinterpret_cast<uintptr_t>(t->data) % element == 0;
       if (copy_tables || !aligned) {  // a misaligned file costs a copy, not a crash
@@ -227,7 +254,7 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
         table.data = t->data;
       }
     }
-    if (spec.embedding_dtype == DType::kInt8) {
+    if (spec.embedding_dtype == DType::kInt8 && !ts.remote()) {
       table.qparams = QParams(checker, ts, copy_tables, &model->owned_);
     }
     if (table.data != nullptr) {
@@ -250,6 +277,9 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
   if (spec.interaction == Interaction::kLinear) {
     cross = checker.Layer("cross", spec.concat_width(), spec.cross_dim, /*relu=*/false);
     in = spec.cross_dim;
+  }
+  for (int l = 0; l < spec.dcn.layers; ++l) {
+    model->dcn_.push_back(checker.Cross(l, spec.concat_width(), spec.dcn.low_rank));
   }
   for (size_t i = 0; i < spec.top_mlp.size(); ++i) {
     const bool relu = i + 1 < spec.top_mlp.size();

@@ -35,6 +35,9 @@ struct EmbeddingTable {
   size_t row_bytes = 0;             // bytes of one row in `data`
   // kInt8 only: per row (scale, bias), value = scale * q + bias (docs/model-format.md).
   const float* qparams = nullptr;
+  // storage: redis: no rows here (data null, rows 0); a batch's rows are fetched into a
+  // staged copy first (engine/remote_tier.h).
+  bool remote = false;
 };
 
 // A fully connected layer, PyTorch layout: weight [out, in] row-major, bias [out].
@@ -44,6 +47,14 @@ struct DenseLayer {
   bool relu = true;
   std::vector<float> weight;
   std::vector<float> bias;
+};
+
+// One DCNv2 cross layer (interaction: dcn): x_{l+1} = x0 * (up(down(x_l))) + x_l. Low rank:
+// down = V_l [R, d0] with a zero bias, up = U_l [d0, R] with b_l. Full rank: down is empty
+// (out == 0) and up = W_l [d0, d0] with b_l. Neither has a ReLU.
+struct CrossLayer {
+  DenseLayer down;
+  DenseLayer up;
 };
 
 // A named tensor in memory (safetensors dtype strings: "F32", "F16", "BF16", "I8", ...).
@@ -69,7 +80,8 @@ inline bool MapRow(int64_t id, int64_t rows, Oov oov, int32_t* row) {
 
 struct ModelLoadOptions {
   // The most bytes loading may allocate for the model (ModelMemory::model() of
-  // engine/model_memory.h: the weights copy, the dense layers, the linear cross's fold),
+  // engine/model_memory.h: the weights copy, the dense layers, the linear cross's fold, the
+  // dcn layers),
   // checked from the spec and the file's size before anything is read; 0: no limit.
   // Over it: RESOURCE_EXHAUSTED naming both numbers.
   uint64_t max_bytes = 0;
@@ -102,6 +114,8 @@ class Model {
   const std::vector<DenseLayer>& bottom_mlp() const { return bottom_mlp_; }
   // With `interaction: linear`, layer 0 is W_top1 * W_cross (input: concat(V)).
   const std::vector<DenseLayer>& top_mlp() const { return top_mlp_; }
+  // With `interaction: dcn`, the cross layers in order (empty otherwise).
+  const std::vector<CrossLayer>& dcn() const { return dcn_; }
   // Position of a table by name, or -1.
   int FindTable(std::string_view name) const;
 
@@ -120,6 +134,7 @@ class Model {
   std::vector<int> item_tables_;
   std::vector<DenseLayer> bottom_mlp_;
   std::vector<DenseLayer> top_mlp_;
+  std::vector<CrossLayer> dcn_;
   std::unique_ptr<MappedFile> file_;           // the private copy the tables point into
   std::vector<std::vector<std::byte>> owned_;  // tables copied by FromTensors
 };

@@ -46,6 +46,16 @@ std::vector<Layer> ServedLayers(const ModelSpec& spec) {
     layers.push_back({in, U(width)});
     in = U(width);
   }
+  const uint64_t d0 = U(spec.concat_width());
+  const uint64_t rank = U(spec.dcn.low_rank);
+  for (int l = 0; l < spec.dcn.layers; ++l) {  // dcn: V_l and U_l, or W_l
+    if (rank > 0) {
+      layers.push_back({d0, rank});
+      layers.push_back({rank, d0});
+    } else {
+      layers.push_back({d0, d0});
+    }
+  }
   in = U(spec.interaction_width());
   for (int width : spec.top_mlp) {
     layers.push_back({in, U(width)});
@@ -60,6 +70,7 @@ std::vector<SpecTensor> SpecTensors(const ModelSpec& spec) {
   std::vector<SpecTensor> tensors;
   const std::string table_dtype(SafetensorsDType(spec.embedding_dtype));
   for (const TableSpec& t : spec.tables) {
+    if (t.remote()) continue;  // its rows live in the cluster, not in the weights file
     const std::string prefix = absl::StrCat("embeddings.", t.name);
     tensors.push_back({prefix + ".weight", table_dtype, {t.rows, t.dim}});
     if (spec.embedding_dtype == DType::kInt8)
@@ -79,6 +90,17 @@ std::vector<SpecTensor> SpecTensors(const ModelSpec& spec) {
     tensors.push_back({"cross.weight", "F32", {spec.cross_dim, spec.concat_width()}});
     tensors.push_back({"cross.bias", "F32", {spec.cross_dim}});
     in = spec.cross_dim;
+  }
+  const int64_t d0 = spec.concat_width(), rank = spec.dcn.low_rank;
+  for (int l = 0; l < spec.dcn.layers; ++l) {
+    const std::string name = absl::StrCat("dcn.", l);
+    if (rank > 0) {
+      tensors.push_back({name + ".V.weight", "F32", {rank, d0}});
+      tensors.push_back({name + ".U.weight", "F32", {d0, rank}});
+    } else {
+      tensors.push_back({name + ".W.weight", "F32", {d0, d0}});
+    }
+    tensors.push_back({name + ".bias", "F32", {d0}});
   }
   layers("top_mlp", in, spec.top_mlp);
   return tensors;
@@ -158,10 +180,14 @@ ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
     memory.dense = Add(memory.dense, LayerBytes(U(spec.cross_dim), U(spec.top_mlp[0])));
     memory.dense = Add(memory.dense, Mul(concat, 8));
   }
-  // One thread's tile: activation rows, item block, two layer blocks, logits.
+  // One thread's tile: activation rows, item block, two layer blocks, logits; with dcn
+  // two blocks of x_l and one of V_l x_l.
   const uint64_t row = Add(U(spec.interaction_width()), 8);
-  const uint64_t tile =
-      Mul(Mul(kTileCandidates, Add(Add(row, U(spec.concat_width())), Add(Mul(widest, 2), 1))), 4);
+  uint64_t per_candidate = Add(Add(row, U(spec.concat_width())), Add(Mul(widest, 2), 1));
+  if (spec.interaction == Interaction::kDcn) {
+    per_candidate = Add(per_candidate, Add(Mul(U(spec.concat_width()), 2), U(spec.dcn.low_rank)));
+  }
+  const uint64_t tile = Mul(Mul(kTileCandidates, per_candidate), 4);
   const uint64_t threads =
       Mul(U(std::max(shape.workers, 1)), U(std::max(shape.threads_per_worker, 1)));
   const uint64_t candidates = U(std::max(shape.max_batch_candidates, 1));

@@ -25,7 +25,7 @@ struct SpecTensor {
   std::vector<int64_t> shape;
 };
 
-// Every tensor of `spec`: tables (and int8 qparams), bottom layers, the cross, top layers.
+// Every tensor of `spec`: tables (and int8 qparams), bottom layers, the cross, dcn, top layers.
 std::vector<SpecTensor> SpecTensors(const ModelSpec& spec);
 
 // Bytes of every tensor SPEC section 2 names for `spec`, as a safetensors data section
@@ -43,7 +43,7 @@ struct ServingShape {
 
 struct ModelMemory {
   uint64_t weights = 0;  // the private copy of the weights file (or the tables FromTensors copies)
-  uint64_t dense = 0;    // dense layers copied out, the cross and its fold, at their peak
+  uint64_t dense = 0;    // dense layers copied out, the cross and its fold, dcn layers, at peak
   uint64_t plan = 0;     // the CPU engine's packed copies of the dense layers
   uint64_t scratch = 0;  // per-thread tiles, per-worker buffers, the warm-up batch
   // The hot-row cache: per table, two hot sets of min(hot_rows_per_table, rows) rows (the

@@ -39,7 +39,7 @@ void ParseTable(const YAML::Node& node, size_t index, ErrorList* errors, TableSp
     return;
   }
   YamlMap m(node, p, errors);
-  m.Require({"name", "side", "rows", "dim"});
+  m.Require({"name", "side", "dim"});
   m.String("name", &t->name);
   m.Enum<Side>("side", {{"user", Side::kUser}, {"item", Side::kItem}}, &t->side, " | ");
   m.Int64("rows", &t->rows);
@@ -47,6 +47,14 @@ void ParseTable(const YAML::Node& node, size_t index, ErrorList* errors, TableSp
   m.Enum<Pooling>("pooling", {{"sum", Pooling::kSum}, {"mean", Pooling::kMean}}, &t->pooling,
                   " | ");
   m.Enum<Oov>("oov", {{"modulo", Oov::kModulo}, {"reject", Oov::kReject}}, &t->oov, " | ");
+  m.Enum<Storage>("storage", {{"local", Storage::kLocal}, {"redis", Storage::kRedis}}, &t->storage,
+                  " | ");
+  if (t->storage == Storage::kLocal && !node["rows"]) {
+    errors->Add(p + ".rows", "required (a local table's row count)");
+  }
+  if (t->storage == Storage::kRedis && (node["rows"] || node["oov"])) {
+    errors->Add(p, "a storage: redis table is addressed by the raw id: it takes no rows or oov");
+  }
   m.ReportUnknown();
 }
 
@@ -60,6 +68,20 @@ void ParseDense(YamlMap& r, ModelSpec* spec) {
   YamlMap m(*dense, "dense", r.errors());
   m.Int("user", &spec->dense_user);
   m.Int("item", &spec->dense_item);
+  m.ReportUnknown();
+}
+
+void ParseDcn(YamlMap& r, ModelSpec* spec) {
+  std::optional<YAML::Node> dcn = r.Find("dcn");
+  if (!dcn) return;
+  if (!dcn->IsMap()) {
+    r.errors()->Add("dcn", "must be a map like {layers: 3, low_rank: 512}");
+    return;
+  }
+  YamlMap m(*dcn, "dcn", r.errors());
+  m.Require({"layers"});
+  m.Int("layers", &spec->dcn.layers);
+  m.Int("low_rank", &spec->dcn.low_rank);
   m.ReportUnknown();
 }
 
@@ -100,9 +122,11 @@ void ParseRoot(YamlMap& r, const std::string& base_dir, ModelSpec* spec) {
   r.Enum<Interaction>("interaction",
                       {{"concat", Interaction::kConcat},
                        {"dot", Interaction::kDot},
-                       {"linear", Interaction::kLinear}},
+                       {"linear", Interaction::kLinear},
+                       {"dcn", Interaction::kDcn}},
                       &spec->interaction, " | ");
   r.Int("cross_dim", &spec->cross_dim);
+  ParseDcn(r, spec);
   r.IntList("top_mlp", &spec->top_mlp, "[64, 32, 1]");
   r.ReportUnknown();
 }
@@ -124,6 +148,26 @@ void CheckWidth(ErrorList& problems, absl::string_view field, int64_t value, int
   }
 }
 
+// dcn.layers and dcn.low_rank: required ranges with interaction dcn, absent otherwise.
+void CheckDcn(const ModelSpec& spec, ErrorList& problems) {
+  if (spec.interaction != Interaction::kDcn) {
+    if (spec.dcn.layers != 0 || spec.dcn.low_rank != 0) {
+      problems.Add("dcn", absl::StrCat("must be absent unless interaction is dcn, got {layers: ",
+                                       spec.dcn.layers, ", low_rank: ", spec.dcn.low_rank, "}"));
+    }
+    return;
+  }
+  if (spec.dcn.layers == 0 && spec.dcn.low_rank == 0) {
+    problems.Add("dcn", "must be given with interaction: dcn, e.g. {layers: 3, low_rank: 512}");
+    return;
+  }
+  if (spec.dcn.layers < 1 || spec.dcn.layers > kMaxDcnLayers) {
+    problems.Add("dcn.layers", absl::StrCat("must be in 1..", kMaxDcnLayers,
+                                            " with interaction: dcn, got ", spec.dcn.layers));
+  }
+  CheckWidth(problems, "dcn.low_rank", spec.dcn.low_rank, 0);
+}
+
 // Every range and cross-field rule of SPEC section 2, each problem named by its field.
 void CheckSpec(const ModelSpec& spec, ErrorList& problems) {
   if (spec.name.empty()) problems.Add("name", "must not be empty");
@@ -140,7 +184,13 @@ void CheckSpec(const ModelSpec& spec, ErrorList& problems) {
       problems.Add(p + ".name",
                    absl::StrCat("duplicate table name '", EscapeText(t.name, kQuoted), "'"));
     }
-    if (t.rows < 1 || t.rows > kMaxRows) {
+    if (t.remote()) {
+      if (t.rows != 0) problems.Add(p + ".rows", "a storage: redis table has no row count");
+      if (spec.embedding_dtype == DType::kInt8) {
+        problems.Add(p + ".storage",
+                     "storage: redis tables hold fp32, fp16 or bf16 rows, not int8");
+      }
+    } else if (t.rows < 1 || t.rows > kMaxRows) {
       problems.Add(p + ".rows", absl::StrCat("must be in 1..", kMaxRows, ", got ", t.rows));
     }
     if (t.dim < 1) {
@@ -181,6 +231,7 @@ void CheckSpec(const ModelSpec& spec, ErrorList& problems) {
     problems.Add("cross_dim",
                  absl::StrCat("must be 0 unless interaction is linear, got ", spec.cross_dim));
   }
+  CheckDcn(spec, problems);
   if (!problems.empty()) return;  // widths below assume sane fields
 
   if (spec.interaction == Interaction::kDot) {
@@ -238,8 +289,17 @@ std::string_view InteractionName(Interaction interaction) {
       return "dot";
     case Interaction::kLinear:
       return "linear";
+    case Interaction::kDcn:
+      return "dcn";
   }
   return "?";
+}
+
+bool ModelSpec::has_remote_tables() const {
+  for (const TableSpec& t : tables) {
+    if (t.remote()) return true;
+  }
+  return false;
 }
 
 int ModelSpec::z_width() const {
@@ -257,6 +317,7 @@ int ModelSpec::interaction_width() const {
   switch (interaction) {
     case Interaction::kConcat:
     case Interaction::kLinear:  // the cross is folded into top_mlp[0]
+    case Interaction::kDcn:     // x_L is as wide as x0 = concat(V)
       return concat_width();
     case Interaction::kDot: {
       const int z = z_width();
@@ -312,10 +373,14 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
     out << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << t.name;
     out << YAML::Key << "side" << YAML::Value << (t.side == Side::kUser ? "user" : "item");
-    out << YAML::Key << "rows" << YAML::Value << t.rows;
+    if (!t.remote()) out << YAML::Key << "rows" << YAML::Value << t.rows;
     out << YAML::Key << "dim" << YAML::Value << t.dim;
     out << YAML::Key << "pooling" << YAML::Value << (t.pooling == Pooling::kSum ? "sum" : "mean");
-    out << YAML::Key << "oov" << YAML::Value << (t.oov == Oov::kModulo ? "modulo" : "reject");
+    if (t.remote()) {
+      out << YAML::Key << "storage" << YAML::Value << "redis";
+    } else {
+      out << YAML::Key << "oov" << YAML::Value << (t.oov == Oov::kModulo ? "modulo" : "reject");
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;
@@ -328,6 +393,12 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
   out << YAML::Key << "interaction" << YAML::Value
       << std::string(InteractionName(spec.interaction));
   out << YAML::Key << "cross_dim" << YAML::Value << spec.cross_dim;
+  if (spec.interaction == Interaction::kDcn) {
+    out << YAML::Key << "dcn" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "layers" << YAML::Value << spec.dcn.layers;
+    out << YAML::Key << "low_rank" << YAML::Value << spec.dcn.low_rank;
+    out << YAML::EndMap;
+  }
   out << YAML::Key << "top_mlp" << YAML::Value;
   EmitIntList(out, spec.top_mlp);
   out << YAML::EndMap;

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/backend_factory.h"
 #include "engine/config_defaults.h"
+#include "engine/remote_tier.h"
 
 namespace fuserank::server {
 
@@ -113,6 +114,8 @@ struct Config {
   ServerConfig server;
   EngineConfig engine;
   CacheConfig cache;
+  // remote.*: the Redis Cluster of storage: redis tables (engine/remote_tier.h).
+  engine::RemoteTierOptions remote;
   // The models to serve, never empty after parsing: `models:` when the file has that list,
   // else the one model of `model.path`. The default model is the one marked `default`,
   // else the first.

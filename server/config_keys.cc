@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cpu/sgemm_bf16.h"
@@ -365,6 +366,40 @@ std::vector<ConfigKey> BuildKeys() {
                              config.cache.shared_memory_rows));
   };
   keys.push_back(std::move(shared_rows));
+  // remote: the Redis Cluster behind storage: redis tables (docs/remote-tables.md)
+  ConfigKey seeds = Plain("remote.seed_nodes", FUSERANK_MEMBER(remote.seed_nodes),
+                          "host:port of any nodes of the Redis Cluster that holds the "
+                          "storage: redis tables (required when a model has one)");
+  seeds.check = [](const Config& config, ErrorList* errors) {
+    for (const std::string& seed : config.remote.seed_nodes) {
+      const size_t colon = seed.rfind(':');
+      int port = 0;
+      if (colon == std::string::npos || colon == 0 ||
+          !absl::SimpleAtoi(seed.substr(colon + 1), &port) || port < 1 || port > 65535) {
+        errors->Add("remote.seed_nodes", absl::StrCat("'", seed, "' is not host:port"));
+      }
+    }
+  };
+  keys.push_back(std::move(seeds));
+  keys.push_back(Ranged("remote.fetch_deadline_ms", FUSERANK_MEMBER(remote.fetch_deadline_ms), 1,
+                        60000, "the longest one batch's remote fetch may take"));
+  keys.push_back(Ranged("remote.pool_size", FUSERANK_MEMBER(remote.pool_size), 1, 1024,
+                        "idle connections kept open per cluster node"));
+  keys.push_back(Enum<engine::OnRemoteError>(
+      "remote.on_remote_error", FUSERANK_MEMBER(remote.on_remote_error),
+      {{"fail", engine::OnRemoteError::kFail}, {"zero", engine::OnRemoteError::kZero}},
+      "fail: requests that needed rows the cluster did not give get UNAVAILABLE naming the "
+      "table (and a cluster unreachable at start stops the server); zero: they are served "
+      "with zero vectors, counted"));
+  keys.push_back(Ranged("remote.near_cache_rows", FUSERANK_MEMBER(remote.near_cache_rows),
+                        int64_t{0}, int64_t{1} << 31,
+                        "rows (and absent keys) kept near per storage: redis table; 0: none"));
+  keys.push_back(Ranged("remote.near_cache_ttl_ms", FUSERANK_MEMBER(remote.near_cache_ttl_ms), 1,
+                        86400000,
+                        "how long a fetched row is served from the near cache: a row written "
+                        "to the cluster is served at most this long after"));
+  keys.push_back(Plain("remote.key_prefix", FUSERANK_MEMBER(remote.key_prefix),
+                       "cluster keys are <key_prefix><table>:<id>"));
   // model
   ConfigKey path = Plain("model.path", FUSERANK_MEMBER(models[0].path),
                          "the model spec; relative paths are relative to the working directory");

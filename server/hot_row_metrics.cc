@@ -8,7 +8,7 @@
 namespace fuserank::server {
 
 HotRowMetrics::HotRowMetrics(const ServedModels* models, Metrics* metrics)
-    : models_(models), metrics_(metrics) {
+    : models_(models), metrics_(metrics), remote_(metrics->registry()) {
   metrics_->SetCollectHook([this] { Update(); });
 }
 
@@ -47,6 +47,7 @@ void HotRowMetrics::Update() {
     gauges_.insert(table);
   }
   metrics_->SetHotRowsVersion(static_cast<double>(version));
+  remote_.Update(models_->Current());
 }
 
 }  // namespace fuserank::server

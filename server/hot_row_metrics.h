@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "server/metrics.h"
+#include "server/remote_metrics.h"
 #include "server/served_models.h"
 
 namespace fuserank::server {
@@ -44,6 +45,7 @@ class HotRowMetrics {
 
   const ServedModels* const models_;
   Metrics* const metrics_;
+  RemoteMetrics remote_;  // the storage: redis tiers' series, updated by the same hook
   absl::Mutex mu_;
   // (model, table) -> the counts already added to the counters.
   absl::flat_hash_map<std::pair<std::string, std::string>, Counts> exported_ ABSL_GUARDED_BY(mu_);

@@ -110,6 +110,8 @@ class Metrics {
 
   // Everything in the Prometheus text format (what /metrics serves).
   std::string Scrape() const;
+  // The registry, for families defined beside this class (server/remote_metrics.h).
+  prometheus::Registry& registry() { return *registry_; }
 
  private:
   Metrics();

@@ -46,6 +46,7 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.batcher.max_batch_ids = config.engine.max_batch_ids;
   options.batcher.max_queued_ids = config.engine.max_queued_ids;
   options.batcher.max_queue_delay_ms = config.engine.max_queue_delay_ms;
+  options.remote = config.remote;
   return options;
 }
 
@@ -64,7 +65,26 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
     return WithContext(cache.status(), absl::StrCat("model '", served->name, "': cache"));
   }
   served->hot_rows = std::move(*cache);
+  if (served->model->spec().has_remote_tables()) {
+    const std::string context = absl::StrCat("model '", served->name, "'");
+    if (options.remote.seed_nodes.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          context, " has storage: redis tables: remote.seed_nodes must name the cluster"));
+    }
+    const absl::Status connected =
+        engine::RemoteTier::Create(served->model, options.remote, &served->remote);
+    if (!connected.ok()) {
+      if (options.remote.on_remote_error == engine::OnRemoteError::kFail) {
+        return WithContext(connected, context);
+      }
+      spdlog::warn(
+          "{}: {}; serving its storage: redis tables as zeros until the cluster answers "
+          "(remote.on_remote_error: zero)",
+          context, std::string(connected.message()));
+    }
+  }
   engine::BackendOptions backend_options = options.backend;
+  backend_options.remote = served->remote.get();
   backend_options.hot_rows = served->hot_rows->manager();
   backend_options.sample_accesses = served->hot_rows->samples_accesses();
   absl::StatusOr<std::unique_ptr<engine::Backend>> backend =

@@ -22,6 +22,7 @@
 #include "engine/model.h"
 #include "engine/model_memory.h"
 #include "engine/model_spec.h"
+#include "engine/remote_tier.h"
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/model_budget.h"
@@ -54,6 +55,8 @@ struct ModelLoaderOptions {
   std::shared_ptr<const ModelRoots> roots;
   // model.memory_budget_bytes: shared by every version; null: no budget.
   std::shared_ptr<MemoryBudget> budget;
+  // remote.*: a version with storage: redis tables gets a RemoteTier of its own.
+  engine::RemoteTierOptions remote;
 };
 
 // What the checks before a load found: the spec (read from its resolved path, weights path

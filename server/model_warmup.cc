@@ -17,7 +17,9 @@ void AppendOneRowBags(const engine::Model& model, const std::vector<int>& tables
                       engine::BagSet* bags) {
   for (int t : tables) {
     const engine::EmbeddingTable& table = model.tables()[t];
-    bags->rows.push_back(static_cast<int32_t>((salt * 7919 + t) % table.rows));
+    const int64_t id = int64_t{salt} * 7919 + t;
+    bags->rows.push_back(table.remote ? 0 : static_cast<int32_t>(id % table.rows));
+    if (model.spec().has_remote_tables()) bags->keys.push_back(id);
     bags->weights.push_back(1.0f);
     bags->bag_begin.push_back(static_cast<uint32_t>(bags->rows.size()));
   }

@@ -52,8 +52,10 @@ struct BatchMark {
         top_k(b.top_k.size()),
         user_bags(b.user.bag_begin.size()),
         user_rows(b.user.rows.size()),
+        user_keys(b.user.keys.size()),
         item_bags(b.item.bag_begin.size()),
         item_rows(b.item.rows.size()),
+        item_keys(b.item.keys.size()),
         user_dense(b.user_dense.size()),
         item_dense(b.item_dense.size()) {}
 
@@ -63,14 +65,17 @@ struct BatchMark {
     b->user.bag_begin.resize(user_bags);
     b->user.rows.resize(user_rows);
     b->user.weights.resize(user_rows);
+    b->user.keys.resize(user_keys);
     b->item.bag_begin.resize(item_bags);
     b->item.rows.resize(item_rows);
     b->item.weights.resize(item_rows);
+    b->item.keys.resize(item_keys);
     b->user_dense.resize(user_dense);
     b->item_dense.resize(item_dense);
   }
 
-  size_t requests, top_k, user_bags, user_rows, item_bags, item_rows, user_dense, item_dense;
+  size_t requests, top_k, user_bags, user_rows, user_keys, item_bags, item_rows, item_keys,
+      user_dense, item_dense;
 };
 
 }  // namespace
@@ -252,10 +257,13 @@ absl::Status RequestDecoder::AppendBag(const RankRequestView& request, const Fea
     return absl::InvalidArgumentError(
         absl::StrCat(FeaturePath(candidate, k), ": the batch is past 32-bit offsets"));
   }
+  const bool keyed = model_->spec().has_remote_tables();
   for (int i = 0; i < count; ++i) {
     const int64_t id = ids[i];
     int32_t row = 0;
-    if (!engine::MapRow(id, table.rows, table.oov, &row)) {
+    if (keyed) bags->keys.push_back(id);
+    if (table.remote) {  // addressed by the raw id: the backend stages its row
+    } else if (!engine::MapRow(id, table.rows, table.oov, &row)) {
       return absl::InvalidArgumentError(absl::StrCat(
           FeaturePath(candidate, k), ".ids[", i, "]: id ", id, " is out of range for table '",
           table.name, "' (", table.rows, " rows: ids 0..", table.rows - 1, "; oov: reject)"));

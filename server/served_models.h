@@ -23,6 +23,7 @@
 #include "engine/batcher.h"
 #include "engine/hot_rows/hot_row_cache.h"
 #include "engine/model.h"
+#include "engine/remote_tier.h"
 #include "server/metrics.h"
 #include "server/model_budget.h"
 #include "server/model_files.h"
@@ -45,6 +46,8 @@ struct ServedModel {
   std::shared_ptr<const engine::Model> model;
   std::unique_ptr<RequestDecoder> decoder;
   std::unique_ptr<engine::HotRowCache> hot_rows;  // never null once loaded; outlives the backend
+  // The storage: redis tier; null when the model has no such table. Outlives the backend.
+  std::unique_ptr<engine::RemoteTier> remote;
   std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<engine::Batcher> batcher;
 

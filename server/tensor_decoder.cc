@@ -37,9 +37,11 @@ struct BatchMark {
     b->user.bag_begin.resize(user_bags);
     b->user.rows.resize(user_rows);
     b->user.weights.resize(user_rows);
+    if (b->user.keys.size() > user_rows) b->user.keys.resize(user_rows);
     b->item.bag_begin.resize(item_bags);
     b->item.rows.resize(item_rows);
     b->item.weights.resize(item_rows);
+    if (b->item.keys.size() > item_rows) b->item.keys.resize(item_rows);
     b->user_dense.resize(user_dense);
     b->item_dense.resize(item_dense);
   }
@@ -79,9 +81,10 @@ TensorDecoder::TensorDecoder(const engine::Model& model, DecodeLimits limits)
       dense_user_(model.spec().dense_user),
       dense_item_(model.spec().dense_item),
       limits_(limits) {
+  keyed_ = model.spec().has_remote_tables();
   for (const engine::EmbeddingTable& table : model.tables()) {
     const int t = static_cast<int>(tables_.size());
-    tables_.push_back({table.name, table.side, table.rows, table.oov});
+    tables_.push_back({table.name, table.side, table.rows, table.oov, table.remote});
     inputs_[table.name] = {Role::kIds, t};
     inputs_[absl::StrCat(table.name, kLengthsSuffix)] = {Role::kLengths, t};
     inputs_[absl::StrCat(table.name, kWeightsSuffix)] = {Role::kWeights, t};
@@ -320,9 +323,16 @@ absl::Status TensorDecoder::AppendBag(int t, int64_t count, Columns* columns,
   bags->rows.resize(base + static_cast<size_t>(count));
   bags->weights.resize(base + static_cast<size_t>(count));
   int32_t* rows = bags->rows.data() + base;
+  if (keyed_) {
+    bags->keys.resize(base + static_cast<size_t>(count));
+    columns->ids.CopyTo(begin, count, bags->keys.data() + base);
+  }
   for (int64_t i = 0; i < count; ++i) {
     const int64_t id = columns->ids[begin + i];
-    if (!engine::MapRow(id, table.rows, table.oov, &rows[i])) {
+    if (table.remote) {  // addressed by the raw id: the backend stages its row
+      rows[i] = 0;
+      continue;
+    } else if (!engine::MapRow(id, table.rows, table.oov, &rows[i])) {
       return absl::InvalidArgumentError(absl::StrCat(
           table.name, "[", begin + i, "]: id ", id, " is out of range for table '", table.name,
           "' (", table.rows, " rows: ids 0..", table.rows - 1, "; oov: reject)"));

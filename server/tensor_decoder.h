@@ -58,6 +58,7 @@ class TensorDecoder {
     engine::Side side = engine::Side::kItem;
     int64_t rows = 0;
     engine::Oov oov = engine::Oov::kModulo;
+    bool remote = false;  // storage: redis
   };
   // Positions in request.inputs() of what the request sent (-1: not sent).
   struct Inputs {
@@ -97,6 +98,7 @@ class TensorDecoder {
   int dense_item_ = 0;
   DecodeLimits limits_;
   std::vector<Table> tables_;    // spec order
+  bool keyed_ = false;           // the model has a storage: redis table: bags carry keys
   std::vector<int> user_order_;  // tables_ indices in Model::user_tables() order
   std::vector<int> item_order_;  // tables_ indices in Model::item_tables() order
   absl::flat_hash_map<std::string, InputRef> inputs_;

@@ -14,8 +14,9 @@ DTYPES = ("fp32", "fp16", "bf16", "int8")
 SIDES = ("user", "item")
 POOLINGS = ("sum", "mean")
 OOVS = ("modulo", "reject")
-INTERACTIONS = ("concat", "dot", "linear")
+INTERACTIONS = ("concat", "dot", "linear", "dcn")
 MAX_ROWS = 2**31 - 1
+MAX_DCN_LAYERS = 64
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 
 
@@ -28,6 +29,17 @@ class Layer:
     source: str  # where it came from, for messages
     weight: torch.Tensor  # float32 [out, in]
     bias: torch.Tensor  # float32 [out]
+
+
+@dataclasses.dataclass
+class CrossLayer:
+    """One DCNv2 layer: low rank, v [R, d0] and u [d0, R]; full rank, v None and u the
+    [d0, d0] W. bias [d0] (TorchRec's [d0, 1] flattened)."""
+
+    source: str
+    v: Optional[torch.Tensor]
+    u: torch.Tensor
+    bias: torch.Tensor
 
 
 @dataclasses.dataclass
@@ -51,6 +63,11 @@ class SourceModel:
     interaction: str
     cross: Optional[Layer]
     top_mlp: List[Layer]
+    dcn: List[CrossLayer] = dataclasses.field(default_factory=list)
+
+    def dcn_low_rank(self) -> int:
+        """R of the dcn layers (0: full rank); meaningful once validate() passed."""
+        return int(self.dcn[0].v.shape[0]) if self.dcn and self.dcn[0].v is not None else 0
 
 
 def as_float32(value: Any, what: str) -> torch.Tensor:
@@ -97,6 +114,27 @@ def _check_layer(name: str, layer: Layer, in_width: int, in_desc: str) -> int:
     return int(w.shape[0])
 
 
+def _check_dcn(src: SourceModel, d0: int) -> None:
+    """The cross layers: all low rank with one R, or all full rank; shapes against d0."""
+    if not src.dcn:
+        raise ExportError("dcn: missing; interaction dcn needs the cross network (crossnet: "
+                          "a TorchRec LowRankCrossNet or CrossNet)")
+    if len(src.dcn) > MAX_DCN_LAYERS:
+        raise ExportError(f"dcn: {len(src.dcn)} layers, more than {MAX_DCN_LAYERS}")
+    rank = src.dcn_low_rank()
+    for l, layer in enumerate(src.dcn):
+        where = f"dcn.{l} ({layer.source})"
+        if (layer.v is None) != (rank == 0):
+            raise ExportError(f"{where}: every layer must be low rank or every layer full rank")
+        want = [("U.weight", layer.u, [d0, rank]), ("V.weight", layer.v, [rank, d0])] if rank \
+            else [("W.weight", layer.u, [d0, d0])]
+        want.append(("bias", layer.bias, [d0]))
+        for name, t, shape in want:
+            if list(t.shape) != shape:
+                raise ExportError(f"dcn.{l}.{name} ({layer.source}): expected shape {shape} "
+                                  f"(concat(z, tables) is {d0} wide), got {list(t.shape)}")
+
+
 def validate(src: SourceModel) -> None:
     """Every rule of SPEC section 2 the served model depends on; raises ExportError."""
     seen = set()
@@ -132,6 +170,9 @@ def validate(src: SourceModel) -> None:
     if src.interaction != "linear" and src.cross is not None:
         raise ExportError(f"cross ({src.cross.source}): present, but interaction is "
                           f"{src.interaction!r} (only linear uses it)")
+    if src.interaction != "dcn" and src.dcn:
+        raise ExportError(f"dcn ({src.dcn[0].source}): present, but interaction is "
+                          f"{src.interaction!r} (only dcn uses it)")
     if src.interaction == "dot":
         d = z or int(src.tables[0].weight.shape[1])
         for t in src.tables:
@@ -147,6 +188,9 @@ def validate(src: SourceModel) -> None:
             raise ExportError("cross: missing; interaction linear needs the cross nn.Linear")
         h = _check_layer("cross", src.cross, concat, "concat(z, tables)")
         h_desc = "cross"
+    elif src.interaction == "dcn":
+        _check_dcn(src, concat)
+        h, h_desc = concat, "the dcn output x_L (as wide as concat(z, tables))"
     else:
         h, h_desc = concat, "concat(z, tables)"
     if not src.top_mlp:

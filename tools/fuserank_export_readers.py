@@ -10,11 +10,69 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-from fuserank_export_model import (POOLINGS, ExportError, Layer, SourceModel, TableWeights,
-                                   as_float32, check_count)
+from fuserank_export_model import (POOLINGS, CrossLayer, ExportError, Layer, SourceModel,
+                                   TableWeights, as_float32, check_count)
 
-MAPPING_KEYS = ("tables", "dense", "bottom_mlp", "interaction", "cross", "top_mlp")
+MAPPING_KEYS = ("tables", "dense", "bottom_mlp", "interaction", "cross", "dcn", "top_mlp")
 TABLE_KEYS = ("name", "key", "side", "pooling", "oov")
+
+
+# ---- TorchRec's cross networks --------------------------------------------------------------
+
+
+def _bias_vector(value: Any, what: str) -> torch.Tensor:
+    """TorchRec keeps a cross layer's bias as [N, 1]; fuserank's dcn.<l>.bias is [N]."""
+    t = as_float32(value, what)
+    return t.reshape(-1) if t.dim() == 2 and t.shape[1] == 1 else t
+
+
+def _cross_layers(get: Any, names: List[str], what: str) -> List[CrossLayer]:
+    """TorchRec's LowRankCrossNet (V_kernels.<l> [r, N], W_kernels.<l> [N, r], bias.<l>) or
+    CrossNet (kernels.<l> [N, N], bias.<l>) as fuserank's V_l, U_l / W_l, b_l. `get(name)`
+    returns a parameter by its TorchRec name or None; `names` lists them all."""
+    if any(n.startswith(("U_kernels.", "C_kernels.")) for n in names):
+        raise ExportError(f"{what}: LowRankMixtureCrossNet (U/C/V kernels with experts) is not "
+                          "served; fuserank serves LowRankCrossNet and CrossNet")
+    layers = sorted({int(n.split(".")[1]) for n in names
+                     if n.startswith("bias.") and n.split(".")[1].isdigit()})
+    if not layers or layers != list(range(len(layers))):
+        raise ExportError(f"{what}: expected bias.0 .. bias.<L-1> (TorchRec LowRankCrossNet or "
+                          f"CrossNet parameters), got {', '.join(sorted(names)[:8]) or 'none'}")
+    low_rank = any(n.startswith("V_kernels.") for n in names)
+    out = []
+    for l in layers:
+        bias = _bias_vector(get(f"bias.{l}"), f"{what}.bias.{l}")
+        if low_rank:
+            v, u = get(f"V_kernels.{l}"), get(f"W_kernels.{l}")
+            if v is None or u is None:
+                raise ExportError(f"{what}: layer {l} needs V_kernels.{l} and W_kernels.{l}")
+            out.append(CrossLayer(f"{what} layer {l}", as_float32(v, f"{what}.V_kernels.{l}"),
+                                  as_float32(u, f"{what}.W_kernels.{l}"), bias))
+        else:
+            w = get(f"kernels.{l}")
+            if w is None:
+                raise ExportError(f"{what}: layer {l} needs kernels.{l}")
+            w = as_float32(w, f"{what}.kernels.{l}")
+            if w.dim() == 2 and w.shape[1] == 1 and w.shape[0] != 1:
+                raise ExportError(f"{what}.kernels.{l}: shape {list(w.shape)} is VectorCrossNet "
+                                  "(DCN v1), which fuserank does not serve")
+            out.append(CrossLayer(f"{what} layer {l}", None, w, bias))
+    return out
+
+
+def _module_crossnet(module: Any) -> List[CrossLayer]:
+    """module.crossnet, or TorchRec DLRM_DCN's module.inter_arch.crossnet; [] if neither."""
+    what = "module.crossnet"
+    net = getattr(module, "crossnet", None)
+    if net is None and getattr(module, "inter_arch", None) is not None:
+        net, what = getattr(module.inter_arch, "crossnet", None), "module.inter_arch.crossnet"
+    if net is None:
+        return []
+    if not isinstance(net, nn.Module):
+        raise ExportError(f"{what}: expected a TorchRec LowRankCrossNet or CrossNet, got "
+                          f"{type(net).__name__}")
+    params = dict(net.named_parameters())
+    return _cross_layers(params.get, list(params), what)
 
 
 # ---- a module -----------------------------------------------------------------------------
@@ -134,7 +192,8 @@ def from_module(module: Any, mapping: Optional[Mapping] = None) -> SourceModel:
         dense_user = dense_item = 0
     interaction = mapping.get("interaction", getattr(module, "interaction", None))
     if interaction is None:
-        raise ExportError("module.interaction: missing; expected 'concat', 'dot' or 'linear'")
+        raise ExportError("module.interaction: missing; expected 'concat', 'dot', 'linear' or "
+                          "'dcn'")
     cross = getattr(module, "cross", None)
     if cross is not None:
         if not isinstance(cross, nn.Linear):
@@ -144,7 +203,8 @@ def from_module(module: Any, mapping: Optional[Mapping] = None) -> SourceModel:
     if top_seq is None:
         raise ExportError("module.top_mlp: missing; expected an nn.Sequential of Linear+ReLU")
     top = _mlp_layers(top_seq, "module.top_mlp", relu_after_last=False)
-    return SourceModel(tables, dense_user, dense_item, bottom, interaction, cross, top)
+    return SourceModel(tables, dense_user, dense_item, bottom, interaction, cross, top,
+                       _module_crossnet(module))
 
 
 # ---- a state_dict with a mapping file ----------------------------------------------------
@@ -232,7 +292,7 @@ def from_state_dict(state: Mapping, mapping: Mapping) -> SourceModel:
                                    weight))
     dense_user, dense_item = _mapping_dense(mapping.get("dense", {}))
     if "interaction" not in mapping:
-        raise ExportError("mapping interaction: missing; expected concat | dot | linear")
+        raise ExportError("mapping interaction: missing; expected concat | dot | linear | dcn")
     if "top_mlp" not in mapping:
         raise ExportError("mapping top_mlp: missing; expected the top MLP's key prefix")
     bottom = _state_layers(state, mapping.get("bottom_mlp"), "bottom_mlp", used)
@@ -241,10 +301,22 @@ def from_state_dict(state: Mapping, mapping: Mapping) -> SourceModel:
         if not isinstance(mapping["cross"], str):
             raise ExportError(f"mapping cross: expected a layer name, got {mapping['cross']!r}")
         cross = _state_layers(state, [mapping["cross"]], "cross", used)[0]
+    dcn = []
+    if mapping.get("dcn") is not None:
+        if not isinstance(mapping["dcn"], str):
+            raise ExportError(f"mapping dcn: expected the cross network's key prefix (e.g. "
+                              f"inter_arch.crossnet), got {mapping['dcn']!r}")
+        prefix = mapping["dcn"].rstrip(".") + "."
+        names = [k[len(prefix):] for k in state if k.startswith(prefix)]
+        if not names:
+            raise ExportError(f"mapping dcn: no state_dict key starts with '{prefix}'")
+        used.update(prefix + n for n in names)
+        dcn = _cross_layers(lambda n: state.get(prefix + n), names,
+                            f"state_dict '{prefix.rstrip('.')}'")
     top = _state_layers(state, mapping["top_mlp"], "top_mlp", used)
     unused = [k for k in state if k not in used]
     if unused:
         print(f"fuserank_export: note: {len(unused)} state_dict entries not used: "
               f"{', '.join(unused[:8])}{' ...' if len(unused) > 8 else ''}", file=sys.stderr)
     return SourceModel(tables, dense_user, dense_item, bottom, mapping["interaction"], cross,
-                       top)
+                       top, dcn)

@@ -69,6 +69,13 @@ def model_tensors(src: SourceModel, dtype: str) -> List[Tuple[str, str, np.ndarr
     for name, layer in layers:
         out.append((f"{name}.weight", "F32", layer.weight.numpy()))
         out.append((f"{name}.bias", "F32", layer.bias.numpy()))
+    for l, layer in enumerate(src.dcn):
+        if layer.v is not None:
+            out.append((f"dcn.{l}.V.weight", "F32", layer.v.numpy()))
+            out.append((f"dcn.{l}.U.weight", "F32", layer.u.numpy()))
+        else:
+            out.append((f"dcn.{l}.W.weight", "F32", layer.u.numpy()))
+        out.append((f"dcn.{l}.bias", "F32", layer.bias.numpy()))
     tables = [_table_tensors(t, dtype) for t in src.tables]
     out += [x for ts in tables for x in ts if x[1] == "F32"]
     out += [x for ts in tables for x in ts if x[1] != "F32"]
@@ -123,4 +130,6 @@ def spec_yaml(src: SourceModel, name: str, version: str, weights: str, dtype: st
         f"cross_dim: {src.cross.weight.shape[0] if src.interaction == 'linear' else 0}",
         f"top_mlp: {widths(src.top_mlp)}",
     ]
+    if src.interaction == "dcn":
+        lines.insert(-1, f"dcn: {{layers: {len(src.dcn)}, low_rank: {src.dcn_low_rank()}}}")
     return "\n".join(lines) + "\n"

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 SIDES = ("user", "item")
 POOLINGS = ("sum", "mean")
 OOVS = ("modulo", "reject")
-INTERACTIONS = ("concat", "dot", "linear")
+INTERACTIONS = ("concat", "dot", "linear", "dcn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +46,48 @@ class Table:
 Bags = Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]
 
 
+class LowRankCrossNet(nn.Module):
+    """DCNv2 with low-rank layers, parameters named and shaped as TorchRec's
+    torchrec.modules.crossnet.LowRankCrossNet: W_kernels.<l> [N, r] (fuserank's U_l),
+    V_kernels.<l> [r, N] (V_l), bias.<l> [N, 1]. x_{l+1} = x0 * (W (V x_l) + b) + x_l."""
+
+    def __init__(self, in_features: int, num_layers: int, low_rank: int) -> None:
+        super().__init__()
+        self.W_kernels = nn.ParameterList(
+            [nn.Parameter(nn.init.xavier_normal_(torch.empty(in_features, low_rank)))
+             for _ in range(num_layers)])
+        self.V_kernels = nn.ParameterList(
+            [nn.Parameter(nn.init.xavier_normal_(torch.empty(low_rank, in_features)))
+             for _ in range(num_layers)])
+        self.bias = nn.ParameterList(
+            [nn.Parameter(torch.zeros(in_features, 1)) for _ in range(num_layers)])
+
+    def forward(self, x0: torch.Tensor) -> torch.Tensor:
+        x = x0
+        for w, v, b in zip(self.W_kernels, self.V_kernels, self.bias):
+            x = x0 * ((x @ v.t()) @ w.t() + b.squeeze(1)) + x
+        return x
+
+
+class CrossNet(nn.Module):
+    """DCNv2 with full-rank layers, named as TorchRec's CrossNet: kernels.<l> [N, N] (W_l),
+    bias.<l> [N, 1]. x_{l+1} = x0 * (W x_l + b) + x_l."""
+
+    def __init__(self, in_features: int, num_layers: int) -> None:
+        super().__init__()
+        self.kernels = nn.ParameterList(
+            [nn.Parameter(nn.init.xavier_normal_(torch.empty(in_features, in_features)))
+             for _ in range(num_layers)])
+        self.bias = nn.ParameterList(
+            [nn.Parameter(torch.zeros(in_features, 1)) for _ in range(num_layers)])
+
+    def forward(self, x0: torch.Tensor) -> torch.Tensor:
+        x = x0
+        for w, b in zip(self.kernels, self.bias):
+            x = x0 * (x @ w.t() + b.squeeze(1)) + x
+        return x
+
+
 def _mlp(widths: Sequence[int], in_width: int, relu_last: bool) -> nn.Sequential:
     layers: List[nn.Module] = []
     for i, out in enumerate(widths):
@@ -57,11 +99,12 @@ def _mlp(widths: Sequence[int], in_width: int, relu_last: bool) -> nn.Sequential
 
 
 class DLRM(nn.Module):
-    """Embedding bags, bottom MLP, interaction (concat | dot | linear), top MLP, sigmoid.
+    """Embedding bags, bottom MLP, interaction (concat | dot | linear | dcn), top MLP, sigmoid.
 
     Attributes read by the exporter: `embeddings` (ModuleDict of EmbeddingBag, in spec
     order), `table_sides`, `table_oov`, `dense_user`, `dense_item`, `bottom_mlp`
     (Linear+ReLU, ReLU after every layer), `interaction`, `cross` (nn.Linear or None),
+    `crossnet` (dcn: LowRankCrossNet, or CrossNet when dcn_low_rank is 0, else None),
     `top_mlp` (Linear+ReLU, no ReLU after the last layer, which has width 1).
     """
 
@@ -74,6 +117,8 @@ class DLRM(nn.Module):
         interaction: str,
         top_mlp: Sequence[int],
         cross_dim: int = 0,
+        dcn_layers: int = 0,
+        dcn_low_rank: int = 0,
     ) -> None:
         super().__init__()
         if interaction not in INTERACTIONS:
@@ -101,6 +146,10 @@ class DLRM(nn.Module):
         else:
             h_width = concat_width
         self.cross = nn.Linear(concat_width, cross_dim) if interaction == "linear" else None
+        self.crossnet: Optional[nn.Module] = None
+        if interaction == "dcn":
+            self.crossnet = (LowRankCrossNet(concat_width, dcn_layers, dcn_low_rank)
+                             if dcn_low_rank > 0 else CrossNet(concat_width, dcn_layers))
         self.top_mlp = _mlp(top_mlp, h_width, relu_last=False)
 
     def _pool(self, name: str, bags: Bags) -> torch.Tensor:
@@ -135,6 +184,8 @@ class DLRM(nn.Module):
             h = torch.cat(vectors, dim=1)
         elif self.interaction == "linear":
             h = self.cross(torch.cat(vectors, dim=1))
+        elif self.interaction == "dcn":
+            h = self.crossnet(torch.cat(vectors, dim=1))
         else:
             stacked = torch.stack(vectors, dim=1)  # [B, n, d]
             gram = torch.bmm(stacked, stacked.transpose(1, 2))
@@ -199,6 +250,10 @@ def spread_init(model: DLRM) -> DLRM:
         if isinstance(m, nn.Linear):
             m.weight.normal_(0.0, (2.0 / m.in_features) ** 0.5)
             m.bias.normal_(0.0, 0.1)
+    if model.crossnet is not None:  # x_l stays O(|x0|): kernels ~ N(0, 1 / (4 fan_in))
+        for name, p in model.crossnet.named_parameters():
+            fan_in = p.shape[1] if not name.startswith("bias") else 1
+            p.normal_(0.0, 0.1 if name.startswith("bias") else 0.5 / fan_in ** 0.5)
     return model
 
 
@@ -206,7 +261,8 @@ def example_model(interaction: str = "dot", seed: int = 0) -> DLRM:
     """A small seeded model with two user and two item tables, for docs and smoke tests:
     `fuserank_export.py --module fuserank_torch_model:example_model --out m/demo.yaml`."""
     torch.manual_seed(seed)
-    dims = {"dot": (8, 8, 8, 8), "concat": (4, 6, 8, 3), "linear": (4, 6, 8, 3)}[interaction]
+    dims = {"dot": (8, 8, 8, 8), "concat": (4, 6, 8, 3), "linear": (4, 6, 8, 3),
+            "dcn": (4, 6, 8, 3)}[interaction]
     tables = [
         Table("user_id", "user", 1000, dims[0]),
         Table("user_history", "user", 500, dims[1], pooling="mean"),
@@ -215,4 +271,6 @@ def example_model(interaction: str = "dot", seed: int = 0) -> DLRM:
     ]
     return spread_init(DLRM(tables, dense_user=3, dense_item=2, bottom_mlp=[16, 8],
                             interaction=interaction, top_mlp=[16, 8, 1],
-                            cross_dim=12 if interaction == "linear" else 0))
+                            cross_dim=12 if interaction == "linear" else 0,
+                            dcn_layers=3 if interaction == "dcn" else 0,
+                            dcn_low_rank=8 if interaction == "dcn" else 0))

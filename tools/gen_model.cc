@@ -1,6 +1,7 @@
 // fuserank-gen-model: writes a seeded synthetic model (spec YAML + safetensors) of any
 // shape. Weights are deterministic for a given --seed and tensor name, and are streamed
 // to disk in chunks, so a multi-GB model needs only a few MB of memory.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "engine/cpu/cpu_dtype.h"
@@ -34,8 +36,18 @@ ABSL_FLAG(int, dim, 16, "embedding width of every table");
 ABSL_FLAG(int, dense_user, 0, "user dense features");
 ABSL_FLAG(int, dense_item, 0, "item dense features");
 ABSL_FLAG(std::string, bottom_mlp, "", "bottom MLP widths, e.g. 64,16 (empty: none)");
-ABSL_FLAG(std::string, interaction, "dot", "concat | dot | linear");
+ABSL_FLAG(std::string, interaction, "dot", "concat | dot | linear | dcn");
 ABSL_FLAG(int, cross_dim, 0, "width of the linear cross (interaction=linear only)");
+ABSL_FLAG(int, dcn_layers, 0, "cross layers of interaction=dcn");
+ABSL_FLAG(int, dcn_low_rank, 0, "rank of each dcn layer (0: full rank)");
+ABSL_FLAG(std::string, preset, "",
+          "a fixed model shape instead of the shape flags: dlrm_v2 (MLPerf DLRM-v2: 26 item "
+          "tables of dim 128, rows scaled by --row_scale, 13 item dense features, bottom "
+          "512-256-128, DCNv2 3 layers of rank 512, top 1024-1024-512-256-1)");
+ABSL_FLAG(double, row_scale, 0.01,
+          "--preset only: each table's row count times this, rounded up, but never below "
+          "1024 rows or the table's own count if smaller (MLPerf's 40M-row tables become "
+          "400k at 0.01)");
 ABSL_FLAG(std::string, top_mlp, "64,32,1", "top MLP widths, the last one 1");
 ABSL_FLAG(std::string, dtype, "fp32", "embedding dtype: fp32 | fp16 | bf16");
 ABSL_FLAG(std::string, pooling, "sum", "pooling of every table: sum | mean");
@@ -106,6 +118,58 @@ absl::Status ToInts(absl::string_view flag, const std::vector<int64_t>& in, std:
   return absl::OkStatus();
 }
 
+// MLPerf Inference DLRM-v2 (Criteo 1TB multi-hot): rows of its 26 tables.
+constexpr int64_t kDlrmV2Rows[26] = {
+    40000000, 39060,    17295,    7424,     20265,  3,     7122, 1543, 63,
+    40000000, 3067956,  405282,   10,       2209,   11938, 155,  4,    976,
+    14,       40000000, 40000000, 40000000, 590152, 12973, 108,  36};
+
+// A scaled table keeps at least this many rows (or all of its own, if it has fewer).
+constexpr int64_t kMinScaledRows = 1024;
+
+// Every sample of DLRM-v2 is a candidate here: all tables and dense features item-side.
+absl::Status ApplyDlrmV2(double row_scale, ModelSpec* spec) {
+  if (!(row_scale > 0 && row_scale <= 1)) {
+    return absl::InvalidArgumentError("--row_scale: want a number in (0, 1]");
+  }
+  for (int i = 0; i < 26; ++i) {
+    spec->tables.push_back(
+        TableSpec{.name = absl::StrCat("cat_", i),
+                  .side = Side::kItem,
+                  .rows = std::max(static_cast<int64_t>(std::ceil(kDlrmV2Rows[i] * row_scale)),
+                                   std::min<int64_t>(kDlrmV2Rows[i], kMinScaledRows)),
+                  .dim = 128});
+  }
+  spec->dense_item = 13;
+  spec->bottom_mlp = {512, 256, 128};
+  spec->interaction = Interaction::kDcn;
+  spec->dcn = {3, 512};
+  spec->top_mlp = {1024, 1024, 512, 256, 1};
+  return absl::OkStatus();
+}
+
+// A shape flag given beside --preset would be ignored: refuse it instead.
+absl::Status CheckNoShapeFlags() {
+  std::vector<std::string> given;
+  if (absl::GetFlag(FLAGS_user_tables) != 1) given.push_back("user_tables");
+  if (absl::GetFlag(FLAGS_item_tables) != 1) given.push_back("item_tables");
+  if (absl::GetFlag(FLAGS_rows) != "1000") given.push_back("rows");
+  if (absl::GetFlag(FLAGS_dim) != 16) given.push_back("dim");
+  if (absl::GetFlag(FLAGS_dense_user) != 0) given.push_back("dense_user");
+  if (absl::GetFlag(FLAGS_dense_item) != 0) given.push_back("dense_item");
+  if (!absl::GetFlag(FLAGS_bottom_mlp).empty()) given.push_back("bottom_mlp");
+  if (absl::GetFlag(FLAGS_interaction) != "dot") given.push_back("interaction");
+  if (absl::GetFlag(FLAGS_cross_dim) != 0) given.push_back("cross_dim");
+  if (absl::GetFlag(FLAGS_dcn_layers) != 0) given.push_back("dcn_layers");
+  if (absl::GetFlag(FLAGS_dcn_low_rank) != 0) given.push_back("dcn_low_rank");
+  if (absl::GetFlag(FLAGS_top_mlp) != "64,32,1") given.push_back("top_mlp");
+  if (absl::GetFlag(FLAGS_pooling) != "sum") given.push_back("pooling");
+  if (absl::GetFlag(FLAGS_oov) != "modulo") given.push_back("oov");
+  if (given.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--preset sets the model's shape; drop --", absl::StrJoin(given, ", --")));
+}
+
 absl::StatusOr<ModelSpec> SpecFromFlags() {
   ModelSpec spec;
   const std::filesystem::path out(absl::GetFlag(FLAGS_out));
@@ -120,6 +184,19 @@ absl::StatusOr<ModelSpec> SpecFromFlags() {
                          {{"fp32", DType::kF32}, {"fp16", DType::kF16}, {"bf16", DType::kBF16}},
                          &spec.embedding_dtype));
   Pooling pooling = Pooling::kSum;
+  if (!absl::GetFlag(FLAGS_preset).empty()) {
+    if (absl::GetFlag(FLAGS_preset) != "dlrm_v2") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--preset: want dlrm_v2, got '", absl::GetFlag(FLAGS_preset), "'"));
+    }
+    RETURN_IF_ERROR(CheckNoShapeFlags());
+    RETURN_IF_ERROR(ApplyDlrmV2(absl::GetFlag(FLAGS_row_scale), &spec));
+    RETURN_IF_ERROR(WithContext(ValidateModelSpec(spec), "the preset is invalid"));
+    return spec;
+  }
+  if (absl::GetFlag(FLAGS_row_scale) != 0.01) {
+    return absl::InvalidArgumentError("--row_scale: only with --preset (scale --rows instead)");
+  }
   RETURN_IF_ERROR(ParseChoice<Pooling>("pooling", absl::GetFlag(FLAGS_pooling),
                                        {{"sum", Pooling::kSum}, {"mean", Pooling::kMean}},
                                        &pooling));
@@ -129,7 +206,8 @@ absl::StatusOr<ModelSpec> SpecFromFlags() {
   RETURN_IF_ERROR(ParseChoice<Interaction>("interaction", absl::GetFlag(FLAGS_interaction),
                                            {{"concat", Interaction::kConcat},
                                             {"dot", Interaction::kDot},
-                                            {"linear", Interaction::kLinear}},
+                                            {"linear", Interaction::kLinear},
+                                            {"dcn", Interaction::kDcn}},
                                            &spec.interaction));
   const int users = absl::GetFlag(FLAGS_user_tables), items = absl::GetFlag(FLAGS_item_tables);
   if (users < 0 || items < 0 || users + items > 4096) {
@@ -155,6 +233,7 @@ absl::StatusOr<ModelSpec> SpecFromFlags() {
   spec.dense_user = absl::GetFlag(FLAGS_dense_user);
   spec.dense_item = absl::GetFlag(FLAGS_dense_item);
   spec.cross_dim = absl::GetFlag(FLAGS_cross_dim);
+  spec.dcn = {absl::GetFlag(FLAGS_dcn_layers), absl::GetFlag(FLAGS_dcn_low_rank)};
   std::vector<int64_t> widths;
   RETURN_IF_ERROR(ParseIntList("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp), &widths));
   RETURN_IF_ERROR(ToInts("bottom_mlp", widths, &spec.bottom_mlp));
@@ -186,6 +265,18 @@ std::vector<Planned> Plan(const ModelSpec& spec) {
   if (spec.interaction == Interaction::kLinear) {
     layer("cross", spec.concat_width(), spec.cross_dim);
     in = spec.cross_dim;
+  }
+  // dcn: weights ~ U(+-1/(2 sqrt(fan_in))) so that x_l stays the size of x0 over the layers.
+  const int64_t d0 = spec.concat_width(), rank = spec.dcn.low_rank;
+  for (int l = 0; l < spec.dcn.layers; ++l) {
+    const std::string p = absl::StrCat("dcn.", l);
+    if (rank > 0) {
+      plan.push_back({{p + ".V.weight", "F32", {rank, d0}}, 0.5f / std::sqrt(float(d0))});
+      plan.push_back({{p + ".U.weight", "F32", {d0, rank}}, 0.5f / std::sqrt(float(rank))});
+    } else {
+      plan.push_back({{p + ".W.weight", "F32", {d0, d0}}, 0.5f / std::sqrt(float(d0))});
+    }
+    plan.push_back({{p + ".bias", "F32", {d0}}, 0.1f});
   }
   for (size_t i = 0; i < spec.top_mlp.size(); ++i) {
     layer(absl::StrCat("top_mlp.", i), in, spec.top_mlp[i]);

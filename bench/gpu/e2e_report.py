@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """JSON lines of server_e2e.sh: a load point from fuserank-bench, and the /metrics check.
 
-usage: e2e_report.py load CANDIDATES CONCURRENCY < fuserank-bench --json's last line
+usage: e2e_report.py load CANDIDATES CONCURRENCY [MODEL] < fuserank-bench --json's last line
        e2e_report.py metrics PORT DEVICE
 Each prints one JSON line; exit 1 when the load point had errors or the check failed.
 """
@@ -12,7 +12,7 @@ import sys
 import urllib.request
 
 
-def load(candidates, concurrency):
+def load(candidates, concurrency, model="bench"):
     text = sys.stdin.read().strip()
     try:
         r = json.loads(text)
@@ -23,7 +23,7 @@ def load(candidates, concurrency):
         return 1
     row = {"bench": "load", "candidates": candidates, "concurrency": concurrency,
            "qps": r.get("qps", 0), "p50_ms": r.get("p50_ms", 0), "p99_ms": r.get("p99_ms", 0),
-           "errors": r.get("errors", 0), "ok": r.get("ok", 0)}
+           "errors": r.get("errors", 0), "ok": r.get("ok", 0), "model": model}
     print(json.dumps(row))
     return 0 if row["errors"] == 0 and row["ok"] > 0 else 1
 
@@ -64,8 +64,8 @@ def metrics(port, device):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "load":
-        return load(int(argv[2]), int(argv[3]))
+    if len(argv) in (4, 5) and argv[1] == "load":
+        return load(int(argv[2]), int(argv[3]), *argv[4:])
     if len(argv) == 4 and argv[1] == "metrics":
         return metrics(int(argv[2]), argv[3])
     print(__doc__, file=sys.stderr)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # fuserank-server end to end on one device, checked against the same server on the CPU:
-#   - small models covering dot / concat / linear, fp32 / fp16 / bf16, sum / mean, and the
+#   - small models covering dot / concat / linear / dcn, fp32 / fp16 / bf16, sum / mean, and the
 #     bench model: for each, a server on E2E_DEVICE and one on the CPU get the same 200
 #     requests (one-hot and multi-hot bags, with and without weights, 16 to 1000
 #     candidates) and fuserank-score-compare reports the largest score difference;
 #   - the bench model under closed-loop load (fuserank-bench, concurrency 16 and 64,
-#     16/256/1024 candidates): qps, p50, p99;
+#     16/256/1024 candidates): qps, p50, p99; then the DLRM-v2 preset at 256 candidates;
 #   - a /metrics scrape: stage histograms and the cache lookup series moved, and
 #     fuserank_model_info says device="<E2E_DEVICE>".
 # Prints one JSON line per result on stdout (summarize.py reads them); progress on stderr.
@@ -92,7 +92,11 @@ gen linear_bf16_sum --user_tables=1 --item_tables=3 --rows=2000 --dim=8 --dense_
   --dense_item=2 --bottom_mlp=8 --interaction=linear --cross_dim=24 --top_mlp=16,1 --dtype=bf16
 gen dot_bf16_mean_nodense --user_tables=3 --item_tables=3 --rows=4000 --dim=32 \
   --interaction=dot --top_mlp=64,1 --dtype=bf16 --pooling=mean
-for name in dot_fp32_sum concat_fp16_mean linear_bf16_sum dot_bf16_mean_nodense; do
+gen dcn_fp16_lowrank --user_tables=2 --item_tables=3 --rows=3000 --dim=16 --dense_user=2 \
+  --dense_item=3 --bottom_mlp=32,16 --interaction=dcn --dcn_layers=3 --dcn_low_rank=24 \
+  --top_mlp=64,32,1 --dtype=fp16
+for name in dot_fp32_sum concat_fp16_mean linear_bf16_sum dot_bf16_mean_nodense \
+  dcn_fp16_lowrank; do
   compare "$name" || failed=1
   stop_all
 done
@@ -125,4 +129,20 @@ for point in "${points[@]}"; do
 done
 python3 "$HERE/e2e_report.py" metrics $((PORT + 1)) "$DEVICE" || failed=1
 stop_all
+if [[ $QUICK != 1 ]]; then
+  # The MLPerf DLRM-v2 shape (docs/benchmarks.md, "MLPerf DLRM-v2 anchor"): load only.
+  "$BIN/fuserank-gen-model" --out="$WORK/dlrm_v2.yaml" --seed=4 --preset=dlrm_v2 >/dev/null
+  if serve "dlrm_v2-$DEVICE" "$DEVICE" "$WORK/dlrm_v2.yaml" "$PORT"; then
+    for concurrency in 16 64; do
+      "$BIN/fuserank-bench" --target="127.0.0.1:$PORT" --model="$WORK/dlrm_v2.yaml" \
+        --candidates=256 --concurrency="$concurrency" --duration=3 --warmup=1 --threads=4 \
+        --channels=4 --top_k=100 --json 2>/dev/null | tail -n 1 |
+        python3 "$HERE/e2e_report.py" load 256 "$concurrency" dlrm_v2 || failed=1
+    done
+  else
+    problem load dlrm_v2 "$START_ERROR"
+    failed=1
+  fi
+  stop_all
+fi
 exit $failed

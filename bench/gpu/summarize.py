@@ -225,9 +225,11 @@ def summarize_bench(out):
     loads = [r for r in e2e if r.get("bench") == "load" and "problem" not in r]
     if loads:
         print("server on cuda, closed loop through gRPC (fuserank-bench)")
-        print(f"  {'cand':>5} {'conc':>5} {'qps':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+        print(f"  {'model':>8} {'cand':>5} {'conc':>5} {'qps':>9} {'samples/s':>10} "
+              f"{'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
         for r in loads:
-            print(f"  {r['candidates']:5} {r['concurrency']:5} {r['qps']:9.0f} {r['p50_ms']:8.3f} "
+            print(f"  {r.get('model', 'bench'):>8} {r['candidates']:5} {r['concurrency']:5} "
+                  f"{r['qps']:9.0f} {r['qps'] * r['candidates']:10.0f} {r['p50_ms']:8.3f} "
                   f"{r['p99_ms']:8.3f} {r['errors']:7}")
     for r in e2e:
         if r.get("bench") == "metrics":

@@ -1,7 +1,7 @@
 """The fuserank model (SPEC section 2) in PyTorch eager: the reference peer's engine.
 
 Loads the same spec YAML + safetensors files as fuserank-server and scores candidates
-with nn.EmbeddingBag per table, the bottom MLP, the dot/concat/linear interaction, the
+with nn.EmbeddingBag per table, the bottom MLP, the dot/concat/linear/dcn interaction, the
 top MLP and a sigmoid. `decode_request` turns a fuserank.v1.RankRequest into tensors the
 way a straightforward Python service would. Not thread-safe to build; forward() only
 reads the module, so concurrent calls are fine.
@@ -49,6 +49,9 @@ class ModelSpec:
         self.bottom_mlp = [int(w) for w in doc.get("bottom_mlp") or []]
         self.interaction = doc.get("interaction", "concat")
         self.cross_dim = int(doc.get("cross_dim", 0) or 0)
+        dcn = doc.get("dcn") or {}
+        self.dcn_layers = int(dcn.get("layers", 0))
+        self.dcn_low_rank = int(dcn.get("low_rank", 0))
         self.top_mlp = [int(w) for w in doc["top_mlp"]]
 
 
@@ -78,6 +81,25 @@ def _mlp(prefix, widths, in_width, tensors, relu_last):
             layers.append(torch.nn.ReLU())
         in_width = out
     return torch.nn.Sequential(*layers), in_width
+
+
+def _cross_layers(spec, d0, tensors):
+    """DCNv2 layers as (V, U with b) Linear pairs, or (None, W with b) at full rank."""
+    layers = []
+    for l in range(spec.dcn_layers):
+        bias = _to_torch(*tensors[f"dcn.{l}.bias"])
+        if spec.dcn_low_rank:
+            down = torch.nn.Linear(d0, spec.dcn_low_rank, bias=False)
+            down.weight = torch.nn.Parameter(_to_torch(*tensors[f"dcn.{l}.V.weight"]),
+                                             requires_grad=False)
+            up_weight = _to_torch(*tensors[f"dcn.{l}.U.weight"])
+        else:
+            down, up_weight = None, _to_torch(*tensors[f"dcn.{l}.W.weight"])
+        up = torch.nn.Linear(up_weight.shape[1], d0)
+        up.weight = torch.nn.Parameter(up_weight, requires_grad=False)
+        up.bias = torch.nn.Parameter(bias, requires_grad=False)
+        layers.append((down, up))
+    return layers
 
 
 class TorchDlrm(torch.nn.Module):
@@ -114,6 +136,9 @@ class TorchDlrm(torch.nn.Module):
         elif spec.interaction == "linear":
             self.cross = _linear("cross", concat, spec.cross_dim, tensors)
             top_in = spec.cross_dim
+        elif spec.interaction == "dcn":
+            self.dcn = _cross_layers(spec, concat, tensors)
+            top_in = concat
         else:
             raise ValueError(f"interaction {spec.interaction}")
         self.top, _ = _mlp("top_mlp", spec.top_mlp, top_in, tensors, False)
@@ -161,6 +186,10 @@ class TorchDlrm(torch.nn.Module):
             h = torch.cat(vecs, dim=1)
             if self.cross is not None:
                 h = self.cross(h)
+            if self.spec.interaction == "dcn":
+                x0 = h
+                for down, up in self.dcn:  # x_{l+1} = x0 * (U (V x_l) + b) + x_l
+                    h = torch.addcmul(h, x0, up(down(h) if down is not None else h))
         return torch.sigmoid(self.top(h)).view(-1)
 
 

@@ -20,6 +20,8 @@
 #include "engine/cpu/cpu_plan.h"
 #include "engine/cpu/cpu_thread_pool.h"
 #include "engine/hot_rows/hot_row_manager.h"
+#include "engine/remote_stage.h"
+#include "engine/remote_tier.h"
 #include "engine/topk.h"
 
 namespace fuserank::engine {
@@ -37,7 +39,13 @@ class CpuBackend final : public Backend {
   CpuBackend(std::shared_ptr<const Model> model, const BackendOptions& options)
       : model_(std::move(model)),
         plan_(BuildCpuPlan(*model_, options.cpu_precision)),
-        hot_rows_(options.hot_rows) {
+        hot_rows_(options.hot_rows),
+        remote_(options.remote) {
+    if (model_->spec().has_remote_tables() &&
+        (remote_ == nullptr || &remote_->model() != model_.get())) {
+      remote_status_ = absl::FailedPreconditionError(
+          "cpu backend: the model has storage: redis tables but no remote tier of its own");
+    }
     if (hot_rows_ != nullptr && &hot_rows_->model() != model_.get()) {
       hot_status_ =
           absl::InvalidArgumentError("cpu backend: the hot-row manager belongs to another model");
@@ -88,6 +96,7 @@ class CpuBackend final : public Backend {
     std::vector<float> shares;         // requests x RequestShareWidth
     std::vector<float> scores;         // candidates
     std::vector<Tile> tiles;
+    RemoteStage remote;  // the batch's storage: redis rows
   };
 
   // Scores every candidate into w.scores; returns the number of threads that shared it.
@@ -101,6 +110,8 @@ class CpuBackend final : public Backend {
   absl::StatusOr<CpuPlan> plan_;
   HotRowManager* hot_rows_;  // null: no hot-row tier
   absl::Status hot_status_;
+  RemoteTier* remote_;  // null: no storage: redis table
+  absl::Status remote_status_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
@@ -110,6 +121,7 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
   }
   if (!plan_.ok()) return plan_.status();
   if (!hot_status_.ok()) return hot_status_;
+  if (!remote_status_.ok()) return remote_status_;
   if (batch.model != nullptr && batch.model != model_) {
     return absl::InvalidArgumentError("cpu backend: batch is for another model");
   }
@@ -124,9 +136,16 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
   // One snapshot for the whole batch: a swap meanwhile takes effect at the next batch.
   std::shared_ptr<const HotRowSnapshot> snapshot;
   if (hot_rows_ != nullptr) snapshot = hot_rows_->snapshot();
+  double staging = 0;
+  if (model_->spec().has_remote_tables()) {
+    const Clock::time_point start = Clock::now();
+    remote_->Stage(batch, &w.remote, &result->request_errors);
+    staging = std::chrono::duration<double>(Clock::now() - start).count();
+  }
   for (TileScratch& scratch : w.scratch) {
     scratch.times = {};
     scratch.hot.snapshot = snapshot.get();
+    scratch.remote = model_->spec().has_remote_tables() ? &w.remote : nullptr;
   }
   const double threads = Score(w, batch);
   if (hot_rows_ != nullptr) FinishHotReads(w);
@@ -142,6 +161,7 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
     result->stages.cross /= threads;
     result->stages.dnn /= threads;
   }
+  result->stages.lookup += staging;  // the remote fetch is part of the lookup
   return absl::OkStatus();
 }
 

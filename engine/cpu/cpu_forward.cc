@@ -7,6 +7,7 @@
 #include "engine/cpu/cpu_interaction.h"
 #include "engine/cpu/cpu_lookup.h"
 #include "engine/cpu/cpu_mlp.h"
+#include "engine/remote_stage.h"
 
 namespace fuserank::engine {
 namespace {
@@ -53,12 +54,71 @@ void RunChain(const PackedLayer& first, const float* first_bias, const PackedLay
   }
 }
 
+// dcn: the request's pooled user vectors (share) into every candidate's x0 row.
+void CopyUserVectors(const CpuPlan& plan, const Model& model, const float* share, int count,
+                     float* row) {
+  for (size_t u = 0; u < plan.user_row_offset.size(); ++u) {
+    const float* from = share + plan.user_offset[u];
+    const int dim = model.tables()[model.user_tables()[u]].dim;
+    for (int c = 0; c < count; ++c) {
+      std::copy(from, from + dim,
+                row + static_cast<size_t>(c) * plan.row_stride + plan.user_row_offset[u]);
+    }
+  }
+}
+
+// dcn: x_{l+1} = x0 * (U_l (V_l x_l) + b_l) + x_l, or W_l x_l for full rank, on `count`
+// x0 rows; the product and residual are the epilogue of the GEMM that writes x_{l+1}.
+// Returns x_L (stride plan.dcn_stride).
+const float* CrossChain(const CpuPlan& plan, int count, const float* x0, TileScratch* scratch) {
+  const int width = plan.row_width;
+  const int stride = plan.dcn_stride;
+  float* blocks[2] = {scratch->cross_a.data(), scratch->cross_b.data()};
+  const float* x = x0;
+  int x_stride = plan.row_stride;
+  for (size_t l = 0; l < plan.cross.size(); ++l) {
+    const PackedCross& layer = plan.cross[l];
+    const CrossEpilogue epilogue{x0, plan.row_stride, x, x_stride};
+    float* y;
+    if (layer.low_rank) {  // A = V_l x_l, so x_{l+1} may replace x_l in place
+      LayerForward(layer.down, count, x, x_stride, scratch->cross_t.data(), stride);
+      SaturateNonFinite(scratch->cross_t.data(), count, plan.dcn_rank, stride);
+      y = blocks[0];
+      CrossLayerForward(layer.up, count, scratch->cross_t.data(), stride, epilogue, y, stride);
+    } else {  // A = x_l: write the other block
+      y = blocks[l % 2];
+      CrossLayerForward(layer.up, count, x, x_stride, epilogue, y, stride);
+    }
+    SaturateNonFinite(y, count, width, stride);
+    x = y;
+    x_stride = stride;
+  }
+  return x;
+}
+
 // The hot tier of table `t` (spec index) for this thread, or null when there is none.
 const HotLookup* HotFor(TileScratch* scratch, int t, HotLookup* storage) {
   HotReads& hot = scratch->hot;
   if (hot.snapshot == nullptr) return nullptr;
+  if (scratch->remote != nullptr && scratch->remote->staged(t) != nullptr) return nullptr;
   *storage = {&hot.snapshot->table(t), hot.sampler.get(), t, &hot.hits[t], &hot.misses[t]};
   return storage;
+}
+
+// Table t as this batch reads it, with the rows of its side's bags: a storage: redis
+// table's staged copy and the staged rows (remote_stage.h), else the model's own.
+struct TableRead {
+  const EmbeddingTable* table;
+  const int32_t* rows;
+};
+TableRead ReadOf(const Model& model, const BagSet& bags, const TileScratch& scratch, int t) {
+  if (scratch.remote != nullptr) {
+    const bool user = model.tables()[t].side == Side::kUser;
+    const int32_t* rows = user ? scratch.remote->user_rows() : scratch.remote->item_rows();
+    const EmbeddingTable* staged = scratch.remote->staged(t);
+    return {staged != nullptr ? staged : &model.tables()[t], rows};
+  }
+  return {&model.tables()[t], bags.rows.data()};
 }
 
 }  // namespace
@@ -73,8 +133,9 @@ void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& b
   HotLookup hot;
   for (int u = 0; u < num_user; ++u) {
     const int t = model.user_tables()[u];
-    PooledLookup(model.tables()[t], batch.user, r * num_user + u, 1, 1, share + plan.user_offset[u],
-                 0, HotFor(scratch, t, &hot));
+    const TableRead read = ReadOf(model, batch.user, *scratch, t);
+    PooledLookup(*read.table, batch.user.bag_begin.data(), read.rows, batch.user.weights.data(),
+                 r * num_user + u, 1, 1, share + plan.user_offset[u], 0, HotFor(scratch, t, &hot));
   }
   SaturateNonFinite(share, 1, plan.user_width, plan.user_width);
   const Clock::time_point t1 = Clock::now();
@@ -108,6 +169,10 @@ void TileScratch::Prepare(const CpuPlan& plan) {
   ping.resize(static_cast<size_t>(kTileCandidates) * plan.max_layer_width);
   pong.resize(static_cast<size_t>(kTileCandidates) * plan.max_layer_width);
   logits.resize(kTileCandidates);
+  const size_t cross = plan.dcn ? static_cast<size_t>(kTileCandidates) * plan.dcn_stride : 0;
+  cross_a.resize(cross);
+  cross_b.resize(plan.dcn && plan.dcn_rank == 0 ? cross : 0);
+  cross_t.resize(plan.dcn && plan.dcn_rank > 0 ? cross : 0);
 }
 
 void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int r, int first,
@@ -122,11 +187,18 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
   HotLookup hot;
   for (int i = 0; i < num_item; ++i) {
     const int t = model.item_tables()[i];
-    PooledLookup(model.tables()[t], batch.item, first * num_item + i, num_item, count,
+    const TableRead read = ReadOf(model, batch.item, *scratch, t);
+    PooledLookup(*read.table, batch.item.bag_begin.data(), read.rows, batch.item.weights.data(),
+                 first * num_item + i, num_item, count,
                  items + plan.item_base + plan.item_offset[i], items_stride,
                  HotFor(scratch, t, &hot));
   }
-  SaturateNonFinite(items + plan.item_base, count, plan.item_width, items_stride);
+  if (plan.dcn) {  // the item vectors are spread over the row among the user ones
+    CopyUserVectors(plan, model, share, count, row);
+    SaturateNonFinite(row, count, plan.row_width, row_stride);
+  } else {
+    SaturateNonFinite(items + plan.item_base, count, plan.item_width, items_stride);
+  }
   const Clock::time_point t1 = Clock::now();
   if (plan.has_bottom) {
     RunChain(plan.bottom_item, share + layout.bottom_bias, plan.bottom_rest.data(),
@@ -156,9 +228,15 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
                 items_stride, plan.dot_dim, count, row + plan.z_width, row_stride);
     SaturateNonFinite(row + plan.z_width, count, plan.row_width - plan.z_width, row_stride);
   }
+  const float* h = row;
+  int h_stride = row_stride;
+  if (plan.dcn) {
+    h = CrossChain(plan, count, row, scratch);
+    h_stride = plan.dcn_stride;
+  }
   const Clock::time_point t3 = Clock::now();
   RunChain(plan.top[0], share + layout.top_bias, plan.top.data() + 1,
-           static_cast<int>(plan.top.size()) - 1, count, row, row_stride, scratch->logits.data(), 1,
+           static_cast<int>(plan.top.size()) - 1, count, h, h_stride, scratch->logits.data(), 1,
            scratch, plan.max_layer_width);
   Sigmoid(scratch->logits.data(), count, 1, scores + first);
   const Clock::time_point t4 = Clock::now();

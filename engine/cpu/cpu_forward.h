@@ -19,6 +19,8 @@
 
 namespace fuserank::engine {
 
+class RemoteStage;
+
 // Candidates scored together: their activation rows and layer outputs stay in L2.
 inline constexpr int kTileCandidates = 64;
 
@@ -42,8 +44,14 @@ struct TileScratch {
   std::vector<float> ping;   // kTileCandidates x plan.max_layer_width
   std::vector<float> pong;
   std::vector<float> logits;  // kTileCandidates
+  // dcn only: x_l ping-pong blocks and V_l x_l, kTileCandidates x plan.dcn_stride each.
+  std::vector<float> cross_a;
+  std::vector<float> cross_b;
+  std::vector<float> cross_t;
   StageTimes times;
   HotReads hot;
+  // The batch's staged storage: redis rows (null: the model has no remote table).
+  const RemoteStage* remote = nullptr;
 
   // Sizes the blocks for `plan` (allocates only the first time for a plan).
   void Prepare(const CpuPlan& plan);

@@ -31,6 +31,12 @@ void LayerForward(const PackedLayer& layer, int rows, const float* x, int x_stri
               layer.relu, y, y_stride);
 }
 
+void CrossLayerForward(const PackedLayer& layer, int rows, const float* x, int x_stride,
+                       const CrossEpilogue& cross, float* y, int y_stride) {
+  SgemmPacked(rows, x, x_stride, layer.weight, layer.bias.data(), /*relu=*/false, y, y_stride,
+              &cross);
+}
+
 void Sigmoid(const float* x, int n, int x_stride, float* out) {
   for (int i = 0; i < n; ++i) {
     out[i] = 1.0f / (1.0f + std::exp(-x[static_cast<size_t>(i) * x_stride]));

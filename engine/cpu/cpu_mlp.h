@@ -35,6 +35,11 @@ PackedLayer PackLayer(const DenseLayer& layer, bool relu, const std::vector<int>
 void LayerForward(const PackedLayer& layer, int rows, const float* x, int x_stride, float* y,
                   int y_stride, const float* bias = nullptr);
 
+// The DCNv2 form of LayerForward: y[r] = x0[r] * (W x[r] + b) + xl[r], the product and the
+// residual applied as the GEMM stores y (cross.xl may be y itself). REQUIRES: !layer.relu.
+void CrossLayerForward(const PackedLayer& layer, int rows, const float* x, int x_stride,
+                       const CrossEpilogue& cross, float* y, int y_stride);
+
 // out[i] = 1 / (1 + exp(-x[i * x_stride])) for i in [0, n).
 void Sigmoid(const float* x, int n, int x_stride, float* out);
 

@@ -31,8 +31,9 @@ absl::Status CheckLayers(const std::vector<DenseLayer>& layers, int in, const ch
 
 absl::Status CheckTables(const Model& model) {
   for (const EmbeddingTable& table : model.tables()) {
-    if (table.dim <= 0 || table.rows <= 0 || table.data == nullptr ||
-        table.row_bytes < table.dim * ElementBytes(table.dtype) ||
+    // A storage: redis table's rows are staged per batch (engine/remote_stage.h).
+    const bool local_rows = table.remote || (table.rows > 0 && table.data != nullptr);
+    if (table.dim <= 0 || !local_rows || table.row_bytes < table.dim * ElementBytes(table.dtype) ||
         (table.dtype == DType::kInt8 && table.qparams == nullptr)) {
       return absl::InvalidArgumentError(
           absl::StrCat("table '", table.name, "': bad shape or storage for the CPU"));
@@ -104,6 +105,45 @@ void PlanConcat(const Model& model, CpuPlan& plan, std::vector<int>& row_columns
   plan.row_width = plan.z_width + plan.item_width;
 }
 
+// dcn: x0 = concat(V) is the activation row; every table's vector sits at its spec column.
+absl::Status PlanDcn(const Model& model, CpuPlan& plan, std::vector<int>& row_columns) {
+  std::vector<int> spec_offset(model.tables().size());
+  int d0 = plan.z_width;
+  for (size_t t = 0; t < model.tables().size(); ++t) {
+    spec_offset[t] = d0;
+    d0 += model.tables()[t].dim;
+  }
+  for (size_t i = 0; i < model.item_tables().size(); ++i) {
+    plan.item_offset[i] = spec_offset[model.item_tables()[i]];
+  }
+  for (int t : model.user_tables()) plan.user_row_offset.push_back(spec_offset[t]);
+  plan.items_in_row = true;
+  plan.item_base = 0;
+  plan.user_share_width = 0;
+  plan.row_width = d0;
+  row_columns.resize(d0);
+  std::iota(row_columns.begin(), row_columns.end(), 0);
+  plan.dcn_rank = model.spec().dcn.low_rank;
+  plan.dcn_stride = std::max(8, (std::max(d0, plan.dcn_rank) + 7) / 8 * 8);
+  for (size_t l = 0; l < model.dcn().size(); ++l) {
+    const CrossLayer& layer = model.dcn()[l];
+    const bool low_rank = plan.dcn_rank > 0;
+    const std::vector<DenseLayer> chain = low_rank ? std::vector<DenseLayer>{layer.down, layer.up}
+                                                   : std::vector<DenseLayer>{layer.up};
+    const std::string what = absl::StrCat("dcn.", l, low_rank ? " (V, U)" : " (W)");
+    if (absl::Status status = CheckLayers(chain, d0, what.c_str()); !status.ok()) return status;
+    if (chain.back().out != d0) {
+      return absl::InvalidArgumentError(absl::StrCat("dcn.", l, ": must output ", d0, " columns"));
+    }
+    PackedCross packed;
+    packed.low_rank = low_rank;
+    if (low_rank) packed.down = PackLayer(layer.down, /*relu=*/false);
+    packed.up = PackLayer(layer.up, /*relu=*/false);
+    plan.cross.push_back(std::move(packed));
+  }
+  return absl::OkStatus();
+}
+
 void PlanBottom(const Model& model, CpuPlan& plan) {
   const std::vector<DenseLayer>& bottom = model.bottom_mlp();
   std::vector<int> user_columns(plan.dense_user), item_columns(plan.dense_item);
@@ -148,10 +188,13 @@ absl::StatusOr<CpuPlan> BuildCpuPlan(const Model& model) {
   std::vector<int> row_columns(plan.z_width), user_columns;
   std::iota(row_columns.begin(), row_columns.end(), 0);
   plan.dot = spec.interaction == Interaction::kDot;
+  plan.dcn = spec.interaction == Interaction::kDcn;
   if (plan.dot) {
     if (absl::Status status = PlanDot(model, plan, row_columns, user_columns); !status.ok()) {
       return status;
     }
+  } else if (plan.dcn) {
+    if (absl::Status status = PlanDcn(model, plan, row_columns); !status.ok()) return status;
   } else {
     PlanConcat(model, plan, row_columns, user_columns);
   }

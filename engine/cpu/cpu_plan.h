@@ -16,6 +16,14 @@
 
 namespace fuserank::engine {
 
+// One DCNv2 cross layer packed: low rank, down = V_l (no bias) then up = U_l with b_l;
+// full rank, up = W_l with b_l alone (low_rank false, down unused).
+struct PackedCross {
+  bool low_rank = false;
+  PackedLayer down;
+  PackedLayer up;
+};
+
 struct CpuPlan {
   // Pooled user vectors of a request, side by side in Model::user_tables() order.
   std::vector<int> user_offset;
@@ -61,6 +69,16 @@ struct CpuPlan {
   int user_share_width = 0;
   PackedLayer top_user;
   std::vector<PackedLayer> top;
+
+  // DCN interaction. The activation row is x0 = concat(V) in spec order (row_width = d0):
+  // z, item vectors looked up into their columns (item_base 0, item_offset in the row),
+  // and the request's pooled user vectors copied to user_row_offset[u]. The cross layers
+  // run on it; top[0] reads x_L whole (user_share_width 0: top_user is top[0]'s bias).
+  bool dcn = false;
+  std::vector<int> user_row_offset;
+  std::vector<PackedCross> cross;
+  int dcn_rank = 0;
+  int dcn_stride = 0;  // row stride of the x_l and V_l x_l blocks
 
   int max_layer_width = 0;  // widest bottom or top layer output
 };

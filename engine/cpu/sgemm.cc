@@ -39,6 +39,25 @@ PackedMatrix PackedMatrix::FromTransposed(const float* w, int n, int k, int ldw,
 
 namespace {
 
+// A CrossEpilogue shifted to one micro-kernel's block: x0 and xl at the block's (row 0,
+// column 0). Kernels take it by pointer, null for none.
+struct Epi {
+  const float* x0;
+  size_t ld0;
+  const float* xl;
+  size_t ldl;
+};
+
+FUSERANK_INLINE Epi Shift(const Epi& e, size_t row, int col) {
+  return {e.x0 + row * e.ld0 + col, e.ld0, e.xl + row * e.ldl + col, e.ldl};
+}
+FUSERANK_INLINE const float* X0(const Epi* e, int r, int col) {
+  return e != nullptr ? e->x0 + r * e->ld0 + col : nullptr;
+}
+FUSERANK_INLINE const float* XL(const Epi* e, int r, int col) {
+  return e != nullptr ? e->xl + r * e->ldl + col : nullptr;
+}
+
 // Four floats as a GCC/Clang vector: SSE on baseline x86, NEON on ARM.
 using V4 = float __attribute__((vector_size(16)));
 
@@ -48,9 +67,14 @@ FUSERANK_INLINE V4 LoadV4(const float* p) {
   return v;
 }
 
-FUSERANK_INLINE void StoreRowGeneric(float* out, const V4 (&acc)[4], bool relu, int ncols) {
+FUSERANK_INLINE void StoreRowGeneric(float* out, const V4 (&acc)[4], bool relu, int ncols,
+                                     const float* x0, const float* xl) {
   alignas(16) float tmp[kSgemmPanel];
   std::memcpy(tmp, acc, sizeof(tmp));
+  if (x0 != nullptr) {
+    for (int l = 0; l < ncols; ++l) out[l] = x0[l] * tmp[l] + xl[l];
+    return;
+  }
   for (int l = 0; l < ncols; ++l) out[l] = relu ? std::max(tmp[l], 0.0f) : tmp[l];
 }
 
@@ -58,7 +82,7 @@ FUSERANK_INLINE void StoreRowGeneric(float* out, const V4 (&acc)[4], bool relu, 
 // 16-column panel, plus bias16, ReLU when asked, `ncols` (<= 16) columns stored.
 template <int MR>
 void KernelGeneric(int k, const float* a, int lda, const float* panel, const float* bias16,
-                   bool relu, float* c, int ldc, int ncols) {
+                   bool relu, float* c, int ldc, int ncols, const Epi* e) {
   const V4 bias[4] = {LoadV4(bias16), LoadV4(bias16 + 4), LoadV4(bias16 + 8), LoadV4(bias16 + 12)};
   V4 r0[4] = {bias[0], bias[1], bias[2], bias[3]};
   V4 r1[4] = {bias[0], bias[1], bias[2], bias[3]};
@@ -79,26 +103,30 @@ void KernelGeneric(int k, const float* a, int lda, const float* panel, const flo
       r1[3] += x1 * b3;
     }
   }
-  StoreRowGeneric(c, r0, relu, ncols);
-  if constexpr (MR > 1) StoreRowGeneric(c + ldc, r1, relu, ncols);
+  StoreRowGeneric(c, r0, relu, ncols, X0(e, 0, 0), XL(e, 0, 0));
+  if constexpr (MR > 1) StoreRowGeneric(c + ldc, r1, relu, ncols, X0(e, 1, 0), XL(e, 1, 0));
 }
 
 // Panels [first, last) of C = A * B; bias16s holds 16 padded floats per panel from `first`.
 void SgemmGeneric(int m, const float* a, int lda, const PackedMatrix& b, int first, int last,
-                  const float* bias16s, bool relu, float* c, int ldc) {
+                  const float* bias16s, bool relu, float* c, int ldc, const Epi* e) {
   constexpr int kRows = 2;
   for (int j = first; j < last; ++j) {
     const int ncols = std::min(kSgemmPanel, b.n() - j * kSgemmPanel);
     const float* bias16 = bias16s + (j - first) * kSgemmPanel;
     float* cj = c + j * kSgemmPanel;
     int i = 0;
+    Epi block;
+    auto at = [&](int row) {
+      return e != nullptr ? &(block = Shift(*e, row, j * kSgemmPanel)) : e;
+    };
     for (; i + kRows <= m; i += kRows) {
       KernelGeneric<kRows>(b.k(), a + static_cast<size_t>(i) * lda, lda, b.panel(j), bias16, relu,
-                           cj + static_cast<size_t>(i) * ldc, ldc, ncols);
+                           cj + static_cast<size_t>(i) * ldc, ldc, ncols, at(i));
     }
     for (; i < m; ++i) {
       KernelGeneric<1>(b.k(), a + static_cast<size_t>(i) * lda, lda, b.panel(j), bias16, relu,
-                       cj + static_cast<size_t>(i) * ldc, ldc, ncols);
+                       cj + static_cast<size_t>(i) * ldc, ldc, ncols, at(i));
     }
   }
 }
@@ -106,7 +134,22 @@ void SgemmGeneric(int m, const float* a, int lda, const PackedMatrix& b, int fir
 #if FUSERANK_HAVE_AVX2_PATH
 
 FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreRowAvx2(float* out, __m256 lo, __m256 hi, bool relu,
-                                                       int ncols) {
+                                                       int ncols, const float* x0,
+                                                       const float* xl) {
+  if (x0 != nullptr) {
+    if (ncols == kSgemmPanel) {
+      lo = _mm256_fmadd_ps(_mm256_loadu_ps(x0), lo, _mm256_loadu_ps(xl));
+      hi = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + 8), hi, _mm256_loadu_ps(xl + 8));
+      _mm256_storeu_ps(out, lo);
+      _mm256_storeu_ps(out + 8, hi);
+    } else {
+      alignas(32) float tmp[kSgemmPanel];
+      _mm256_store_ps(tmp, lo);
+      _mm256_store_ps(tmp + 8, hi);
+      for (int l = 0; l < ncols; ++l) out[l] = x0[l] * tmp[l] + xl[l];
+    }
+    return;
+  }
   if (relu) {
     lo = _mm256_max_ps(lo, _mm256_setzero_ps());
     hi = _mm256_max_ps(hi, _mm256_setzero_ps());
@@ -126,7 +169,8 @@ FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreRowAvx2(float* out, __m256 lo, __
 // by loop counters on the stack.
 template <int MR>
 FUSERANK_TARGET_AVX2 void KernelAvx2(int k, const float* a, int lda, const float* panel,
-                                     const float* bias16, bool relu, float* c, int ldc, int ncols) {
+                                     const float* bias16, bool relu, float* c, int ldc, int ncols,
+                                     const Epi* e) {
   const __m256 bias_lo = _mm256_loadu_ps(bias16);
   const __m256 bias_hi = _mm256_loadu_ps(bias16 + 8);
   __m256 c0l = bias_lo, c0h = bias_hi, c1l = bias_lo, c1h = bias_hi, c2l = bias_lo, c2h = bias_hi,
@@ -155,17 +199,23 @@ FUSERANK_TARGET_AVX2 void KernelAvx2(int k, const float* a, int lda, const float
     FUSERANK_SGEMM_ROW(5)
   }
 #undef FUSERANK_SGEMM_ROW
-  StoreRowAvx2(c, c0l, c0h, relu, ncols);
-  if constexpr (MR > 1) StoreRowAvx2(c + static_cast<size_t>(ldc), c1l, c1h, relu, ncols);
-  if constexpr (MR > 2) StoreRowAvx2(c + static_cast<size_t>(2) * ldc, c2l, c2h, relu, ncols);
-  if constexpr (MR > 3) StoreRowAvx2(c + static_cast<size_t>(3) * ldc, c3l, c3h, relu, ncols);
-  if constexpr (MR > 4) StoreRowAvx2(c + static_cast<size_t>(4) * ldc, c4l, c4h, relu, ncols);
-  if constexpr (MR > 5) StoreRowAvx2(c + static_cast<size_t>(5) * ldc, c5l, c5h, relu, ncols);
+#define FUSERANK_SGEMM_STORE(r)                                                                \
+  if constexpr (MR > r) {                                                                      \
+    StoreRowAvx2(c + static_cast<size_t>(r) * ldc, c##r##l, c##r##h, relu, ncols, X0(e, r, 0), \
+                 XL(e, r, 0));                                                                 \
+  }
+  FUSERANK_SGEMM_STORE(0)
+  FUSERANK_SGEMM_STORE(1)
+  FUSERANK_SGEMM_STORE(2)
+  FUSERANK_SGEMM_STORE(3)
+  FUSERANK_SGEMM_STORE(4)
+  FUSERANK_SGEMM_STORE(5)
+#undef FUSERANK_SGEMM_STORE
 }
 
 FUSERANK_TARGET_AVX2 void SgemmAvx2(int m, const float* a, int lda, const PackedMatrix& b,
                                     int first, int last, const float* bias16s, bool relu, float* c,
-                                    int ldc) {
+                                    int ldc, const Epi* e) {
   constexpr int kRows = 6;
   for (int j = first; j < last; ++j) {
     const int ncols = std::min(kSgemmPanel, b.n() - j * kSgemmPanel);
@@ -173,27 +223,32 @@ FUSERANK_TARGET_AVX2 void SgemmAvx2(int m, const float* a, int lda, const Packed
     const float* panel = b.panel(j);
     float* cj = c + j * kSgemmPanel;
     int i = 0;
+    Epi block;
+    auto at = [&](int row) {
+      return e != nullptr ? &(block = Shift(*e, row, j * kSgemmPanel)) : e;
+    };
     for (; i + kRows <= m; i += kRows) {
       KernelAvx2<kRows>(b.k(), a + static_cast<size_t>(i) * lda, lda, panel, bias16, relu,
-                        cj + static_cast<size_t>(i) * ldc, ldc, ncols);
+                        cj + static_cast<size_t>(i) * ldc, ldc, ncols, at(i));
     }
     const float* ai = a + static_cast<size_t>(i) * lda;
     float* ci = cj + static_cast<size_t>(i) * ldc;
+    const Epi* ei = at(i);
     switch (m - i) {
       case 5:
-        KernelAvx2<5>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        KernelAvx2<5>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols, ei);
         break;
       case 4:
-        KernelAvx2<4>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        KernelAvx2<4>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols, ei);
         break;
       case 3:
-        KernelAvx2<3>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        KernelAvx2<3>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols, ei);
         break;
       case 2:
-        KernelAvx2<2>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        KernelAvx2<2>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols, ei);
         break;
       case 1:
-        KernelAvx2<1>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols);
+        KernelAvx2<1>(b.k(), ai, lda, panel, bias16, relu, ci, ldc, ncols, ei);
         break;
       default:
         break;
@@ -212,7 +267,13 @@ FUSERANK_TARGET_AVX512 FUSERANK_INLINE __mmask16 ColumnMask(int cols) {
 }
 
 FUSERANK_TARGET_AVX512 FUSERANK_INLINE void StoreAvx512(float* out, __m512 v, bool relu,
-                                                        __mmask16 mask) {
+                                                        __mmask16 mask, const float* x0,
+                                                        const float* xl) {
+  if (x0 != nullptr) {
+    v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x0), v, _mm512_maskz_loadu_ps(mask, xl));
+    _mm512_mask_storeu_ps(out, mask, v);
+    return;
+  }
   // The masked form: GCC 12 warns about the _mm512_undefined_ps() in _mm512_max_ps.
   if (relu) v = _mm512_maskz_max_ps(0xFFFF, v, _mm512_setzero_ps());
   _mm512_mask_storeu_ps(out, mask, v);
@@ -223,8 +284,8 @@ FUSERANK_TARGET_AVX512 FUSERANK_INLINE void StoreAvx512(float* out, __m512 v, bo
 // Named registers for the reason given at KernelAvx2.
 template <int MR, int NP>
 FUSERANK_TARGET_AVX512 void KernelAvx512(int k, const float* a, int lda, const float* panel0,
-                                         const float* bias, bool relu, float* c, int ldc,
-                                         int ncols) {
+                                         const float* bias, bool relu, float* c, int ldc, int ncols,
+                                         const Epi* e) {
   const float* panel1 = panel0 + static_cast<size_t>(k) * kSgemmPanel;
   const __m512 bias0 = _mm512_load_ps(bias);
   const __m512 bias1 = NP > 1 ? _mm512_load_ps(bias + kSgemmPanel) : _mm512_setzero_ps();
@@ -270,11 +331,14 @@ FUSERANK_TARGET_AVX512 void KernelAvx512(int k, const float* a, int lda, const f
 #undef FUSERANK_SGEMM_ROW
   const __mmask16 mask0 = ColumnMask(ncols);
   const __mmask16 mask1 = ColumnMask(ncols - kSgemmPanel);
-#define FUSERANK_SGEMM_STORE(r)                                                 \
-  if constexpr (MR > r) {                                                       \
-    float* out = c + static_cast<size_t>(r) * ldc;                              \
-    StoreAvx512(out, c##r##a, relu, mask0);                                     \
-    if constexpr (NP > 1) StoreAvx512(out + kSgemmPanel, c##r##b, relu, mask1); \
+#define FUSERANK_SGEMM_STORE(r)                                                   \
+  if constexpr (MR > r) {                                                         \
+    float* out = c + static_cast<size_t>(r) * ldc;                                \
+    StoreAvx512(out, c##r##a, relu, mask0, X0(e, r, 0), XL(e, r, 0));             \
+    if constexpr (NP > 1) {                                                       \
+      StoreAvx512(out + kSgemmPanel, c##r##b, relu, mask1, X0(e, r, kSgemmPanel), \
+                  XL(e, r, kSgemmPanel));                                         \
+    }                                                                             \
   }
   FUSERANK_SGEMM_STORE(0)
   FUSERANK_SGEMM_STORE(1)
@@ -328,7 +392,7 @@ FUSERANK_TARGET_AVX512 void GemvAvx512(int m, int k, const float* a, int lda, co
 // Rows per AVX-512 micro-kernel call; kernels for 1 .. kRowsAvx512 rows, by NP.
 constexpr int kRowsAvx512 = 12;
 using KernelFn = void (*)(int, const float*, int, const float*, const float*, bool, float*, int,
-                          int);
+                          int, const Epi*);
 
 template <int NP, int... R>
 constexpr std::array<KernelFn, sizeof...(R)> Avx512Kernels(std::integer_sequence<int, R...>) {
@@ -342,7 +406,7 @@ constexpr std::array<KernelFn, kRowsAvx512> kAvx512Kernels2 =
 
 // Panels [first, last) two at a time (the last one alone when their count is odd).
 void SgemmAvx512(int m, const float* a, int lda, const PackedMatrix& b, int first, int last,
-                 const float* bias16s, bool relu, float* c, int ldc) {
+                 const float* bias16s, bool relu, float* c, int ldc, const Epi* e) {
   for (int j = first; j < last; j += 2) {
     const bool pair = j + 1 < last;
     const std::array<KernelFn, kRowsAvx512>& kernels = pair ? kAvx512Kernels2 : kAvx512Kernels1;
@@ -353,10 +417,12 @@ void SgemmAvx512(int m, const float* a, int lda, const PackedMatrix& b, int firs
     // Row blocks of near-equal size (64 rows: 10, 10, 11, 11, 11, 11), not 12s and a
     // small remainder that would leave the FMA pipes waiting on too few accumulators.
     const int blocks = (m + kRowsAvx512 - 1) / kRowsAvx512;
+    Epi shifted;
     for (int block = 0, i = 0; block < blocks; ++block) {
       const int rows = (m - i) / (blocks - block);
+      const Epi* ei = e != nullptr ? &(shifted = Shift(*e, i, j * kSgemmPanel)) : e;
       kernels[rows - 1](b.k(), a + static_cast<size_t>(i) * lda, lda, panel, bias, relu,
-                        cj + static_cast<size_t>(i) * ldc, ldc, ncols);
+                        cj + static_cast<size_t>(i) * ldc, ldc, ncols, ei);
       i += rows;
     }
   }
@@ -367,15 +433,23 @@ void SgemmAvx512(int m, const float* a, int lda, const PackedMatrix& b, int firs
 }  // namespace
 
 void SgemmPacked(int m, const float* a, int lda, const PackedMatrix& b, const float* bias,
-                 bool relu, float* c, int ldc) {
+                 bool relu, float* c, int ldc, const CrossEpilogue* cross) {
   if (m <= 0 || b.n() <= 0) return;
+  Epi epi;
+  const Epi* e = nullptr;
+  if (cross != nullptr) {
+    epi = {cross->x0, static_cast<size_t>(cross->ld_x0), cross->xl,
+           static_cast<size_t>(cross->ld_xl)};
+    e = &epi;
+    relu = false;
+  }
   // The kernels read 16 bias floats per panel: copy the bias, zero-padded, to the stack,
   // a chunk of panels at a time.
   constexpr int kChunkPanels = 32;
   alignas(64) float bias16s[kChunkPanels * kSgemmPanel];
   const CpuIsa isa = ActiveCpuIsa();
 #if FUSERANK_HAVE_AVX512_PATH
-  if (isa == CpuIsa::kAvx512 && b.column() != nullptr) {
+  if (isa == CpuIsa::kAvx512 && b.column() != nullptr && e == nullptr) {
     GemvAvx512(m, b.k(), a, lda, b.column(), bias != nullptr ? bias[0] : 0.0f, relu, c, ldc);
     return;
   }
@@ -388,17 +462,17 @@ void SgemmPacked(int m, const float* a, int lda, const PackedMatrix& b, const fl
     if (bias != nullptr) std::copy(bias + col0, bias + col0 + cols, bias16s);
 #if FUSERANK_HAVE_AVX512_PATH
     if (isa == CpuIsa::kAvx512) {
-      SgemmAvx512(m, a, lda, b, first, last, bias16s, relu, c, ldc);
+      SgemmAvx512(m, a, lda, b, first, last, bias16s, relu, c, ldc, e);
       continue;
     }
 #endif
 #if FUSERANK_HAVE_AVX2_PATH
     if (isa == CpuIsa::kAvx2) {
-      SgemmAvx2(m, a, lda, b, first, last, bias16s, relu, c, ldc);
+      SgemmAvx2(m, a, lda, b, first, last, bias16s, relu, c, ldc, e);
       continue;
     }
 #endif
-    SgemmGeneric(m, a, lda, b, first, last, bias16s, relu, c, ldc);
+    SgemmGeneric(m, a, lda, b, first, last, bias16s, relu, c, ldc, e);
   }
 }
 

@@ -49,12 +49,23 @@ class PackedMatrix {
   std::vector<float> column_;
 };
 
+// The DCNv2 cross epilogue, applied as C is stored: C[i][j] = x0[i][j] * (A * B + bias)[i][j]
+// + xl[i][j], x0 row i at x0 + i * ld_x0, xl row i at xl + i * ld_xl. xl may be C itself
+// (each element is read before it is written); x0 must not overlap C.
+struct CrossEpilogue {
+  const float* x0 = nullptr;
+  int ld_x0 = 0;
+  const float* xl = nullptr;
+  int ld_xl = 0;
+};
+
 // C[m x n] = A[m x k] * B + bias, then max(0, .) when `relu`. A row i starts at
 // a + i * lda, C row i at c + i * ldc; exactly n floats are written per C row.
 // `bias` has n floats, or is null for zero. m == 0 returns at once; k == 0 gives bias.
-// REQUIRES: lda >= k, ldc >= n; C does not overlap A.
+// With `cross`, its epilogue replaces the ReLU (no second pass over C, x0 or xl).
+// REQUIRES: lda >= k, ldc >= n; C does not overlap A; !(relu && cross).
 void SgemmPacked(int m, const float* a, int lda, const PackedMatrix& b, const float* bias,
-                 bool relu, float* c, int ldc);
+                 bool relu, float* c, int ldc, const CrossEpilogue* cross = nullptr);
 
 }  // namespace fuserank::engine
 

@@ -79,6 +79,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
     ASSIGN_OR_RETURN(b->bottom_, MlpPlan::Create(lt.get(), std::move(shapes), sh.buckets,
                                                  options.allow_tf32, sh.workspace_bytes));
   }
+  ASSIGN_OR_RETURN(b->dcn_, CreateDcnPlans(lt.get(), layout, b->device_model_->dcn(), sh.buckets,
+                                           options.allow_tf32, sh.workspace_bytes));
+  for (const std::unique_ptr<MlpPlan>& plan : b->dcn_) sh.dcn.push_back(plan.get());
   std::vector<MlpLayerShape> top = b->device_model_->top();
   SetPitches(&top, layout.h_ld, layout.hidden_ld, /*last_out_ld=*/1);
   ASSIGN_OR_RETURN(b->top_, MlpPlan::Create(lt.get(), std::move(top), sh.buckets,

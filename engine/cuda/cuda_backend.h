@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceModel> device_model_;
   std::unique_ptr<MlpPlan> bottom_;
   std::unique_ptr<MlpPlan> top_;
+  std::vector<std::unique_ptr<MlpPlan>> dcn_;
   BackendShared shared_;
   std::atomic<bool> failed_{false};  // set once, after failure_
   mutable absl::Mutex failure_mu_;

@@ -78,7 +78,12 @@ absl::Status CudaWorker::Allocate() {
     bottom_io_ = ChainIo(shared_->bottom->num_layers(), x_.get<float>(), hidden0_.get<float>(),
                          hidden1_.get<float>(), h_.get<float>());
   }
-  top_io_ = ChainIo(shared_->top->num_layers(), h_.get<float>(), hidden0_.get<float>(),
+  const float* top_in = h_.get<float>();
+  if (!shared_->dcn.empty()) {
+    ASSIGN_OR_RETURN(dcn_, DcnStage::Create(g, shared_->dcn, n, h_.get<float>()));
+    top_in = dcn_->output();
+  }
+  top_io_ = ChainIo(shared_->top->num_layers(), top_in, hidden0_.get<float>(),
                     hidden1_.get<float>(), logits_.get<float>());
   graphs_.resize(shared_->buckets.size() * kernels::kNumTopKShapes);
   kernels::PackedHeader empty;
@@ -227,6 +232,9 @@ absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool timed)
   }
   RETURN_IF_ERROR(mark(2));
   RETURN_IF_ERROR(EnqueueInteraction(bucket));
+  if (dcn_ != nullptr) {
+    RETURN_IF_ERROR(dcn_->Enqueue(lt_.get(), bucket_index, bucket, ws, ws_bytes, s, &launches_));
+  }
   RETURN_IF_ERROR(mark(3));
   RETURN_IF_ERROR(
       shared_->top->Enqueue(lt_.get(), bucket_index, top_io_, ws, ws_bytes, s, &launches_));

@@ -14,6 +14,7 @@
 #include "engine/batch.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/cuda_handles.h"
+#include "engine/cuda/dcn_stage.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/gpu_layout.h"
@@ -38,6 +39,7 @@ struct BackendShared {
   const DeviceModel* model = nullptr;
   const MlpPlan* bottom = nullptr;  // nullptr without a bottom MLP
   const MlpPlan* top = nullptr;
+  std::vector<const MlpPlan*> dcn;  // dcn: one plan per cross layer (empty otherwise)
   // The model's hot-row counters, or null. The CUDA backend has no hot-row tier yet (every
   // table lives wholly in device memory), so every lookup is recorded as a miss.
   HotRowManager* hot_rows = nullptr;
@@ -113,6 +115,7 @@ class CudaWorker {
   DeviceBuffer x_, h_, user_, item_, hidden0_, hidden1_, logits_;
   std::vector<LayerIo> bottom_io_;
   std::vector<LayerIo> top_io_;
+  std::unique_ptr<DcnStage> dcn_;  // interaction dcn only
   std::vector<GraphSlot> graphs_;  // [bucket_index * kNumTopKShapes + shape]
   int launches_ = 0;
   std::vector<float> scratch_score_;  // host top-K of requests over kMaxTopKSegment

@@ -70,6 +70,14 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& mo
   };
   RETURN_IF_ERROR(upload_mlp(model.bottom_mlp(), "bottom_mlp", &dm->bottom_));
   RETURN_IF_ERROR(upload_mlp(model.top_mlp(), "top_mlp", &dm->top_));
+  for (size_t l = 0; l < model.dcn().size(); ++l) {
+    const CrossLayer& cross = model.dcn()[l];
+    std::vector<DenseLayer> gemms;
+    if (cross.down.out > 0) gemms.push_back(cross.down);
+    gemms.push_back(cross.up);
+    dm->dcn_.emplace_back();
+    RETURN_IF_ERROR(upload_mlp(gemms, absl::StrCat("dcn.", l).c_str(), &dm->dcn_.back()));
+  }
   // A pageable cudaMemcpy may return before its DMA lands, and the workers' streams do
   // not wait for the legacy stream.
   RETURN_IF_CUDA_ERROR(cudaDeviceSynchronize(), "model upload");

@@ -31,6 +31,8 @@ class DeviceModel {
   // Layer shapes with device weight pointers; the caller fills in_ld / out_ld.
   const std::vector<MlpLayerShape>& bottom() const { return bottom_; }
   const std::vector<MlpLayerShape>& top() const { return top_; }
+  // dcn: per cross layer its GEMMs, [V (zero bias), U + b] at low rank or [W + b].
+  const std::vector<std::vector<MlpLayerShape>>& dcn() const { return dcn_; }
   size_t table_bytes() const { return table_bytes_; }
 
  private:
@@ -43,6 +45,7 @@ class DeviceModel {
   std::vector<DeviceBuffer> weights_;
   std::vector<MlpLayerShape> bottom_;
   std::vector<MlpLayerShape> top_;
+  std::vector<std::vector<MlpLayerShape>> dcn_;
   size_t table_bytes_ = 0;
 };
 

@@ -120,6 +120,11 @@ absl::StatusOr<GpuLayout> ComputeGpuLayout(const Model& model) {
     return absl::InternalError(
         absl::StrCat("top MLP does not take the interaction width ", g.h_width, " to one logit"));
   }
+  if (g.interaction == Interaction::kDcn) {
+    g.dcn_layers = static_cast<int>(model.dcn().size());
+    g.dcn_rank = model.spec().dcn.low_rank;
+    g.dcn_t_ld = PaddedLd(g.dcn_rank);
+  }
   g.hidden_ld = 4;
   for (const auto* mlp : {&model.bottom_mlp(), &model.top_mlp()}) {
     for (const DenseLayer& l : *mlp) g.hidden_ld = std::max(g.hidden_ld, PaddedLd(l.out));

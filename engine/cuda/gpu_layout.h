@@ -27,10 +27,13 @@ struct GpuLayout {
   int x_ld = 0;     // dense input [candidates, x_ld] (bottom MLP input); 0 without one
   int h_width = 0;  // first top-layer input width
   int h_ld = 0;
-  int user_ld = 0;    // pooled user block [requests, user_ld]
-  int item_ld = 0;    // pooled item block [candidates, item_ld] (dot; concat writes into h)
-  int hidden_ld = 0;  // widest hidden activation between MLP layers
-  int lanes = 4;      // lookup lane group
+  int user_ld = 0;     // pooled user block [requests, user_ld]
+  int item_ld = 0;     // pooled item block [candidates, item_ld] (dot; concat writes into h)
+  int hidden_ld = 0;   // widest hidden activation between MLP layers
+  int dcn_layers = 0;  // dcn: h = x0 = concat(V) as for concat, then the cross layers
+  int dcn_rank = 0;    // 0: full rank
+  int dcn_t_ld = 0;    // low rank: pitch of V_l x_l [candidates, dcn_t_ld]
+  int lanes = 4;       // lookup lane group
   uint32_t gather_stride = 0;  // id-reorder pass: bytes per gathered row
   // Lookup descriptors without device pointers, user tables then item tables.
   std::vector<kernels::LookupTable> lookup;

@@ -142,6 +142,12 @@ absl::StatusOr<HotRowsStatus> HotRowManager::Set(absl::Span<const TableIds> tabl
   if (!indices.ok()) return indices.status();
   std::vector<std::shared_ptr<const HotSet>> sets;
   for (size_t i = 0; i < tables.size(); ++i) {
+    const EmbeddingTable& table = model_->tables()[(*indices)[i]];
+    if (table.remote && !tables[i].ids.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "table '", table.name, "' is storage: redis: its repeated rows are kept by the near ",
+          "cache (remote.near_cache_rows), not by a hot set"));
+    }
     absl::StatusOr<std::shared_ptr<const HotSet>> set =
         HotSet::FromIds(model_->tables()[(*indices)[i]], tables[i].ids, options_.capacity);
     if (!set.ok()) return set.status();

@@ -134,7 +134,7 @@ class ServerEndToEnd(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
             compares = [r for r in rows if r["bench"] == "compare"]
-            self.assertEqual(len(compares), 4, p.stdout)
+            self.assertEqual(len(compares), 5, p.stdout)
             for r in compares:
                 self.assertEqual(r["requests"], 200, r)
                 self.assertEqual(r["errors"], 0, r)

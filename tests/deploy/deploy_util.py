@@ -39,12 +39,21 @@ SPEC_METRICS = {
     "fuserank_model_info": ("gauge", {"model", "version", "device", "isa"}),
 }
 SPEC_STAGES = ["decode", "queue", "lookup", "cross", "dnn", "topk", "encode"]
+# Additions beside section 4 (docs/spec.md): the storage: redis tier, whose families hold
+# series only when a served model has a redis table (docs/remote-tables.md).
+REMOTE_METRICS = {
+    "fuserank_embedding_tier_lookups_total": ("counter", {"table", "tier"}),
+    "fuserank_remote_errors_total": ("counter", {"table", "kind"}),
+    "fuserank_remote_fetch_duration_seconds": ("histogram", set()),
+    "fuserank_remote_round_trips_total": ("counter", set()),
+    "fuserank_remote_fetches_total": ("counter", set()),
+}
 
 
 def spec_series_names():
     """Every series name a scrape can hold: histograms add _bucket, _sum and _count."""
     names = set()
-    for name, (kind, _) in SPEC_METRICS.items():
+    for name, (kind, _) in {**SPEC_METRICS, **REMOTE_METRICS}.items():
         names.add(name)
         if kind == "histogram":
             names.update({name + "_bucket", name + "_sum", name + "_count"})

@@ -53,7 +53,8 @@ engine::TableSpec Table(const std::string& name, Side side, int64_t rows, int di
   return {name, side, rows, dim, pooling, oov};
 }
 
-// Four models no other test uses: every interaction, every dtype, mean and sum pooling,
+// Six models no other test uses: every interaction (dcn low and full rank), every dtype, mean
+// and sum pooling,
 // oov reject, with and without a bottom MLP, no user tables, no dense features.
 std::vector<TestModel> E2eModels() {
   using engine::DType;
@@ -95,6 +96,22 @@ std::vector<TestModel> E2eModels() {
                     Table("item_r", Side::kItem, 100, 4, Pooling::kMean)};
   nodense.top_mlp = {6, 1};
   models.push_back(testing::MakeRandomModel(nodense, 14));
+
+  ModelSpec dcn = Spec("dcn_lowrank", Interaction::kDcn, DType::kF16);
+  dcn.tables = {Table("item_d", Side::kItem, 300, 6), Table("user_d", Side::kUser, 200, 5),
+                Table("item_e", Side::kItem, 50, 3, Pooling::kMean)};
+  dcn.dense_user = 2;
+  dcn.dense_item = 3;
+  dcn.bottom_mlp = {8, 4};
+  dcn.dcn = {3, 4};
+  dcn.top_mlp = {8, 1};
+  models.push_back(testing::MakeRandomModel(dcn, 15));
+
+  ModelSpec full = Spec("dcn_full", Interaction::kDcn, DType::kF32);
+  full.tables = {Table("user_f", Side::kUser, 100, 4), Table("item_f", Side::kItem, 100, 4)};
+  full.dcn = {2, 0};
+  full.top_mlp = {6, 1};
+  models.push_back(testing::MakeRandomModel(full, 16));
   return models;
 }
 

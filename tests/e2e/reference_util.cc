@@ -1,5 +1,6 @@
 #include "tests/e2e/reference_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -31,6 +32,35 @@ Vec Linear(const TestModel& model, const std::string& name, const Vec& x, bool r
     y[o] = relu ? std::max(0.0, sum) : sum;
   }
   return y;
+}
+
+// y = M x for a bias-free weight `name` [out, in].
+Vec Times(const TestModel& model, const std::string& name, const Vec& x) {
+  const std::vector<float>& w = model.weights.at(name);
+  const size_t in = x.size(), out = w.size() / std::max<size_t>(in, 1);
+  Vec y(out, 0.0);
+  for (size_t o = 0; o < out; ++o) {
+    for (size_t i = 0; i < in; ++i) y[o] += static_cast<double>(w[o * in + i]) * x[i];
+  }
+  return y;
+}
+
+// DCNv2: x_{l+1} = x0 * (U_l V_l x_l + b_l) + x_l, or with W_l for full rank.
+Vec Cross(const TestModel& model, const Vec& x0) {
+  Vec x = x0;
+  for (int l = 0; l < model.spec.dcn.layers; ++l) {
+    const std::string p = absl::StrCat("dcn.", l);
+    Vec y = model.spec.dcn.low_rank > 0
+                ? Times(model, p + ".U.weight", Times(model, p + ".V.weight", x))
+                : Times(model, p + ".W.weight", x);
+    const std::vector<float>& b = model.weights.at(p + ".bias");
+    if (y.size() != x.size() || b.size() != x.size()) {
+      ADD_FAILURE() << p << ": reference width " << x.size() << " does not fit";
+      return x;
+    }
+    for (size_t i = 0; i < x.size(); ++i) x[i] = x0[i] * (y[i] + b[i]) + x[i];
+  }
+  return x;
 }
 
 int64_t Row(int64_t id, int64_t rows) {
@@ -88,6 +118,7 @@ double Score(const TestModel& model, const v1::RankRequest& request, const v1::C
   } else {
     for (const Vec& part : v) h.insert(h.end(), part.begin(), part.end());
     if (spec.interaction == Interaction::kLinear) h = Linear(model, "cross", h, /*relu=*/false);
+    if (spec.interaction == Interaction::kDcn) h = Cross(model, h);
   }
   for (size_t i = 0; i < spec.top_mlp.size(); ++i) {
     h = Linear(model, absl::StrCat("top_mlp.", i), h, /*relu=*/i + 1 < spec.top_mlp.size());

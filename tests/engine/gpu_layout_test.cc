@@ -426,5 +426,25 @@ TEST(GpuLayoutTest, DotColumnsFollowTheSpec) {
   EXPECT_EQ(g->lookup[0].vector, 1);
 }
 
+// dcn lays h out as concat does (h = x0 = concat(V), item vectors at their spec columns)
+// and adds the cross layers' shape.
+TEST(GpuLayoutTest, DcnColumnsAreConcatsPlusTheCrossShape) {
+  ModelSpec spec = fuserank::testing::SmallSpec(2, 3, 10, 8);
+  spec.interaction = Interaction::kDcn;
+  spec.dcn = {3, 5};
+  Fixture f = MakeFixture(spec, 3, {1});
+  ASSERT_NE(f.model, nullptr);
+  auto g = ComputeGpuLayout(*f.model);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->h_width, 8 + 5 * 8);  // concat(V): z, then the five tables
+  EXPECT_EQ(g->h_ld, 48);
+  EXPECT_EQ(g->dcn_layers, 3);
+  EXPECT_EQ(g->dcn_rank, 5);
+  EXPECT_EQ(g->dcn_t_ld, 8);
+  EXPECT_TRUE(g->dot_slots.empty());
+  ASSERT_EQ(g->concat_slots.size(), 2u);       // the user vectors, copied into every row
+  EXPECT_EQ(g->lookup[2].out_col, 8 + 2 * 8);  // item_0 follows z and the two user tables
+}
+
 }  // namespace
 }  // namespace fuserank::engine::cuda

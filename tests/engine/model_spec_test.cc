@@ -56,6 +56,8 @@ void ExpectSameSpec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.bottom_mlp, b.bottom_mlp);
   EXPECT_EQ(a.interaction, b.interaction);
   EXPECT_EQ(a.cross_dim, b.cross_dim);
+  EXPECT_EQ(a.dcn.layers, b.dcn.layers);
+  EXPECT_EQ(a.dcn.low_rank, b.dcn.low_rank);
   EXPECT_EQ(a.top_mlp, b.top_mlp);
 }
 
@@ -136,6 +138,26 @@ TEST(ModelSpecTest, WidthsFollowSpecStepFour) {
   spec.cross_dim = 12;  // folded: top_mlp[0] reads concat(V)
   EXPECT_EQ(spec.interaction_width(), 32);
   EXPECT_TRUE(ValidateModelSpec(spec).ok());
+}
+
+TEST(ModelSpecTest, ParsesDcnAndItsWidth) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(
+      Replace(kGoodSpec, "interaction: dot", "interaction: dcn\ndcn: {layers: 3, low_rank: 5}"),
+      "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->interaction, Interaction::kDcn);
+  EXPECT_EQ(spec->dcn.layers, 3);
+  EXPECT_EQ(spec->dcn.low_rank, 5);
+  EXPECT_EQ(InteractionName(spec->interaction), "dcn");
+  EXPECT_EQ(spec->interaction_width(), 16 + 16 + 16);  // x_L is as wide as concat(V)
+  spec = ParseModelSpec(
+      Replace(kGoodSpec, "interaction: dot", "interaction: dcn\ndcn: {layers: 2}"), "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->dcn.low_rank, 0);  // the default: full-rank W_l
+  const ModelSpec full = *spec;
+  spec = ParseModelSpec(ModelSpecToYaml(full), "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ExpectSameSpec(full, *spec);
 }
 
 TEST(ModelSpecTest, RejectsDotOverOneVector) {
@@ -257,7 +279,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"interaction: dot", "interaction: linear", "cross_dim: must be >= 1"},
         BadCase{"cross_dim: 0", "cross_dim: 32", "cross_dim: must be 0 unless interaction is"},
         BadCase{"dense: {user: 4, item: 3}", "dense: {user: 0, item: 0}",
-                "bottom_mlp: there are no dense features"}));
+                "bottom_mlp: there are no dense features"},
+        BadCase{"interaction: dot", "interaction: dcn", "dcn: must be given with interaction: dcn"},
+        BadCase{"interaction: dot", "interaction: dcn\ndcn: {low_rank: 4}", "dcn.layers: missing"},
+        BadCase{"interaction: dot", "interaction: dcn\ndcn: {layers: 0, low_rank: 4}",
+                "dcn.layers: must be in 1..64 with interaction: dcn, got 0"},
+        BadCase{"interaction: dot", "interaction: dcn\ndcn: {layers: 65}",
+                "dcn.layers: must be in 1..64"},
+        BadCase{"interaction: dot", "interaction: dcn\ndcn: {layers: 2, low_rank: -1}",
+                "dcn.low_rank: must be in 0.."},
+        BadCase{"interaction: dot", "interaction: dcn\ndcn: {layers: 2, rank: 4}",
+                "dcn.rank: unknown key"},
+        BadCase{"interaction: dot", "interaction: dcn\ndcn: 3", "dcn: must be a map like"},
+        BadCase{"interaction: dot\ncross_dim: 0",
+                "interaction: dcn\ndcn: {layers: 2}\ncross_dim: 3",
+                "cross_dim: must be 0 unless interaction is linear"},
+        BadCase{"cross_dim: 0", "cross_dim: 0\ndcn: {layers: 2}",
+                "dcn: must be absent unless interaction is dcn"}));
 
 // The rules of the one YAML reader (engine/yaml_reader.h), which the server config shares.
 INSTANTIATE_TEST_SUITE_P(

@@ -352,7 +352,8 @@ TEST(ModelTest, LoadErrorsNameTheFile) {
   EXPECT_THAT(Model::Load(path).status().message(), HasSubstr(path + ": "));
 }
 
-// fuserank-gen-model's output loads (its streaming writer, every dtype, the linear cross).
+// fuserank-gen-model's output loads (its streaming writer, every dtype, the linear cross,
+// dcn, the DLRM-v2 preset).
 TEST(ModelTest, GeneratedModelsLoad) {
   const std::string gen = std::string(FUSERANK_BINARY_DIR) + "/bin/fuserank-gen-model";
   if (!std::filesystem::exists(gen)) GTEST_SKIP() << "build fuserank-gen-model first: " << gen;
@@ -363,7 +364,11 @@ TEST(ModelTest, GeneratedModelsLoad) {
       "--user_tables=1 --item_tables=2 --rows=77 --dim=8 --dense_item=2 --interaction=linear "
       "--cross_dim=12 --top_mlp=16,1 --dtype=bf16 --pooling=mean --oov=reject",
       "--user_tables=0 --item_tables=3 --rows=1001 --dim=3 --interaction=concat "
-      "--top_mlp=1 --dtype=fp16"};
+      "--top_mlp=1 --dtype=fp16",
+      "--user_tables=1 --item_tables=2 --rows=50 --dim=4 --dense_item=2 --interaction=dcn "
+      "--dcn_layers=2 --dcn_low_rank=3 --top_mlp=4,1",
+      "--user_tables=1 --item_tables=1 --rows=50 --dim=4 --interaction=dcn --dcn_layers=1 "
+      "--top_mlp=1"};
   for (const std::string& f : flags) {
     SCOPED_TRACE(f);
     const std::string spec_path = dir.File("gen.yaml");
@@ -374,6 +379,29 @@ TEST(ModelTest, GeneratedModelsLoad) {
     EXPECT_EQ((*model)->spec().name, "gen");
     EXPECT_EQ((*model)->top_mlp()[0].in, (*model)->spec().interaction_width());
   }
+  // The MLPerf DLRM-v2 shape, rows scaled by 1e-4: 40M-row tables get 4000, small ones keep
+  // min(own rows, 1024).
+  const std::string preset = gen + " --out=" + dir.File("dlrm.yaml") +
+                             " --preset=dlrm_v2 --row_scale=0.0001 --dtype=fp16 > /dev/null";
+  ASSERT_EQ(std::system(preset.c_str()), 0);
+  absl::StatusOr<std::shared_ptr<const Model>> dlrm = Model::Load(dir.File("dlrm.yaml"));
+  ASSERT_TRUE(dlrm.ok()) << dlrm.status();
+  const ModelSpec& spec = (*dlrm)->spec();
+  ASSERT_EQ(spec.tables.size(), 26u);
+  EXPECT_EQ(spec.tables[0].rows, 4000);
+  EXPECT_EQ(spec.tables[1].rows, 1024);  // 39060 scaled to 4, kept at 1024
+  EXPECT_EQ(spec.tables[5].rows, 3);     // fewer than 1024: its own count
+  EXPECT_EQ(spec.tables[0].dim, 128);
+  EXPECT_EQ(spec.dense_item, 13);
+  EXPECT_EQ(spec.bottom_mlp, (std::vector<int>{512, 256, 128}));
+  EXPECT_EQ(spec.interaction, Interaction::kDcn);
+  EXPECT_EQ(spec.dcn.layers, 3);
+  EXPECT_EQ(spec.dcn.low_rank, 512);
+  EXPECT_EQ(spec.top_mlp, (std::vector<int>{1024, 1024, 512, 256, 1}));
+  EXPECT_EQ(spec.concat_width(), 128 * 27);
+  const std::string shaped =
+      gen + " --out=" + dir.File("bad.yaml") + " --preset=dlrm_v2 --dim=8 2> /dev/null";
+  EXPECT_NE(std::system(shaped.c_str()), 0);
   const std::string bad = gen + " --out=" + dir.File("bad.yaml") + " --top_mlp=4,2 2> /dev/null";
   EXPECT_NE(std::system(bad.c_str()), 0);
   EXPECT_FALSE(std::filesystem::exists(dir.File("bad.yaml")));

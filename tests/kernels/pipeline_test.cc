@@ -1,5 +1,6 @@
 // The CUDA backend end to end against the CPU backend (top-K lists) and the double
-// reference (every score), tolerance 1e-5: dot / concat / linear, fp32 / fp16 / bf16,
+// reference (every score), tolerance 1e-5: dot / concat / linear / dcn (low and full
+// rank), fp32 / fp16 / bf16,
 // dims 4, 12, 100 and 128, graphs on and off, the id-reorder pass, batches of 1 and 4096
 // candidates, several requests (one empty), and a 5000-candidate request (top-K on the
 // host). Each batch runs twice: the second run replays the captured graph (one launch)
@@ -56,6 +57,7 @@ TestSetup MakeModel(const PipelineCase& p, uint64_t seed) {
   spec.embedding_dtype = p.dtype;
   spec.interaction = p.interaction;
   if (p.interaction == Interaction::kLinear) spec.cross_dim = 24;
+  if (p.interaction == Interaction::kDcn) spec.dcn = {p.graphs ? 3 : 2, p.dim == 4 ? 0 : 7};
   if (!p.bottom) {
     spec.bottom_mlp.clear();
     if (p.interaction == Interaction::kDot) {
@@ -165,6 +167,10 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{Interaction::kConcat, DType::kF16, 100, true, true, true},
                       PipelineCase{Interaction::kLinear, DType::kF32, 4, true},
                       PipelineCase{Interaction::kLinear, DType::kF16, 128, false},
+                      PipelineCase{Interaction::kDcn, DType::kF32, 12, true},
+                      PipelineCase{Interaction::kDcn, DType::kF16, 4, false},
+                      PipelineCase{Interaction::kDcn, DType::kBF16, 100, true, false},
+                      PipelineCase{Interaction::kDcn, DType::kF32, 128, true, true, false, 0, 2},
                       PipelineCase{Interaction::kDot, DType::kF32, 16, true, true, false, 0, 3},
                       PipelineCase{Interaction::kDot, DType::kBF16, 16, true, true, false, 2, 0},
                       PipelineCase{Interaction::kConcat, DType::kF32, 12, true, true, false, 0, 2},

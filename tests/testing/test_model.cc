@@ -36,6 +36,34 @@ void AddLayers(const std::string& prefix, int in, const std::vector<int>& widths
   }
 }
 
+void AddTensor(const std::string& name, std::vector<int64_t> shape, float bound,
+               std::mt19937_64* rng, TestModel* model) {
+  std::uniform_real_distribution<float> dist(-bound, bound);
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  auto& values = model->weights[name];
+  values.resize(n);
+  for (float& v : values) v = dist(*rng);
+  model->shapes[name] = std::move(shape);
+}
+
+// dcn.<l>.{V,U}.weight (low rank) or W.weight, and bias, scaled so that x_l stays O(1).
+void AddDcn(const ModelSpec& spec, std::mt19937_64* rng, TestModel* model) {
+  const int64_t d0 = spec.concat_width(), rank = spec.dcn.low_rank;
+  for (int l = 0; l < spec.dcn.layers; ++l) {
+    const std::string name = absl::StrCat("dcn.", l);
+    if (rank > 0) {
+      AddTensor(name + ".V.weight", {rank, d0}, 1.0f / std::sqrt(static_cast<float>(d0)), rng,
+                model);
+      AddTensor(name + ".U.weight", {d0, rank}, 1.0f / std::sqrt(static_cast<float>(rank)), rng,
+                model);
+    } else {
+      AddTensor(name + ".W.weight", {d0, d0}, 1.0f / std::sqrt(static_cast<float>(d0)), rng, model);
+    }
+    AddTensor(name + ".bias", {d0}, 0.1f, rng, model);
+  }
+}
+
 // Bytes of a tensor as stored: tables in the embedding dtype, the rest as F32.
 std::vector<std::byte> StoredBytes(const std::vector<float>& values, engine::DType dtype) {
   std::vector<std::byte> bytes;
@@ -64,6 +92,7 @@ int TopInputWidth(const ModelSpec& spec) {
   for (const auto& t : spec.tables) concat += t.dim;
   switch (spec.interaction) {
     case Interaction::kConcat:
+    case Interaction::kDcn:
       return concat;
     case Interaction::kDot: {
       const int n = static_cast<int>(spec.tables.size()) + (z > 0 ? 1 : 0);
@@ -104,6 +133,7 @@ TestModel MakeRandomModel(ModelSpec spec, uint64_t seed) {
       model.shapes.erase(old_name);
     }
   }
+  if (spec.interaction == Interaction::kDcn) AddDcn(spec, &rng, &model);
   AddLayers("top_mlp", TopInputWidth(spec), spec.top_mlp, &rng, &model);
   model.spec = std::move(spec);
   return model;

@@ -25,7 +25,8 @@ struct TestModel {
   std::map<std::string, std::vector<int64_t>> shapes;
 };
 
-// Input width of top_mlp[0] in the file: concat width, dot pairs (+ z), or cross_dim.
+// Input width of top_mlp[0] in the file: concat width (concat, dcn), dot pairs (+ z), or
+// cross_dim.
 int TopInputWidth(const engine::ModelSpec& spec);
 
 // Fills every tensor `spec` needs with seeded random values.

@@ -125,10 +125,11 @@ class ExportServeTest(unittest.TestCase):
     def tearDownClass(cls):
         cls._tmp.cleanup()
 
-    def _serve(self, model, name, dtype="fp32", version="e2e-1"):
+    def _serve(self, model, name, dtype="fp32", version="e2e-1", spec=None):
         work = tempfile.mkdtemp(dir=self._tmp.name, prefix=name)
-        spec, _ = fe.export_module(model, os.path.join(work, f"{name}.yaml"), name=name,
-                                   version=version, dtype=dtype)
+        if spec is None:
+            spec, _ = fe.export_module(model, os.path.join(work, f"{name}.yaml"), name=name,
+                                       version=version, dtype=dtype)
         server = Server(SERVER, spec, work)
         self.addCleanup(server.stop)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -156,8 +157,8 @@ class ExportServeTest(unittest.TestCase):
         except self.grpc.RpcError as e:
             self.fail(f"Rank failed: {e.code()}: {e.details()}\n{server.log()}")
 
-    def _compare(self, model, name, seed, dtype="fp32", requests=6):
-        stub, server = self._serve(model, name, dtype)
+    def _compare(self, model, name, seed, dtype="fp32", requests=6, spec=None):
+        stub, server = self._serve(model, name, dtype, spec=spec)
         rng = np.random.default_rng(seed)
         for r in range(requests):
             request = fx.random_request(rng, model, int(rng.integers(1, 40)))
@@ -193,6 +194,20 @@ class ExportServeTest(unittest.TestCase):
 
     def test_linear_model_scores_like_torch(self):
         self._compare(fx.make_model("linear", 103), "e2e_linear", 103)
+
+    def test_dcn_model_scores_like_torch(self):
+        self._compare(fx.make_model("dcn", 106), "e2e_dcn", 106)
+
+    def test_full_rank_dcn_model_scores_like_torch(self):
+        self._compare(fx.make_model("dcn_full", 107), "e2e_dcn_full", 107)
+
+    def test_dcn_state_dict_with_torchrec_names_scores_like_torch(self):
+        model = fx.make_model("dcn", 108)
+        sd, mapping = fx.torchrec_state_dict(model)
+        self.assertIn("inter_arch.crossnet.V_kernels.2", sd)
+        work = tempfile.mkdtemp(dir=self._tmp.name, prefix="e2e_dcn_sd")
+        spec, _ = fe.export_state_dict(sd, mapping, os.path.join(work, "e2e_dcn_sd.yaml"))
+        self._compare(model, "e2e_dcn_sd", 108, spec=spec)
 
     def test_fp16_tables_score_like_torch_with_rounded_tables(self):
         model = fx.with_tables(fx.make_model("dot", 104), lambda n, w: w.half().float())

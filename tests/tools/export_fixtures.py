@@ -14,13 +14,17 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 import fuserank_torch_model as ftm  # noqa: E402
 
 # Dims per table for each interaction (dot needs one width: the bottom MLP's output).
-_DIMS = {"dot": (8, 8, 8, 8), "concat": (4, 6, 8, 3), "linear": (4, 6, 8, 3)}
+_DIMS = {"dot": (8, 8, 8, 8), "concat": (4, 6, 8, 3), "linear": (4, 6, 8, 3),
+         "dcn": (4, 6, 8, 3), "dcn_full": (4, 6, 8, 3)}
 
 
 def make_model(interaction, seed, dense=True):
-    """Two user and two item tables (sum and mean pooling, one oov: reject table)."""
+    """Two user and two item tables (sum and mean pooling, one oov: reject table).
+    "dcn": 3 low-rank (5) cross layers; "dcn_full": 2 full-rank ones."""
     torch.manual_seed(seed)
     d = _DIMS[interaction]
+    dcn = {"dcn": (3, 5), "dcn_full": (2, 0)}.get(interaction, (0, 0))
+    interaction = "dcn" if dcn[0] else interaction
     tables = [
         ftm.Table("user_id", "user", 50, d[0]),
         ftm.Table("user_hist", "user", 40, d[1], pooling="mean"),
@@ -29,7 +33,8 @@ def make_model(interaction, seed, dense=True):
     ]
     model = ftm.DLRM(tables, dense_user=3 if dense else 0, dense_item=2 if dense else 0,
                      bottom_mlp=[16, d[0]] if dense else [], interaction=interaction,
-                     top_mlp=[16, 8, 1], cross_dim=10 if interaction == "linear" else 0)
+                     top_mlp=[16, 8, 1], cross_dim=10 if interaction == "linear" else 0,
+                     dcn_layers=dcn[0], dcn_low_rank=dcn[1])
     ftm.spread_init(model)
     return model.eval()
 
@@ -118,4 +123,8 @@ def torchrec_state_dict(model):
         sd["inter_arch.cross.weight"] = model.cross.weight.detach().clone()
         sd["inter_arch.cross.bias"] = model.cross.bias.detach().clone()
         mapping["cross"] = "inter_arch.cross"
+    if model.crossnet is not None:  # TorchRec DLRM_DCN: inter_arch.crossnet.{V,W}_kernels.<l>
+        for name, p in model.crossnet.named_parameters():
+            sd[f"inter_arch.crossnet.{name}"] = p.detach().clone()
+        mapping["dcn"] = "inter_arch.crossnet"
     return sd, mapping

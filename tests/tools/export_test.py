@@ -78,7 +78,8 @@ class ExportTestBase(unittest.TestCase):
 
 class ModuleExportTest(ExportTestBase):
     def test_fp32_export_scores_like_torch_for_every_interaction(self):
-        for seed, interaction in enumerate(("dot", "concat", "linear"), start=11):
+        for seed, interaction in enumerate(("dot", "concat", "linear", "dcn", "dcn_full"),
+                                           start=11):
             with self.subTest(interaction=interaction, seed=seed):
                 model = fx.make_model(interaction, seed)
                 out = os.path.join(self.tmp, f"{interaction}.yaml")
@@ -93,6 +94,9 @@ class ModuleExportTest(ExportTestBase):
                 self.assertEqual(spec["tables"][3]["oov"], "reject")
                 self.assertEqual(spec["tables"][1]["pooling"], "mean")
                 self.assertEqual(spec["cross_dim"], 10 if interaction == "linear" else 0)
+                self.assertEqual(spec.get("dcn"), {"dcn": {"layers": 3, "low_rank": 5},
+                                                   "dcn_full": {"layers": 2, "low_rank": 0}
+                                                   }.get(interaction))
                 self.assert_scores_match(model, out, seed)
 
     def test_model_without_dense_features(self):
@@ -233,7 +237,7 @@ class StateDictExportTest(ExportTestBase):
         return sd_path, map_path
 
     def test_torchrec_names_export_like_the_module(self):
-        for seed, interaction in enumerate(("dot", "linear"), start=61):
+        for seed, interaction in enumerate(("dot", "linear", "dcn", "dcn_full"), start=61):
             with self.subTest(interaction=interaction, seed=seed):
                 model = fx.make_model(interaction, seed)
                 sd_path, map_path = self._save(*fx.torchrec_state_dict(model))
@@ -281,6 +285,28 @@ class StateDictExportTest(ExportTestBase):
         del sd["sparse_arch.embedding_bag_collection.embedding_bags.t_item_id.weight"]
         self.assert_cli_error(sd, mapping, "tables[2] (item_id)",
                               "embedding_bags.t_item_id.weight")
+
+    def test_dcn_problems_name_the_layer(self):
+        model = fx.make_model("dcn", 66)
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["inter_arch.crossnet.W_kernels.1"] = torch.zeros(5, 25)  # V's orientation
+        self.assert_cli_error(sd, mapping, "dcn.1.U.weight", "expected shape [25, 5]",
+                              "[5, 25]")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["inter_arch.crossnet.V_kernels.2"]
+        self.assert_cli_error(sd, mapping, "layer 2 needs V_kernels.2 and W_kernels.2")
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["interaction"] = "concat"
+        self.assert_cli_error(sd, mapping, "dcn", "present, but interaction is 'concat'")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del mapping["dcn"]
+        self.assert_cli_error(sd, mapping, "dcn: missing")
+        sd, mapping = fx.torchrec_state_dict(model)
+        for l in range(3):  # VectorCrossNet: kernels.<l> [N, 1]
+            for k in ("V_kernels", "W_kernels"):
+                del sd[f"inter_arch.crossnet.{k}.{l}"]
+            sd[f"inter_arch.crossnet.kernels.{l}"] = torch.zeros(25, 1)
+        self.assert_cli_error(sd, mapping, "VectorCrossNet")
 
     def test_wrong_shape_is_an_error_naming_the_tensor(self):
         model = fx.make_model("dot", 65)

@@ -89,6 +89,18 @@ def _layer(weights, name, x, relu):
     return np.maximum(y, 0.0) if relu else y
 
 
+def _cross_network(spec, weights, x0):
+    """x_{l+1} = x0 * (U_l V_l x_l + b_l) + x_l (W_l x_l with low_rank 0)."""
+    x = x0
+    for l in range(spec["dcn"]["layers"]):
+        if spec["dcn"]["low_rank"]:
+            y = weights[f"dcn.{l}.U.weight"] @ (weights[f"dcn.{l}.V.weight"] @ x)
+        else:
+            y = weights[f"dcn.{l}.W.weight"] @ x
+        x = x0 * (y + weights[f"dcn.{l}.bias"]) + x
+    return x
+
+
 def score(spec, weights, request):
     """Scores of every candidate of `request` (a RankRequest-shaped dict), in order."""
     user = {f["name"]: f for f in request.get("user_features", [])}
@@ -110,6 +122,8 @@ def score(spec, weights, request):
             h = np.concatenate(vectors)
         elif spec["interaction"] == "linear":
             h = _layer(weights, "cross", np.concatenate(vectors), relu=False)
+        elif spec["interaction"] == "dcn":
+            h = _cross_network(spec, weights, np.concatenate(vectors))
         else:
             dots = [float(vectors[i] @ vectors[j])
                     for i in range(1, len(vectors)) for j in range(i)]

@@ -88,17 +88,19 @@ TEST_P(CpuBackendTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllInteractionsDtypesShapes, CpuBackendTest,
-    ::testing::Combine(
-        ::testing::Values(Interaction::kConcat, Interaction::kDot, Interaction::kLinear),
-        ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kInt8),
-        ::testing::Values(Variant::kFull, Variant::kNoDense, Variant::kNoBottom,
-                          Variant::kUserDenseOnly, Variant::kItemDenseOnly, Variant::kNoUserTables,
-                          Variant::kNoItemTables, Variant::kSingleLayers, Variant::kOddDims)),
+    ::testing::Combine(::testing::Values(Interaction::kConcat, Interaction::kDot,
+                                         Interaction::kLinear, Interaction::kDcn),
+                       ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kInt8),
+                       ::testing::Values(Variant::kFull, Variant::kNoDense, Variant::kNoBottom,
+                                         Variant::kUserDenseOnly, Variant::kItemDenseOnly,
+                                         Variant::kNoUserTables, Variant::kNoItemTables,
+                                         Variant::kSingleLayers, Variant::kOddDims)),
     [](const auto& info) {
       const Interaction interaction = std::get<0>(info.param);
-      return absl::StrCat(interaction == Interaction::kConcat ? "Concat"
-                          : interaction == Interaction::kDot  ? "Dot"
-                                                              : "Linear",
+      return absl::StrCat(interaction == Interaction::kConcat   ? "Concat"
+                          : interaction == Interaction::kDot    ? "Dot"
+                          : interaction == Interaction::kLinear ? "Linear"
+                                                                : "Dcn",
                           "_", test::DTypeLabel(std::get<1>(info.param)), "_",
                           test::VariantName(std::get<2>(info.param)));
     });

@@ -49,6 +49,7 @@ TEST_P(FiniteScoresTest, EveryScoreIsInZeroOne) {
   spec.bottom_mlp = {8, 4};
   spec.top_mlp = c.single_top_layer ? std::vector<int>{1} : std::vector<int>{8, 8, 1};
   if (c.interaction == Interaction::kLinear) spec.cross_dim = 6;
+  if (c.interaction == Interaction::kDcn) spec.dcn = {2, c.single_top_layer ? 0 : 3};
   for (TableSpec& t : spec.tables) t.pooling = c.pooling;
   fuserank::testing::TestModel test_model = fuserank::testing::MakeRandomModel(spec, 11);
   uint64_t seed = 1;
@@ -108,7 +109,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ExtremeCase{"HugeModelWeights", Interaction::kDot, Pooling::kSum, 3e38f,
                                   3e38f, 1e30f, 1e30f, false},
                       ExtremeCase{"HugeEverything", Interaction::kLinear, Pooling::kMean, 3e38f,
-                                  3e38f, 3e38f, 3e38f, true}),
+                                  3e38f, 3e38f, 3e38f, true},
+                      ExtremeCase{"HugeDenseThroughDcn", Interaction::kDcn, Pooling::kSum, 1.0f,
+                                  0.5f, 3e38f, 1.0f, false},
+                      ExtremeCase{"HugeEverythingThroughFullRankDcn", Interaction::kDcn,
+                                  Pooling::kMean, 3e38f, 3e38f, 3e38f, 3e38f, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(SaturateNonFiniteTest, ClampsInfinitiesZeroesNanAndKeepsFiniteBits) {

@@ -50,6 +50,39 @@ std::vector<double> Dense(const TestModel& model, const std::string& prefix,
   return y;
 }
 
+// x_{l+1} = x0 * (U_l V_l x_l + b_l) + x_l (W_l x_l with full rank); empty on a mismatch.
+std::vector<double> Cross(const TestModel& model, const std::vector<double>& x0) {
+  const size_t d = x0.size();
+  const size_t rank = static_cast<size_t>(model.spec.dcn.low_rank);
+  std::vector<double> x = x0;
+  for (int l = 0; l < model.spec.dcn.layers; ++l) {
+    const std::string p = absl::StrCat("dcn.", l);
+    const std::vector<float>& b = model.weights.at(p + ".bias");
+    std::vector<double> y(d, 0.0);
+    if (rank > 0) {
+      const std::vector<float>& v = model.weights.at(p + ".V.weight");  // [R, d]
+      const std::vector<float>& u = model.weights.at(p + ".U.weight");  // [d, R]
+      if (v.size() != rank * d || u.size() != d * rank) return {};
+      std::vector<double> t(rank, 0.0);
+      for (size_t r = 0; r < rank; ++r) {
+        for (size_t i = 0; i < d; ++i) t[r] += static_cast<double>(v[r * d + i]) * x[i];
+      }
+      for (size_t i = 0; i < d; ++i) {
+        for (size_t r = 0; r < rank; ++r) y[i] += static_cast<double>(u[i * rank + r]) * t[r];
+      }
+    } else {
+      const std::vector<float>& w = model.weights.at(p + ".W.weight");  // [d, d]
+      if (w.size() != d * d) return {};
+      for (size_t o = 0; o < d; ++o) {
+        for (size_t i = 0; i < d; ++i) y[o] += static_cast<double>(w[o * d + i]) * x[i];
+      }
+    }
+    if (b.size() != d) return {};
+    for (size_t i = 0; i < d; ++i) x[i] = x0[i] * (y[i] + b[i]) + x[i];
+  }
+  return x;
+}
+
 }  // namespace
 
 double ReferenceScore(const TestModel& model, const RefRequest& request, int c) {
@@ -79,6 +112,10 @@ double ReferenceScore(const TestModel& model, const RefRequest& request, int c) 
       break;
     case Interaction::kLinear:
       h = Dense(model, "cross", concat, /*relu=*/false);
+      break;
+    case Interaction::kDcn:
+      h = Cross(model, concat);
+      if (h.empty()) return NAN;
       break;
     case Interaction::kDot:
       if (has_z) h = v[0];

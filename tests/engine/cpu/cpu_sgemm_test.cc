@@ -1,6 +1,7 @@
 // SgemmPacked (and the PackLayer / LayerForward wrappers) against a double-precision
 // product written here, on each ISA path (AVX-512, AVX2, baseline; skipped with a
 // message where the CPU lacks it), over edge sizes.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -70,6 +71,49 @@ TEST_P(SgemmTest, MatchesDoubleReference) {
         for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], kPoison) << "wrote past n";
       }
       if (m == 0) EXPECT_EQ(c[0], kPoison);
+    }
+  }
+}
+
+// C = x0 * (A B + bias) + xl as the GEMM stores C, with xl apart and with xl = C in place.
+TEST_P(SgemmTest, CrossEpilogueMatchesDoubleReference) {
+  const auto [m, n, k, isa] = GetParam();
+  const uint64_t seed = 11 + m * 1000003ull + n * 1009ull + k;
+  SCOPED_TRACE(testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(n) * k), bias(n);
+  for (float& x : w) x = dist(rng);
+  for (float& x : bias) x = dist(rng);
+  const int lda = k + 2, ldc = n + 3, ld0 = n + 5, ldl = n + 1;
+  const size_t rows = std::max(m, 1);
+  std::vector<float> a(rows * lda), x0(rows * ld0), xl(rows * ldl);
+  for (auto* v : {&a, &x0, &xl}) {
+    for (float& x : *v) x = dist(rng);
+  }
+  const PackedMatrix packed = PackedMatrix::FromTransposed(w.data(), n, k, k);
+  for (bool in_place : {false, true}) {
+    std::vector<float> c(rows * ldc, kPoison);
+    CrossEpilogue cross{x0.data(), ld0, xl.data(), ldl};
+    if (in_place) {
+      for (int i = 0; i < m; ++i) std::copy_n(&xl[i * ldl], n, &c[i * ldc]);
+      cross.xl = c.data();
+      cross.ld_xl = ldc;
+    }
+    SgemmPacked(m, a.data(), lda, packed, bias.data(), /*relu=*/false, c.data(), ldc, &cross);
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < n; ++j) {
+        double sum = bias[j], scale = 1.0;
+        for (int p = 0; p < k; ++p) {
+          const double term = static_cast<double>(a[i * lda + p]) * w[j * k + p];
+          sum += term;
+          scale += std::fabs(term);
+        }
+        const double want = x0[i * ld0 + j] * sum + xl[i * ldl + j];
+        ASSERT_NEAR(c[i * ldc + j], want, 1e-5 * (scale + 1.0))
+            << "i=" << i << " j=" << j << " in_place=" << in_place;
+      }
+      for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], kPoison) << "wrote past n";
     }
   }
 }

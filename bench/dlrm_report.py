@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""Summarizes bench/run_dlrm_bench.sh's results (medians over repeats) as a Markdown
+table: samples/s (= requests/s x candidates), request latency p50 / p99. Prints it, and
+with --markdown replaces the text between the dlrm-bench markers of that file."""
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+
+BEGIN, END = "<!-- dlrm-bench:begin -->", "<!-- dlrm-bench:end -->"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--results", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--markdown")
+    args = p.parse_args()
+    run = json.load(open(os.path.join(args.results, "run.json")))
+    lines = [BEGIN, "",
+             f"Measured {run['date']} on {run['cpu']} ({run['cores']} cores), commit "
+             f"{run['commit']}: the DLRM-v2 preset at row scale {run['row_scale']}, "
+             f"{run['size']} candidates per request, closed loop at concurrency "
+             f"{run['concurrency']}, {run['duration']} s x {run['repeats']} (medians); load average "
+             f"at the start {run.get('loadavg_at_start', '?')} (the machine is shared).", "",
+             "| system | samples/s | requests/s | p50 ms | p99 ms |", "| --- | --- | --- | --- | --- |"]
+    for system in ("fuserank", "torch"):
+        rows = [json.load(open(f)) for f in sorted(glob.glob(
+            os.path.join(args.results, f"{system}_r*.json")))]
+        if not rows:
+            lines.append(f"| {system} | (no result) | | | |")
+            continue
+        qps = statistics.median(r["qps"] for r in rows)
+        lines.append(f"| {system} | {qps * run['size']:,.0f} | {qps:.2f} | "
+                     f"{statistics.median(r['p50_ms'] for r in rows):.1f} | "
+                     f"{statistics.median(r['p99_ms'] for r in rows):.1f} |")
+    compare = os.path.join(args.results, "compare.json")
+    if os.path.exists(compare) and os.path.getsize(compare) > 0:
+        lines += ["", f"Scores of fuserank against the peer: `{open(compare).read().strip()}`"]
+    lines += ["", "Commands, as run:", "", "```"]
+    lines += open(os.path.join(args.results, "commands.txt")).read().splitlines()
+    lines += ["```", "", END]
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        doc = open(args.markdown).read()
+        if BEGIN not in doc or END not in doc:
+            sys.exit(f"{args.markdown}: no {BEGIN} ... {END} section")
+        head, rest = doc.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        with open(args.markdown, "w") as f:
+            f.write(head + text + tail)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+#include "engine/remote/cluster_client.h"
+
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+#include <utility>
+
+#include "engine/remote/cluster_state.h"
+#include "engine/remote/key_slot.h"
+
+namespace fuserank::remote {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The commands of one Run() that go to one node in one round, as one pipeline.
+struct Job {
+  Node* node = nullptr;
+  bool asking = false;       // ASK redirect: each command is preceded by ASKING
+  std::vector<int> indices;  // into the Run()'s commands
+  redisContext* context = nullptr;
+  size_t replies = 0;  // raw replies read (ASKING's +OK included)
+  bool written = false;
+  bool failed = false;
+};
+
+// Where a command goes in the next round: its slot's owner, or a redirect's node.
+struct Target {
+  Node* node = nullptr;
+  bool asking = false;
+};
+
+void Fail(Reply* reply, ErrorKind kind, RunStats* stats) {
+  reply->state = Reply::State::kError;
+  reply->error = kind;
+  ++stats->errors[static_cast<int>(kind)];
+}
+
+// Parses "MOVED 3999 127.0.0.1:6381" (or ASK ...) into slot and node address.
+bool ParseRedirect(std::string_view error, int* slot, std::string* host, int* port) {
+  const size_t first = error.find(' ');
+  const size_t second = first == std::string_view::npos ? first : error.find(' ', first + 1);
+  if (second == std::string_view::npos) return false;
+  const std::string_view digits = error.substr(first + 1, second - first - 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *slot);
+  if (ec != std::errc() || *slot < 0 || *slot >= kClusterSlots) return false;
+  return ParseAddress(error.substr(second + 1), host, port);
+}
+
+}  // namespace
+
+std::string_view ErrorKindName(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kNone:
+      return "none";
+    case ErrorKind::kTimeout:
+      return "timeout";
+    case ErrorKind::kConnection:
+      return "connection";
+    case ErrorKind::kRedirect:
+      return "redirect";
+    case ErrorKind::kClusterDown:
+      return "cluster_down";
+    case ErrorKind::kServer:
+      return "server";
+  }
+  return "unknown";
+}
+
+ClusterClient::ClusterClient(const ClusterOptions& options)
+    : state_(std::make_unique<State>(options)) {}
+
+ClusterClient::~ClusterClient() { state_->Stop(); }
+
+absl::Status ClusterClient::Create(const ClusterOptions& options,
+                                   std::unique_ptr<ClusterClient>* client) {
+  // hiredis writes with write(2): a peer that closed must be an EPIPE, not a SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
+  client->reset(new ClusterClient(options));
+  State* state = (*client)->state_.get();
+  absl::Status status = state->Refresh();
+  state->refresher = std::thread([state] { state->RefresherLoop(); });
+  return status;
+}
+
+int ClusterClient::known_nodes() const {
+  absl::MutexLock lock(&state_->mu);
+  return static_cast<int>(state_->nodes.size());
+}
+
+bool ClusterClient::has_map() const { return state_->Map() != nullptr; }
+
+absl::Status ClusterClient::RefreshMap() { return state_->Refresh(); }
+
+namespace {
+
+// Appends a job's commands to its connection's output buffer.
+void AppendCommands(const absl::Span<const Command> commands, Job* job) {
+  for (const int i : job->indices) {
+    const Command& command = commands[i];
+    if (job->asking) redisAppendCommand(job->context, "ASKING");
+    if (command.set) {
+      redisAppendCommand(job->context, "SET %b %b", command.key.data(), command.key.size(),
+                         command.value.data(), command.value.size());
+    } else {
+      redisAppendCommand(job->context, "GET %b", command.key.data(), command.key.size());
+    }
+  }
+}
+
+size_t ExpectedReplies(const Job& job) { return job.indices.size() * (job.asking ? 2 : 1); }
+
+}  // namespace
+
+// One Run(): its replies, where each pending command goes next, and the tallies.
+struct ClusterClient::RunContext {
+  State* state;
+  absl::Span<const Command> commands;
+  std::vector<Reply>* replies;
+  std::vector<Target> targets;
+  std::vector<int> pending;  // commands for the next round (redirected)
+  RunStats stats;
+
+  // Files reply `r` to command i: a value, an absence, an error, or a redirect to follow.
+  void Handle(int i, const redisReply& r) {
+    Reply& reply = (*replies)[i];
+    reply.error = ErrorKind::kNone;
+    switch (r.type) {
+      case REDIS_REPLY_STRING:
+        reply.state = Reply::State::kValue;
+        reply.value.assign(r.str, r.len);
+        return;
+      case REDIS_REPLY_NIL:
+        reply.state = Reply::State::kAbsent;
+        return;
+      case REDIS_REPLY_STATUS:  // SET's +OK
+        reply.state = Reply::State::kValue;
+        reply.value.clear();
+        return;
+      case REDIS_REPLY_ERROR:
+        break;
+      default:
+        Fail(&reply, ErrorKind::kServer, &stats);
+        return;
+    }
+    const std::string_view text(r.str, r.len);
+    int slot = 0;
+    std::string host;
+    int port = 0;
+    const bool moved = text.starts_with("MOVED ");
+    const bool ask = text.starts_with("ASK ");
+    if ((moved || ask) && ParseRedirect(text, &slot, &host, &port)) {
+      Node* node = state->NodeFor(host, port);
+      targets[i] = {node, ask};
+      pending.push_back(i);
+      if (moved) {  // the slot lives there now; the rest of the map may have moved too
+        ++stats.moved;
+        state->SetSlot(slot, node);
+        state->RequestRefresh();
+      } else {
+        ++stats.ask;
+      }
+    } else if (text.starts_with("TRYAGAIN")) {  // a slot mid-migration: again
+      targets[i].asking = false;
+      pending.push_back(i);
+    } else if (text.starts_with("CLUSTERDOWN")) {
+      Fail(&reply, ErrorKind::kClusterDown, &stats);
+    } else {
+      Fail(&reply, ErrorKind::kServer, &stats);
+    }
+  }
+
+  // Groups `round` by target into one job per (node, asking).
+  std::vector<Job> MakeJobs(const std::vector<int>& round) {
+    std::vector<Job> jobs;
+    for (const int i : round) {
+      const Target target = targets[i];
+      if (target.node == nullptr) {  // no map yet, or a slot no master serves
+        Fail(&(*replies)[i], ErrorKind::kClusterDown, &stats);
+        state->RequestRefresh();
+        continue;
+      }
+      auto job = std::find_if(jobs.begin(), jobs.end(), [&](const Job& j) {
+        return j.node == target.node && j.asking == target.asking;
+      });
+      if (job == jobs.end()) {
+        jobs.push_back({});
+        job = jobs.end() - 1;
+        job->node = target.node;
+        job->asking = target.asking;
+      }
+      job->indices.push_back(i);
+    }
+    return jobs;
+  }
+
+  // Reads what job's socket has: false when the connection broke.
+  bool Read(Job* job) {
+    if (redisBufferRead(job->context) != REDIS_OK) return false;
+    for (;;) {
+      if (job->replies == ExpectedReplies(*job)) return true;
+      void* raw = nullptr;
+      if (redisGetReplyFromReader(job->context, &raw) != REDIS_OK) return false;
+      if (raw == nullptr) return true;
+      redisReply* r = static_cast<redisReply*>(raw);
+      const size_t n = job->replies++;
+      if (!job->asking || n % 2 == 1) Handle(job->indices[job->asking ? n / 2 : n], *r);
+      freeReplyObject(r);
+    }
+  }
+
+  // Drives every job's pipeline at once until all are answered or the deadline passes.
+  void Pump(std::vector<Job>& jobs, Clock::time_point deadline) {
+    std::vector<pollfd> fds;
+    std::vector<Job*> active;
+    for (;;) {
+      fds.clear();
+      active.clear();
+      for (Job& job : jobs) {
+        if (job.failed || job.replies == ExpectedReplies(job)) continue;
+        active.push_back(&job);
+        const short events = POLLIN | (job.written ? 0 : POLLOUT);
+        fds.push_back({job.context->fd, events, 0});
+      }
+      if (active.empty()) return;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return;
+      if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) {
+        return;
+      }
+      for (size_t k = 0; k < active.size(); ++k) {
+        Job& job = *active[k];
+        const short events = fds[k].revents;
+        if (!job.written && (events & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+          int done = 0;
+          if (redisBufferWrite(job.context, &done) != REDIS_OK) {
+            job.failed = true;
+            continue;
+          }
+          job.written = done != 0;
+        }
+        if ((events & (POLLIN | POLLERR | POLLHUP)) != 0 && !Read(&job)) job.failed = true;
+      }
+    }
+  }
+
+  // After a round: what is unanswered failed (connection broke, or the deadline passed);
+  // connections go back to their pools, or are closed when replies may still arrive.
+  void Settle(std::vector<Job>& jobs) {
+    for (Job& job : jobs) {
+      const bool complete = !job.failed && job.replies == ExpectedReplies(job);
+      if (!complete) {
+        const ErrorKind kind = job.failed ? ErrorKind::kConnection : ErrorKind::kTimeout;
+        if (job.failed) state->RequestRefresh();
+        const size_t answered = job.asking ? job.replies / 2 : job.replies;
+        for (size_t n = answered; n < job.indices.size(); ++n) {
+          Fail(&(*replies)[job.indices[n]], kind, &stats);
+        }
+      }
+      job.node->Release(job.context, complete, state->options.pool_size);
+    }
+  }
+};
+
+RunStats ClusterClient::Run(absl::Span<const Command> commands, Clock::time_point deadline,
+                            std::vector<Reply>* replies) {
+  replies->resize(commands.size());
+  RunContext run{state_.get(), commands, replies, std::vector<Target>(commands.size()), {}, {}};
+  const std::shared_ptr<const SlotMap> map = state_->Map();
+  std::vector<int> round(commands.size());
+  for (size_t i = 0; i < commands.size(); ++i) {
+    round[i] = static_cast<int>(i);
+    run.targets[i].node = map == nullptr ? nullptr : map->owner[KeySlot(commands[i].key)];
+  }
+  for (int attempt = 0; !round.empty(); ++attempt) {
+    if (attempt > state_->options.max_redirects) {
+      for (const int i : round) Fail(&(*replies)[i], ErrorKind::kRedirect, &run.stats);
+      break;
+    }
+    if (Clock::now() >= deadline) {
+      for (const int i : round) Fail(&(*replies)[i], ErrorKind::kTimeout, &run.stats);
+      break;
+    }
+    std::vector<Job> jobs = run.MakeJobs(round);
+    for (Job& job : jobs) {
+      job.context = job.node->Acquire();
+      ++run.stats.round_trips;
+      if (job.context == nullptr || job.context->err != 0) {
+        job.failed = true;
+        continue;
+      }
+      AppendCommands(commands, &job);
+    }
+    run.Pump(jobs, deadline);
+    run.Settle(jobs);
+    round = std::move(run.pending);
+    run.pending.clear();
+  }
+  return run.stats;
+}
+
+}  // namespace fuserank::remote

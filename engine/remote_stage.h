@@ -1,0 +1,58 @@
+// One worker's staging of a batch's storage: redis rows (RemoteTier::Stage fills it): per
+// remote table a compact table of the batch's distinct keys, and the batch's row arrays
+// with those tables' entries pointing into it; the reused buffers of the fetch. The forward
+// pass reads the staged tables exactly as it reads a local one, so scores are bit-identical
+// to the same table served locally. Belongs to one worker; reused from batch to batch.
+#ifndef FUSERANK_ENGINE_REMOTE_STAGE_H_
+#define FUSERANK_ENGINE_REMOTE_STAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "engine/model.h"
+#include "engine/remote/cluster_client.h"
+#include "engine/remote_tier.h"
+
+namespace fuserank::engine {
+
+class RemoteStage {
+ public:
+  // The rows the forward pass reads for the batch's user / item bags.
+  const int32_t* user_rows() const { return user_rows_.data(); }
+  const int32_t* item_rows() const { return item_rows_.data(); }
+  // Table t's staged copy (rows: the batch's distinct keys), or null for a local table.
+  const EmbeddingTable* staged(int t) const { return tables_[t].remote ? &tables_[t] : nullptr; }
+
+ private:
+  friend class RemoteTier;
+  // Per remote table, per distinct key of the batch.
+  struct Key {
+    int64_t id = 0;
+    uint32_t uses = 0;  // ids of the batch with this key
+    Tier tier = Tier::kAbsent;
+    bool failed = false;
+  };
+  // A key to fetch: table and slot.
+  struct Pending {
+    int table = 0;
+    int32_t slot = 0;
+  };
+
+  std::vector<int32_t> user_rows_;
+  std::vector<int32_t> item_rows_;
+  std::vector<EmbeddingTable> tables_;         // per model table
+  std::vector<std::vector<std::byte>> bytes_;  // per table: staged rows
+  std::vector<std::vector<Key>> keys_;         // per table: slot -> key
+  absl::flat_hash_map<int64_t, int32_t> slot_of_;
+  std::vector<Pending> pending_;
+  std::vector<std::string> key_text_;
+  std::vector<remote::Command> commands_;
+  std::vector<remote::Reply> replies_;
+};
+
+}  // namespace fuserank::engine
+
+#endif  // FUSERANK_ENGINE_REMOTE_STAGE_H_

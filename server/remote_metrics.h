@@ -1,0 +1,63 @@
+// Exports the served models' storage: redis tiers (engine/remote_tier.h), in SPEC section
+// 4's style: fuserank_embedding_tier_lookups_total{table, tier} (tier: near, remote,
+// absent; a redis table has no hot set), fuserank_remote_errors_total{table, kind},
+// fuserank_remote_fetch_duration_seconds (one observation per batch that fetched), and
+// fuserank_remote_round_trips_total / fuserank_remote_fetches_total (their ratio: node
+// pipelines per fetching batch). Read from the tiers' atomic counters in the Metrics collect
+// hook (HotRowMetrics calls Update), so nothing is added to the request path. Counters
+// follow each tier's counts and add only increases. Thread-safe (one Update at a time).
+#ifndef FUSERANK_SERVER_REMOTE_METRICS_H_
+#define FUSERANK_SERVER_REMOTE_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/remote_tier.h"
+#include "server/served_models.h"
+
+namespace prometheus {
+class Counter;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace fuserank::server {
+
+class RemoteMetrics {
+ public:
+  explicit RemoteMetrics(prometheus::Registry& registry);
+  void Update(const std::vector<ModelHandle>& models);
+
+ private:
+  // What has been added to the series so far, per tier (RemoteTier address) and table.
+  struct Exported {
+    std::array<uint64_t, engine::kTiers> lookups{};
+    std::array<uint64_t, engine::kRemoteErrorKinds> errors{};
+  };
+  struct TierTotals {
+    std::array<uint64_t, engine::kFetchBuckets.size() + 1> buckets{};
+    double seconds = 0;
+    uint64_t round_trips = 0;
+    uint64_t fetches = 0;
+  };
+
+  prometheus::Family<prometheus::Counter>* lookups_;
+  prometheus::Family<prometheus::Counter>* errors_;
+  prometheus::Histogram* fetch_seconds_;
+  prometheus::Counter* round_trips_;
+  prometheus::Counter* fetches_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::pair<const void*, int>, Exported> exported_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<const void*, TierTotals> totals_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fuserank::server
+
+#endif  // FUSERANK_SERVER_REMOTE_METRICS_H_

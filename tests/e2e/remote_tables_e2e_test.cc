@@ -1,0 +1,376 @@
+// storage: redis tables through the real server on 127.0.0.1 against real Redis Cluster
+// processes: a model whose item table is in the cluster answers every Rank request bit for
+// bit as the same model served from its weights file; the tier series show on /metrics;
+// under load, a killed master costs only the requests that needed it (UNAVAILABLE naming
+// the table with on_remote_error: fail), never the server, and service recovers when the
+// master returns or its replica is promoted; a slot migrated under load is followed
+// (MOVED / ASK) without a failed request; a cluster unreachable at start stops the server
+// (fail) or is served as zeros (zero).
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "engine/model.h"
+#include "engine/remote/cluster_client.h"
+#include "engine/remote/key_slot.h"
+#include "fuserank/v1/ranker.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "server/config.h"
+#include "server/server.h"
+#include "tests/e2e/grpc_util.h"
+#include "tests/e2e/hot_rows_util.h"
+#include "tests/e2e/rank_check_util.h"
+#include "tests/testing/redis_cluster.h"
+#include "tests/testing/test_model.h"
+
+namespace fuserank {
+namespace {
+
+using testing::RedisCluster;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kRows = 300;
+constexpr int kRemote = 2;  // item_1 of SmallSpec(1, 2, ...)
+
+v1::RankRequest RandomRequest(std::mt19937_64& rng, int candidates = 24) {
+  v1::RankRequest request;
+  v1::Feature* user = request.add_user_features();
+  user->set_name("user_0");
+  user->add_ids(static_cast<int64_t>(rng() % kRows));
+  request.add_user_dense(0.25f);
+  request.add_user_dense(-0.5f);
+  for (int c = 0; c < candidates; ++c) {
+    v1::Candidate* candidate = request.add_candidates();
+    candidate->set_item_id(c);
+    for (const char* table : {"item_0", "item_1"}) {
+      v1::Feature* feature = candidate->add_features();
+      feature->set_name(table);
+      for (uint64_t k = 0; k <= rng() % 2; ++k)
+        feature->add_ids(static_cast<int64_t>(rng() % kRows));
+    }
+    for (float d : {0.5f, -1.0f, 2.0f}) candidate->add_dense(d);
+  }
+  return request;
+}
+
+class RemoteTablesE2eTest : public ::testing::Test {
+ protected:
+  void StartCluster(int replicas) {
+    absl::StatusOr<std::unique_ptr<RedisCluster>> cluster = RedisCluster::Start(3, replicas);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+  }
+
+  void SetUp() override {
+    if (!RedisCluster::Available()) GTEST_SKIP() << RedisCluster::kMissingMessage;
+    dir_ = testing::TempDir("remote_tables_e2e");
+    engine::ModelSpec spec = testing::SmallSpec(1, 2, kRows, 8);
+    spec.name = "remote";
+    spec.embedding_dtype = engine::DType::kF16;
+    model_ = testing::MakeRandomModel(spec, 41);
+    absl::StatusOr<std::string> local = testing::WriteTestModel(model_, dir_ + "/local");
+    ASSERT_TRUE(local.ok()) << local.status();
+    local_path_ = *local;
+    testing::TestModel remote = model_;
+    remote.spec.tables[kRemote].storage = engine::Storage::kRedis;
+    remote.spec.tables[kRemote].rows = 0;
+    remote.weights.erase("embeddings.item_1.weight");
+    remote.shapes.erase("embeddings.item_1.weight");
+    absl::StatusOr<std::string> remote_path = testing::WriteTestModel(remote, dir_ + "/remote");
+    ASSERT_TRUE(remote_path.ok()) << remote_path.status();
+    remote_path_ = *remote_path;
+  }
+
+  void TearDown() override {
+    for (auto& server : servers_) server->Shutdown();
+  }
+
+  // Writes item_1's rows from the local weights file to the cluster.
+  void LoadTable() {
+    absl::StatusOr<std::shared_ptr<const engine::Model>> local = engine::Model::Load(local_path_);
+    ASSERT_TRUE(local.ok()) << local.status();
+    const engine::EmbeddingTable& table = (*local)->tables()[kRemote];
+    std::vector<std::string> keys;
+    for (int64_t id = 0; id < kRows; ++id) keys.push_back(absl::StrCat("fuserank:item_1:", id));
+    std::vector<remote::Command> commands;
+    for (int64_t id = 0; id < kRows; ++id) {
+      commands.push_back(
+          {keys[id],
+           std::string_view(reinterpret_cast<const char*>(table.data) + id * table.row_bytes,
+                            table.row_bytes),
+           true});
+    }
+    remote::ClusterOptions options;
+    options.seeds = cluster_->seeds();
+    std::unique_ptr<remote::ClusterClient> client;
+    ASSERT_TRUE(remote::ClusterClient::Create(options, &client).ok());
+    std::vector<remote::Reply> replies;
+    client->Run(commands, Clock::now() + std::chrono::seconds(20), &replies);
+    for (const remote::Reply& reply : replies) ASSERT_EQ(reply.state, remote::Reply::State::kValue);
+  }
+
+  absl::StatusOr<std::unique_ptr<server::Server>> StartServer(const std::string& path,
+                                                              const std::string& remote_yaml) {
+    const std::string yaml = absl::StrCat(R"(
+server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0", metrics_listen: "127.0.0.1:0", shutdown_grace_seconds: 2}
+engine: {device: cpu, streams: 2, max_batch_wait_us: 200}
+model: {path: ")",
+                                          path, R"(", watch_interval_seconds: 0}
+)",
+                                          remote_yaml);
+    absl::StatusOr<server::Config> config = server::ParseConfig(yaml, "remote_tables_e2e.yaml");
+    if (!config.ok()) return config.status();
+    return server::Server::Start(*config);
+  }
+
+  // The seeds as a YAML list.
+  std::string Seeds() const {
+    return absl::StrCat("[\"", absl::StrJoin(cluster_->seeds(), "\", \""), "\"]");
+  }
+
+  v1::Ranker::Stub* Stub(const server::Server& server) {
+    stubs_.push_back(v1::Ranker::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", server.port()), grpc::InsecureChannelCredentials())));
+    return stubs_.back().get();
+  }
+
+  server::Server* Keep(std::unique_ptr<server::Server> server) {
+    servers_.push_back(std::move(server));
+    return servers_.back().get();
+  }
+
+  // Sends requests from `threads` threads until `stop`; counts OK and UNAVAILABLE replies
+  // (the latter must name item_1) and any other status as `other`.
+  struct Load {
+    std::atomic<bool> stop{false};
+    std::atomic<int> ok{0};
+    std::atomic<int> unavailable{0};
+    std::atomic<int> other{0};
+    std::atomic<int> unnamed{0};
+    std::vector<std::thread> threads;
+  };
+  void StartLoad(v1::Ranker::Stub* stub, Load* load, int threads = 4) {
+    for (int t = 0; t < threads; ++t) {
+      load->threads.emplace_back([stub, load, t] {
+        std::mt19937_64 rng(100 + t);
+        while (!load->stop.load()) {
+          const testing::Reply reply = testing::Rank(stub, RandomRequest(rng));
+          if (reply.status.ok()) {
+            ++load->ok;
+          } else if (reply.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+            ++load->unavailable;
+            if (reply.status.error_message().find("'item_1'") == std::string::npos) ++load->unnamed;
+          } else {
+            ++load->other;
+          }
+        }
+      });
+    }
+  }
+  static void StopLoad(Load* load) {
+    load->stop = true;
+    for (std::thread& t : load->threads) t.join();
+  }
+
+  std::unique_ptr<RedisCluster> cluster_;
+  std::string dir_;
+  testing::TestModel model_;
+  std::string local_path_;
+  std::string remote_path_;
+  std::vector<std::unique_ptr<server::Server>> servers_;
+  std::vector<std::unique_ptr<v1::Ranker::Stub>> stubs_;
+};
+
+TEST_F(RemoteTablesE2eTest, EveryScoreIsTheLocalTablesBitForBitAndTheTiersAreExported) {
+  StartCluster(0);
+  LoadTable();
+  auto local = StartServer(local_path_, "");
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto remote = StartServer(
+      remote_path_, absl::StrCat("remote: {seed_nodes: ", Seeds(), ", fetch_deadline_ms: 2000}"));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  server::Server* remote_server = Keep(std::move(*remote));
+  v1::Ranker::Stub* local_stub = Stub(*Keep(std::move(*local)));
+  v1::Ranker::Stub* remote_stub = Stub(*remote_server);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 40; ++i) {
+    const v1::RankRequest request = RandomRequest(rng);
+    const testing::Reply want = testing::Rank(local_stub, request);
+    const testing::Reply got = testing::Rank(remote_stub, request);
+    ASSERT_TRUE(want.status.ok()) << want.status.error_message();
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    ASSERT_EQ(got.response.items_size(), want.response.items_size());
+    for (int k = 0; k < want.response.items_size(); ++k) {
+      EXPECT_EQ(got.response.items(k).index(), want.response.items(k).index()) << i << " " << k;
+      EXPECT_EQ(got.response.items(k).score(), want.response.items(k).score()) << i << " " << k;
+    }
+  }
+  absl::StatusOr<std::string> text = testing::HttpGet(remote_server->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_GT(testing::SeriesValue(
+                *text, R"(fuserank_embedding_tier_lookups_total{table="item_1",tier="remote"})"),
+            0);
+  EXPECT_GT(testing::SeriesValue(
+                *text, R"(fuserank_embedding_tier_lookups_total{table="item_1",tier="near"})"),
+            0);
+  EXPECT_GT(testing::SeriesValue(*text, "fuserank_remote_fetches_total"), 0);
+  EXPECT_GT(testing::SeriesValue(*text, "fuserank_remote_fetch_duration_seconds_count"), 0);
+}
+
+TEST_F(RemoteTablesE2eTest, AKilledMasterFailsOnlyTheRequestsThatNeededItAndServiceReturns) {
+  StartCluster(0);
+  LoadTable();
+  auto remote =
+      StartServer(remote_path_, absl::StrCat("remote: {seed_nodes: ", Seeds(),
+                                             ", near_cache_rows: 0, fetch_deadline_ms: 2000}"));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  v1::Ranker::Stub* stub = Stub(*Keep(std::move(*remote)));
+  Load load;
+  StartLoad(stub, &load);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int victim = cluster_->MasterOfSlot(remote::KeySlot("fuserank:item_1:0"));
+  ASSERT_TRUE(cluster_->Kill(victim).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const int unavailable_while_down = load.unavailable.load();
+  ASSERT_TRUE(cluster_->Restart(victim).ok());
+  ASSERT_TRUE(cluster_->WaitHealthy().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const int ok_before = load.ok.load();
+  const int unavailable_before = load.unavailable.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  StopLoad(&load);
+  EXPECT_GT(unavailable_while_down, 0);
+  EXPECT_EQ(load.unnamed.load(), 0);
+  EXPECT_EQ(load.other.load(), 0);
+  // Back: the returned master (empty, no persistence here) answers; its keys read absent.
+  EXPECT_GT(load.ok.load(), ok_before);
+  EXPECT_EQ(load.unavailable.load(), unavailable_before);
+}
+
+TEST_F(RemoteTablesE2eTest, APromotedReplicaServesTheSameScores) {
+  StartCluster(1);
+  LoadTable();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // replication catches up
+  auto local = StartServer(local_path_, "");
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto remote =
+      StartServer(remote_path_, absl::StrCat("remote: {seed_nodes: ", Seeds(),
+                                             ", near_cache_rows: 0, fetch_deadline_ms: 2000}"));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  v1::Ranker::Stub* local_stub = Stub(*Keep(std::move(*local)));
+  v1::Ranker::Stub* remote_stub = Stub(*Keep(std::move(*remote)));
+  const int victim = cluster_->MasterOfSlot(remote::KeySlot("fuserank:item_1:0"));
+  ASSERT_TRUE(cluster_->Kill(victim).ok());
+  // The replica takes over after cluster-node-timeout (2 s); the map follows.
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  auto promoted = [&] {
+    const int owner = cluster_->MasterOfSlot(remote::KeySlot("fuserank:item_1:0"));
+    return owner >= 0 && owner != victim;
+  };
+  while (Clock::now() < deadline && !promoted()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(promoted())
+      << "victim " << victim << ", owner now "
+      << cluster_->MasterOfSlot(remote::KeySlot("fuserank:item_1:0")) << "\n"
+      << cluster_->Cli((victim + 1) % cluster_->size(), "cluster nodes").value_or("");
+  ASSERT_TRUE(cluster_->WaitHealthy().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the map refresh (1 s)
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 10; ++i) {
+    const v1::RankRequest request = RandomRequest(rng);
+    const testing::Reply want = testing::Rank(local_stub, request);
+    const testing::Reply got = testing::Rank(remote_stub, request);
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    ASSERT_EQ(got.response.items_size(), want.response.items_size());
+    for (int k = 0; k < want.response.items_size(); ++k) {
+      EXPECT_EQ(got.response.items(k).score(), want.response.items(k).score()) << i << " " << k;
+    }
+  }
+}
+
+TEST_F(RemoteTablesE2eTest, ASlotMigratedUnderLoadIsFollowed) {
+  StartCluster(0);
+  LoadTable();
+  // A deadline no busy test machine misses: what is tested here is the redirects.
+  auto remote =
+      StartServer(remote_path_, absl::StrCat("remote: {seed_nodes: ", Seeds(),
+                                             ", near_cache_rows: 0, fetch_deadline_ms: 2000}"));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  server::Server* server = Keep(std::move(*remote));
+  v1::Ranker::Stub* stub = Stub(*server);
+  Load load;
+  StartLoad(stub, &load);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string key = "fuserank:item_1:5";
+  const int slot = remote::KeySlot(key);
+  const int source = cluster_->MasterOfSlot(slot);
+  const int target = (source + 1) % 3;
+  auto id = [&](int node) {
+    absl::StatusOr<std::string> out = cluster_->Cli(node, "cluster myid");
+    return out.ok() ? std::string(absl::StripAsciiWhitespace(*out)) : std::string();
+  };
+  const std::string source_id = id(source);
+  const std::string target_id = id(target);
+  ASSERT_TRUE(
+      cluster_->Cli(target, absl::StrCat("cluster setslot ", slot, " importing ", source_id)).ok());
+  ASSERT_TRUE(
+      cluster_->Cli(source, absl::StrCat("cluster setslot ", slot, " migrating ", target_id)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // traffic meets ASK
+  absl::StatusOr<std::string> keys =
+      cluster_->Cli(source, absl::StrCat("cluster getkeysinslot ", slot, " 1000"));
+  ASSERT_TRUE(keys.ok());
+  for (absl::string_view k : absl::StrSplit(*keys, '\n', absl::SkipEmpty())) {
+    ASSERT_TRUE(cluster_
+                    ->Cli(source, absl::StrCat("migrate 127.0.0.1 ", cluster_->port(target), " ", k,
+                                               " 0 5000"))
+                    .ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The order the cluster specification gives: the target, the source, then the rest.
+  for (int node : {target, source, 3 - target - source}) {
+    ASSERT_TRUE(
+        cluster_->Cli(node, absl::StrCat("cluster setslot ", slot, " node ", target_id)).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // traffic meets MOVED
+  StopLoad(&load);
+  EXPECT_GT(load.ok.load(), 0);
+  EXPECT_EQ(load.other.load(), 0);
+  absl::StatusOr<std::string> text = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  std::string errors;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    if (absl::StartsWith(line, "fuserank_remote_errors_total"))
+      absl::StrAppend(&errors, line, "\n");
+  }
+  EXPECT_EQ(load.unavailable.load(), 0) << errors;
+}
+
+TEST_F(RemoteTablesE2eTest, AnUnreachableClusterStopsTheStartOrIsServedAsZeros) {
+  const std::string unreachable = R"(remote: {seed_nodes: ["127.0.0.1:1"], on_remote_error: )";
+  auto refused = StartServer(remote_path_, unreachable + "fail}");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("remote.seed_nodes"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("127.0.0.1:1"), std::string::npos) << refused.status();
+  auto zeros = StartServer(remote_path_, unreachable + "zero}");
+  ASSERT_TRUE(zeros.ok()) << zeros.status();
+  v1::Ranker::Stub* stub = Stub(*Keep(std::move(*zeros)));
+  std::mt19937_64 rng(3);
+  const testing::Reply reply = testing::Rank(stub, RandomRequest(rng));
+  EXPECT_TRUE(reply.status.ok()) << reply.status.error_message();
+}
+
+}  // namespace
+}  // namespace fuserank
