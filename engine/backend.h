@@ -57,6 +57,11 @@ class Backend {
   // ValidateBatch() (engine/batch_validation.h), or is an Append() of batches that did.
   // A backend walks no id to check it again: a batch that skipped validation may abort.
   virtual absl::Status Run(int worker, const Batch& batch, BatchResult* result) = 0;
+  // OK while the backend can score batches. After a device fault (engine/device_fault.h:
+  // an error that leaves the device unusable in this process) UNAVAILABLE naming the
+  // device and the first error, for good: every later Run() returns it at once.
+  // Thread-safe. The CPU engine is never failed.
+  virtual absl::Status health() const { return absl::OkStatus(); }
 };
 
 }  // namespace fuserank::engine

@@ -17,7 +17,7 @@
 
 namespace fuserank::engine::cuda_module {
 
-inline constexpr int kAbiVersion = 2;  // 2: BatchResult::graph_capture_failures
+inline constexpr int kAbiVersion = 3;  // 2: BatchResult::graph_capture_failures; 3: health()
 inline constexpr char kModuleFileName[] = "libfuserank_cuda.so";
 inline constexpr char kProbeSymbol[] = "fuserank_cuda_probe";
 inline constexpr char kCreateSymbol[] = "fuserank_create_cuda_backend";

@@ -53,6 +53,11 @@ struct ServerConfig {
 // engine.cuda_wait: how a CUDA worker waits for its batch.
 enum class CudaWait { kBlock, kSpin };
 
+// engine.on_device_failure: what a model does once its backend's device has failed
+// (engine/device_fault.h): kFail: its requests get UNAVAILABLE and health turns
+// NOT_SERVING; kCpu: it goes on serving on a CPU backend built from the same weights.
+enum class OnDeviceFailure { kFail, kCpu };
+
 struct EngineConfig {
   engine::DeviceChoice device = engine::DeviceChoice::kAuto;
   int gpu = defaults::kGpu;
@@ -73,6 +78,7 @@ struct EngineConfig {
   int cpu_threads = defaults::kCpuThreads;  // CPU backend: threads that split one batch
   bool allow_tf32 = defaults::kAllowTf32;
   CudaWait cuda_wait = defaults::kCudaBlockingWait ? CudaWait::kBlock : CudaWait::kSpin;
+  OnDeviceFailure on_device_failure = OnDeviceFailure::kFail;
   // The CPU engine's MLP arithmetic (fp32, the reference, or the opt-in bf16).
   engine::CpuPrecision cpu_precision = engine::CpuPrecision::kFp32;
 };

@@ -324,6 +324,11 @@ std::vector<ConfigKey> BuildKeys() {
       "engine.cuda_wait", FUSERANK_MEMBER(engine.cuda_wait),
       {{"block", CudaWait::kBlock}, {"spin", CudaWait::kSpin}},
       "CUDA: a worker waits for its batch asleep (block) or spinning on a core (spin)"));
+  keys.push_back(Enum<OnDeviceFailure>(
+      "engine.on_device_failure", FUSERANK_MEMBER(engine.on_device_failure),
+      {{"fail", OnDeviceFailure::kFail}, {"cpu", OnDeviceFailure::kCpu}},
+      "after a device fault: fail (UNAVAILABLE, health NOT_SERVING) or cpu (serve on the CPU "
+      "engine)"));
   // cache
   keys.push_back(Ranged("cache.hot_rows_per_table", FUSERANK_MEMBER(cache.hot_rows_per_table), 0,
                         1 << 29,

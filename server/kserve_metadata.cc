@@ -39,8 +39,13 @@ grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext
                                                      const inference::ServerReadyRequest*,
                                                      inference::ServerReadyResponse* response) {
   const Clock::time_point start = Clock::now();
-  // Every model is loaded and warmed up before the server listens.
-  response->set_ready(!shutting_down_.load(std::memory_order_relaxed));
+  // Every model is loaded and warmed up before the server listens; a model whose device
+  // failed (engine.on_device_failure: fail) is not ready, nor is the server then.
+  bool ready = !shutting_down_.load(std::memory_order_relaxed);
+  for (const ModelHandle& model : models_->Current()) {
+    if (!model->backend->health().ok()) ready = false;
+  }
+  response->set_ready(ready);
   return Reply(context, Rpc::kServerReady, start, absl::OkStatus());
 }
 
@@ -49,8 +54,9 @@ grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext*
                                                     inference::ModelReadyResponse* response) {
   const Clock::time_point start = Clock::now();
   // As Triton: an unknown model or version is not ready, and that is no error.
-  const bool found = FindModel(request->name(), request->version()).ok();
-  response->set_ready(found && !shutting_down_.load(std::memory_order_relaxed));
+  const absl::StatusOr<ModelHandle> found = FindModel(request->name(), request->version());
+  response->set_ready(found.ok() && (*found)->backend->health().ok() &&
+                      !shutting_down_.load(std::memory_order_relaxed));
   return Reply(context, Rpc::kModelReady, start, absl::OkStatus());
 }
 

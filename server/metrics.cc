@@ -129,6 +129,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                             "Embedding row lookups by table, served from the hot set (hit) "
                             "or not (miss)")
                         .Register(*registry_);
+  backend_failures_ = &prometheus::BuildCounter()
+                           .Name("fuserank_backend_failures_total")
+                           .Help(
+                               "Backends whose device failed (a fault after which it runs "
+                               "nothing more), by model and device")
+                           .Register(*registry_);
   hot_rows_ = &prometheus::BuildGauge()
                    .Name("fuserank_hot_rows")
                    .Help("Rows in each table's hot set")
@@ -257,6 +263,10 @@ void Metrics::RemoveModelInfo(const std::string& model, const std::string& versi
                                   {"device", DeviceKind(device)},
                                   {"isa", IsaLabel(device)}};
   if (model_info_->Has(labels)) model_info_->Remove(&model_info_->Add(labels));
+}
+
+void Metrics::AddBackendFailure(const std::string& model, const std::string& device) {
+  backend_failures_->Add({{"model", model}, {"device", device}}).Increment();
 }
 
 TableCacheMetrics Metrics::Table(const std::string& table) {

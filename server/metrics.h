@@ -94,6 +94,9 @@ class Metrics {
   // Drops that series (a version retired by a reload); no-op when it does not exist.
   void RemoveModelInfo(const std::string& model, const std::string& version,
                        const std::string& device);
+  // fuserank_backend_failures_total{model, device}: backends of `model` whose device
+  // failed (engine/device_fault.h); `device` is the failed Backend::device() ("cuda:0").
+  void AddBackendFailure(const std::string& model, const std::string& device);
   // The cache series of `table` (created on first call; the same handles after).
   TableCacheMetrics Table(const std::string& table);
   void SetHotRowsVersion(double version);
@@ -130,6 +133,7 @@ class Metrics {
   prometheus::Gauge* hot_rows_version_ = nullptr;
   prometheus::Family<prometheus::Gauge>* model_info_ = nullptr;
   prometheus::Family<prometheus::Counter>* cache_lookups_ = nullptr;
+  prometheus::Family<prometheus::Counter>* backend_failures_ = nullptr;
   prometheus::Family<prometheus::Gauge>* hot_rows_ = nullptr;
 
   absl::Mutex tables_mu_;  // only at start and on model load, never per request

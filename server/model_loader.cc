@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_simd.h"
 #include "engine/status_macros.h"
+#include "server/guarded_backend.h"
 #include "server/model_warmup.h"
 #include "server/serving_limits.h"
 #include "spdlog/spdlog.h"
@@ -19,6 +20,7 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   const EngineConfig& engine = config.engine;
   ModelLoaderOptions options;
   options.device = engine.device;
+  options.on_device_failure = engine.on_device_failure;
   options.backend.workers = engine.streams;
   options.backend.cpu_threads = engine.cpu_threads;
   options.backend.gpu = engine.gpu;
@@ -86,7 +88,9 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   backend_options.hot_rows = served->hot_rows->manager();
   backend_options.sample_accesses = served->hot_rows->samples_accesses();
   absl::StatusOr<std::unique_ptr<engine::Backend>> backend =
-      engine::CreateBackend(served->model, options.device, backend_options);
+      options.create_backend != nullptr
+          ? options.create_backend(served->model, options.device, backend_options)
+          : engine::CreateBackend(served->model, options.device, backend_options);
   if (!backend.ok()) {
     return WithContext(backend.status(), absl::StrCat("model '", served->name, "': engine.device ",
                                                       DeviceChoiceName(options.device)));
@@ -101,6 +105,14 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
           warm, absl::StrCat("model '", served->name, "' version '", served->version(), "'"));
     }
   }
+  DeviceFailurePolicy policy;
+  policy.on_failure = options.on_device_failure;
+  policy.model = served->name;
+  policy.metrics = options.metrics;
+  policy.cpu_options = backend_options;
+  policy.on_failed = options.on_device_failed;
+  served->backend = std::make_unique<GuardedBackend>(std::move(served->backend), served->model,
+                                                     std::move(policy));
   served->decoder = std::make_unique<RequestDecoder>(served->model, options.limits);
   served->batcher = std::make_unique<engine::Batcher>(served->backend.get(), options.batcher);
   served->hot_rows->StartServing(previous_cache);

@@ -10,6 +10,7 @@
 #ifndef FUSERANK_SERVER_MODEL_LOADER_H_
 #define FUSERANK_SERVER_MODEL_LOADER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,7 @@
 #include "engine/model_spec.h"
 #include "engine/remote_tier.h"
 #include "server/config.h"
+#include "server/metrics.h"
 #include "server/model_budget.h"
 #include "server/model_roots.h"
 #include "server/request_decoder.h"
@@ -30,8 +32,20 @@
 
 namespace fuserank::server {
 
+// Creates a version's backend for `model` on `device` (engine::CreateBackend's contract).
+using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<engine::Backend>>(
+    std::shared_ptr<const engine::Model> model, engine::DeviceChoice device,
+    const engine::BackendOptions& options)>;
+
 struct ModelLoaderOptions {
   engine::DeviceChoice device = engine::DeviceChoice::kAuto;  // engine.device
+  // engine.on_device_failure: what a version does once its backend's device failed
+  // (guarded_backend.h: every version's backend is wrapped in a GuardedBackend).
+  OnDeviceFailure on_device_failure = OnDeviceFailure::kFail;
+  Metrics* metrics = nullptr;              // counts device failures; may be null
+  std::function<void()> on_device_failed;  // after a version reacted to one; may be null
+  // Builds each version's backend; null: engine::CreateBackend. (Tests inject backends.)
+  BackendFactory create_backend;
   engine::BackendOptions backend;
   DecodeLimits limits;
   engine::BatcherOptions batcher;

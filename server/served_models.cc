@@ -111,6 +111,13 @@ absl::Status ServedModels::Refused(const Slot& slot, const std::string& from,
 
 absl::StatusOr<ReloadResult> ServedModels::Reload(absl::string_view name, const std::string& path,
                                                   const ServedModel* expected) {
+  absl::StatusOr<ReloadResult> result = Swap(name, path, expected);
+  if (result.ok() && publish_hook_ != nullptr) publish_hook_();
+  return result;
+}
+
+absl::StatusOr<ReloadResult> ServedModels::Swap(absl::string_view name, const std::string& path,
+                                                const ServedModel* expected) {
   absl::StatusOr<Slot*> found = FindSlot(name);
   if (!found.ok()) return found.status();
   Slot* slot = *found;

@@ -89,6 +89,10 @@ class ServedModels {
   ServedModels(const ServedModels&) = delete;
   ServedModels& operator=(const ServedModels&) = delete;
 
+  // Before serving. `hook` (may be null) runs after every reload has swapped a new version
+  // in, on the reloading thread, with no lock of this object held.
+  void SetPublishHook(std::function<void()> hook) { publish_hook_ = std::move(hook); }
+
   // Before serving. Loads `path` with the loader and adds it as model `name` ("" = the
   // spec's own name).
   absl::Status Load(const std::string& name, const std::string& path, bool is_default);
@@ -137,6 +141,9 @@ class ServedModels {
  private:
   struct Slot;
 
+  // Reload() but the publish hook.
+  absl::StatusOr<ReloadResult> Swap(absl::string_view name, const std::string& path,
+                                    const ServedModel* expected);
   // The slot of `name` ("" = default) or NOT_FOUND naming the loaded models.
   absl::StatusOr<Slot*> FindSlot(absl::string_view name) const;
   // Shares `version` with a deleter that hands it to the reaper.
@@ -149,6 +156,7 @@ class ServedModels {
 
   VersionLoader loader_;
   VersionCheck check_;
+  std::function<void()> publish_hook_;
   Metrics* const metrics_;
   std::shared_ptr<VersionReaper> reaper_;
   std::vector<std::unique_ptr<Slot>> slots_;  // fixed once serving

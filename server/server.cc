@@ -91,9 +91,13 @@ absl::Status CheckConfigForStart(const Config& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& config,
-                                                               Metrics* metrics) {
-  const ModelLoaderOptions options = LoaderOptionsFrom(config);
+absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(
+    const Config& config, Metrics* metrics, const ServerHooks& hooks,
+    std::function<void()> on_device_failed) {
+  ModelLoaderOptions options = LoaderOptionsFrom(config);
+  options.metrics = metrics;
+  options.create_backend = hooks.create_backend;
+  options.on_device_failed = std::move(on_device_failed);
   spdlog::info("model roots: {}; model memory budget: {} bytes",
                absl::StrJoin(options.roots->roots(), ", "), options.budget->limit());
   auto models = std::make_unique<ServedModels>(
@@ -112,7 +116,7 @@ absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& con
   return models;
 }
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, ServerHooks hooks) {
   std::unique_ptr<Server> server(new Server(config));
   ASSIGN_OR_RETURN(server->metrics_, Metrics::Create(config.server.metrics_listen));
   // The token first: a bad token file refuses to start before minutes of model loading.
@@ -120,7 +124,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config) {
   if (!auth.ok()) return auth.status();
   const ServingLimits limits = ResolveServingLimits(config, AvailableCores());
   spdlog::info("admission: {}", DescribeServingLimits(config, limits));
-  ASSIGN_OR_RETURN(server->models_, LoadServedModels(config, server->metrics_.get()));
+  Server* raw = server.get();
+  ASSIGN_OR_RETURN(server->models_, LoadServedModels(config, server->metrics_.get(), hooks,
+                                                     [raw] { raw->RefreshHealth(); }));
+  server->models_->SetPublishHook([raw] { raw->RefreshHealth(); });
   server->hot_row_metrics_ =
       std::make_unique<HotRowMetrics>(server->models_.get(), server->metrics_.get());
   RankerOptions ranker_options;
@@ -190,12 +197,11 @@ absl::Status Server::StartGrpc(const ServingLimits& limits) {
                                                config_.server.listen, "'",
                                                ListenHint(config_.server.tls)));
   }
-  grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
-  if (health != nullptr) {
-    health->SetServingStatus(true);
-    health->SetServingStatus(kRankerServiceName, true);
-    health->SetServingStatus(kKServeServiceName, true);
+  {
+    absl::MutexLock lock(&health_mu_);
+    health_ = grpc_server_->GetHealthCheckService();
   }
+  RefreshHealth();
 
   if (!config_.server.admin_listen.empty()) {
     grpc::ServerBuilder admin_builder;
@@ -213,14 +219,27 @@ absl::Status Server::StartGrpc(const ServingLimits& limits) {
   return absl::OkStatus();
 }
 
+void Server::RefreshHealth() {
+  absl::MutexLock lock(&health_mu_);
+  if (health_ == nullptr || health_final_ || models_ == nullptr) return;
+  bool serving = true;
+  for (const ModelHandle& version : models_->Current()) {
+    if (!version->backend->health().ok()) serving = false;
+  }
+  health_->SetServingStatus(serving);
+  health_->SetServingStatus(kRankerServiceName, serving);
+  health_->SetServingStatus(kKServeServiceName, serving);
+}
+
 void Server::Shutdown() {
   absl::MutexLock lock(&shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
   const auto start = std::chrono::steady_clock::now();
-  if (grpc_server_ != nullptr) {
-    grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
-    if (health != nullptr) health->SetServingStatus(false);
+  {
+    absl::MutexLock health_lock(&health_mu_);
+    health_final_ = true;
+    if (health_ != nullptr) health_->SetServingStatus(false);
   }
   // New Rank calls get UNAVAILABLE; those in flight finish (their batchers still run).
   // gRPC's own Shutdown(deadline) would also wait for idle client connections to go, so

@@ -7,7 +7,9 @@
 #define FUSERANK_SERVER_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -19,6 +21,7 @@
 #include "server/hot_row_metrics.h"
 #include "server/kserve_service.h"
 #include "server/metrics.h"
+#include "server/model_loader.h"
 #include "server/model_watcher.h"
 #include "server/ranker_service.h"
 #include "server/served_models.h"
@@ -26,12 +29,23 @@
 
 namespace fuserank::server {
 
+// What a caller can change in how a server is built besides its config.
+struct ServerHooks {
+  // Builds every version's backend instead of engine::CreateBackend (tests inject
+  // backends through it); null: the engine's.
+  BackendFactory create_backend;
+};
+
 class Server {
  public:
   // Loads the models, creates their backends and starts serving. Any failure (a model
   // that does not load, an address that cannot be bound, engine.device: cuda without a
   // GPU) is returned before anything listens for good.
-  static absl::StatusOr<std::unique_ptr<Server>> Start(const Config& config);
+  // Health (grpc.health.v1: the server, fuserank.v1.Ranker, inference.GRPCInferenceService)
+  // is SERVING until Shutdown(), except while a served version's backend reports a failed
+  // device (engine.on_device_failure: fail; guarded_backend.h): NOT_SERVING then.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const Config& config,
+                                                       ServerHooks hooks = {});
   ~Server();  // Shutdown()
 
   // Health NOT_SERVING, new calls refused (UNAVAILABLE), calls in flight given up to
@@ -49,6 +63,8 @@ class Server {
  private:
   explicit Server(Config config) : config_(std::move(config)) {}
   absl::Status StartGrpc(const ServingLimits& limits);
+  // Sets health from the current versions' backends (see Start), unless shut down.
+  void RefreshHealth();
 
   const Config config_;
   // Destroyed bottom-up: servers, then services, then models (batchers), then metrics.
@@ -65,6 +81,10 @@ class Server {
   std::unique_ptr<grpc::Server> admin_server_;
   int port_ = 0;
   int admin_port_ = 0;
+  // Guards the health service's statuses: set from backend workers and reloads too.
+  absl::Mutex health_mu_;
+  grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
+  bool health_final_ ABSL_GUARDED_BY(health_mu_) = false;  // shutting down
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };
@@ -81,8 +101,10 @@ absl::Status CheckConfigForStart(const Config& config);
 // Loads the models and creates a backend, decoder and batcher for each (model_loader.h,
 // with the resolved engine.streams and the engine's id and queue budgets); records
 // fuserank_model_info in `metrics`, which must outlive the result.
-absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(const Config& config,
-                                                               Metrics* metrics);
+// `on_device_failed` (may be null) runs when a version reacts to a failed device.
+absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(
+    const Config& config, Metrics* metrics, const ServerHooks& hooks = {},
+    std::function<void()> on_device_failed = nullptr);
 
 }  // namespace fuserank::server
 

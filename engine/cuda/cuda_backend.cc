@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_probe.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/device_fault.h"
 #include "engine/status_macros.h"
 #include "kernels/interaction.h"
 #include "kernels/layout_math.h"
@@ -111,7 +112,35 @@ absl::Status CudaBackend::Run(int worker, const Batch& batch, BatchResult* resul
   if (batch.model.get() != model_.get()) {
     return absl::InvalidArgumentError("CudaBackend: the batch is for another model");
   }
-  return workers_[worker]->Run(batch, result);
+  if (failed_.load(std::memory_order_acquire)) return health();
+  absl::Status status = workers_[worker]->Run(batch, result);
+  if (status.ok()) return status;
+  if (IsDeviceFault(status)) return Fail(status);
+  // A call that reports its own error (cuBLASLt, say) may have met a fault that the
+  // runtime holds: a context-fatal error is returned by every call after it.
+  const cudaError_t held = cudaPeekAtLastError();
+  if (IsContextFatalCudaError(static_cast<int>(held))) {
+    return Fail(MarkDeviceFault(absl::InternalError(absl::StrCat(
+                                    status.message(), "; the runtime reports ",
+                                    cudaGetErrorName(held), " (", cudaGetErrorString(held), ")")),
+                                static_cast<int>(held)));
+  }
+  return status;
+}
+
+absl::Status CudaBackend::Fail(const absl::Status& fault) {
+  absl::MutexLock lock(&failure_mu_);
+  if (!failed_.load(std::memory_order_relaxed)) {
+    failure_ = DeviceFailedStatus(device(), fault);
+    failed_.store(true, std::memory_order_release);
+  }
+  return failure_;
+}
+
+absl::Status CudaBackend::health() const {
+  if (!failed_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::MutexLock lock(&failure_mu_);
+  return failure_;
 }
 
 }  // namespace fuserank::engine::cuda

@@ -6,12 +6,15 @@
 #ifndef FUSERANK_ENGINE_CUDA_CUDA_BACKEND_H_
 #define FUSERANK_ENGINE_CUDA_CUDA_BACKEND_H_
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/cuda/device_model.h"
@@ -40,7 +43,9 @@ class CudaBackend final : public Backend {
 
   std::string device() const override;
   int num_workers() const override { return static_cast<int>(workers_.size()); }
+  // After a device fault (engine/device_fault.h) every call returns health() at once.
   absl::Status Run(int worker, const Batch& batch, BatchResult* result) override;
+  absl::Status health() const override;
 
   // Counters of one worker (read between batches of that worker).
   const WorkerStats& stats(int worker) const { return workers_[worker]->stats(); }
@@ -49,6 +54,8 @@ class CudaBackend final : public Backend {
 
  private:
   CudaBackend() = default;
+  // Marks the backend failed by `fault` (the first one wins); returns what Run answers.
+  absl::Status Fail(const absl::Status& fault);
 
   std::shared_ptr<const Model> model_;
   std::string description_;
@@ -57,6 +64,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<MlpPlan> top_;
   std::vector<std::unique_ptr<MlpPlan>> dcn_;
   BackendShared shared_;
+  std::atomic<bool> failed_{false};  // set once, after failure_
+  mutable absl::Mutex failure_mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);  // DeviceFailedStatus of the first fault
   // Last: workers (and their graphs) go before the model state they point into.
   std::vector<std::unique_ptr<CudaWorker>> workers_;
 };

@@ -11,16 +11,38 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "engine/device_fault.h"
 
 namespace fuserank::engine::cuda {
 
+// engine/device_fault.h spells the context-fatal error numbers out without CUDA headers.
+static_assert(cuda_error::kEccUncorrectable == cudaErrorECCUncorrectable);
+static_assert(cuda_error::kNvlinkUncorrectable == cudaErrorNvlinkUncorrectable);
+static_assert(cuda_error::kIllegalAddress == cudaErrorIllegalAddress);
+static_assert(cuda_error::kLaunchTimeout == cudaErrorLaunchTimeout);
+static_assert(cuda_error::kContextIsDestroyed == cudaErrorContextIsDestroyed);
+static_assert(cuda_error::kAssert == cudaErrorAssert);
+static_assert(cuda_error::kHardwareStackError == cudaErrorHardwareStackError);
+static_assert(cuda_error::kIllegalInstruction == cudaErrorIllegalInstruction);
+static_assert(cuda_error::kMisalignedAddress == cudaErrorMisalignedAddress);
+static_assert(cuda_error::kInvalidAddressSpace == cudaErrorInvalidAddressSpace);
+static_assert(cuda_error::kInvalidPc == cudaErrorInvalidPc);
+static_assert(cuda_error::kLaunchFailure == cudaErrorLaunchFailure);
+static_assert(cuda_error::kTensorMemoryLeak == cudaErrorTensorMemoryLeak);
+static_assert(cuda_error::kMpsClientTerminated == cudaErrorMpsClientTerminated);
+static_assert(cuda_error::kExternalDevice == cudaErrorExternalDevice);
+
 // OK for cudaSuccess; else INTERNAL (RESOURCE_EXHAUSTED for out-of-memory) naming the
-// call (`what`) and the runtime's error name and text.
+// call (`what`) and the runtime's error name and text. An error after which the context
+// is unusable (IsContextFatalCudaError) is marked as a device fault (MarkDeviceFault).
 inline absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
   if (err == cudaSuccess) return absl::OkStatus();
   const std::string message =
       absl::StrCat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
   if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
+  if (IsContextFatalCudaError(static_cast<int>(err))) {
+    return MarkDeviceFault(absl::InternalError(message), static_cast<int>(err));
+  }
   return absl::InternalError(message);
 }
 
