@@ -23,7 +23,7 @@ SUITES = [
     ("topk", ["Sizes/TopKKernelTest.*", "TopKLaunchTest.*"]),
     ("pipeline", ["Models/CudaPipelineTest.*", "CudaGraphReplayTest.*"]),
     ("module", ["CudaModuleTest.*"]),
-    ("backend", ["CudaBackendTest.*"]),
+    ("backend", ["CudaBackendTest.*", "CudaStatusTest.*"]),
 ]
 EXEMPT = ["CudaBackendTest.WithoutAGpuCreationSaysWhy"]
 
