@@ -304,7 +304,7 @@ struct AsyncCall {
 // Sends `count` slow requests (a model with a wide top MLP, kSlowCandidates each) to a
 // one-worker server and waits until `queued` of them wait in its queue.
 constexpr int kSlowCandidates = 4096;
-const std::vector<int> kSlowTopMlp = {512, 512, 1};
+const std::vector<int> kSlowTopMlp = {1024, 1024, 1};
 // No age limit: these requests wait in the queue for longer than the default one.
 const char kOneWorker[] =
     "{device: cpu, streams: 1, queue_capacity: 512, max_batch_candidates: 4096, "
