@@ -8,10 +8,8 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/client_interceptor.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -25,6 +23,7 @@
 #include "server/server.h"
 #include "tests/e2e/grpc_util.h"
 #include "tests/e2e/rank_check_util.h"
+#include "tests/e2e/server_process_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {
@@ -176,17 +175,9 @@ TEST_F(AdminAuthE2eTest, ANonLoopbackAdminAddressWithoutATokenFileRefusesToStart
   // The binary: exits 1 before listening, saying so.
   const std::string path = dir_ + "/open_admin.yaml";
   std::ofstream(path) << Yaml("0.0.0.0:0", "");
-  FILE* pipe = popen(
-      absl::StrCat(FUSERANK_BINARY_DIR "/bin/fuserank-server --config ", path, " 2>&1").c_str(),
-      "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
-  const int status = pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status)) << output;
-  EXPECT_EQ(WEXITSTATUS(status), 1) << output;
-  EXPECT_THAT(output, HasSubstr("server.admin_token_file must be set"));
+  const testing::ServerRun run = testing::RunServerToExit("--config " + path);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("server.admin_token_file must be set"));
 }
 
 TEST_F(AdminAuthE2eTest, AnEmptyTokenFileRefusesToStart) {

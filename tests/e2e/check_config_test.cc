@@ -4,10 +4,8 @@
 // address, a model outside model.roots, a root that is no directory, and a model over the
 // memory budget (counting its hot-row cache).
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/server_process_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {
@@ -22,31 +21,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const char kServer[] = FUSERANK_BINARY_DIR "/bin/fuserank-server";
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using testing::kServerBinary;
+using testing::ServerRun;
 
 // Runs the binary with `flag` ("--check-config" or "--config") on `config`. With
 // "--config" a config that passes every check would serve: tests only start refused ones.
-Outcome RunServer(const std::string& flag, const std::string& config) {
-  Outcome outcome;
-  FILE* pipe = popen(absl::StrCat(kServer, " ", flag, " ", config, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return outcome;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
-    outcome.output.append(buffer, n);
-  const int status = pclose(pipe);
-  if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
-  return outcome;
+ServerRun RunServer(const std::string& flag, const std::string& config) {
+  return testing::RunServerToExit(flag + " " + config);
 }
 
 class CheckConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(std::filesystem::exists(kServer)) << kServer << " is not built";
+    ASSERT_TRUE(std::filesystem::exists(kServerBinary)) << kServerBinary << " is not built";
     dir_ = absl::StrCat(::testing::TempDir(), "/check_config_", getpid(), "_",
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
@@ -77,10 +64,10 @@ class CheckConfigTest : public ::testing::Test {
 
   // Expects both --check-config and --config to refuse `config` with `why`.
   void ExpectRefused(const std::string& config, const std::string& why) {
-    const Outcome checked = RunServer("--check-config", config);
+    const ServerRun checked = RunServer("--check-config", config);
     EXPECT_EQ(checked.exit_code, 1) << checked.output;
     EXPECT_THAT(checked.output, HasSubstr(why));
-    const Outcome started = RunServer("--config", config);
+    const ServerRun started = RunServer("--config", config);
     EXPECT_EQ(started.exit_code, 1) << started.output;
     EXPECT_THAT(started.output, HasSubstr(why));
   }
@@ -93,7 +80,7 @@ TEST_F(CheckConfigTest, AcceptsWhatStartAccepts) {
   const std::string config =
       Config(absl::StrCat(", admin_listen: \"127.0.0.1:0\", admin_token_file: \"", token, "\""),
              absl::StrCat(", roots: [\"", dir_, "/models\"]"));
-  const Outcome outcome = RunServer("--check-config", config);
+  const ServerRun outcome = RunServer("--check-config", config);
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_THAT(outcome.output, HasSubstr("OK"));
 }
@@ -126,7 +113,7 @@ TEST_F(CheckConfigTest, RefusesATokenInClearTextOnAPublicAdminAddress) {
       Config(absl::StrCat(", admin_listen: \"0.0.0.0:0\", admin_token_file: \"", token,
                           "\", admin_allow_plaintext_token: true"),
              "");
-  const Outcome outcome = RunServer("--check-config", trusted);
+  const ServerRun outcome = RunServer("--check-config", trusted);
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
 }
 
@@ -135,7 +122,7 @@ TEST_F(CheckConfigTest, RefusesAModelOutsideTheModelRoots) {
   const std::string config =
       Config(", admin_listen: \"\"", absl::StrCat(", roots: [\"", dir_, "/elsewhere\"]"));
   ExpectRefused(config, absl::StrCat(config, ": model.path '", model_, "'"));
-  const Outcome checked = RunServer("--check-config", config);
+  const ServerRun checked = RunServer("--check-config", config);
   EXPECT_THAT(checked.output, HasSubstr("is outside the model roots"));
   EXPECT_THAT(checked.output, HasSubstr("(model.roots)"));
 }
@@ -158,7 +145,7 @@ TEST_F(CheckConfigTest, RefusesAModelOverTheMemoryBudgetCountingItsHotRows) {
                          "model: {path: \""
                       << model_ << "\", memory_budget_bytes: 2000000}\n";
   ExpectRefused(path, absl::StrCat(path, ": model.path '", model_, "'"));
-  const Outcome checked = RunServer("--check-config", path);
+  const ServerRun checked = RunServer("--check-config", path);
   EXPECT_THAT(checked.output, HasSubstr("of the 1.9 MiB model memory budget "
                                         "(model.memory_budget_bytes)"));
   EXPECT_THAT(checked.output, HasSubstr("hot rows "));

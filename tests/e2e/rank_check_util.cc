@@ -19,6 +19,22 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
+std::string E2eServerYaml(const std::string& admin_listen) {
+  return absl::StrCat(R"(
+server:
+  listen: "127.0.0.1:0"
+  admin_listen: ")",
+                      admin_listen, R"("
+  metrics_listen: "127.0.0.1:0"
+  max_request_bytes: 65536
+  max_candidates: 64
+  max_ids_per_feature: 8
+  shutdown_grace_seconds: 2
+engine: {device: cpu, streams: 2, queue_capacity: 64}
+models:
+)");
+}
+
 Reply Rank(v1::Ranker::Stub* stub, const v1::RankRequest& request) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));

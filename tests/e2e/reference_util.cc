@@ -183,4 +183,12 @@ v1::RankRequest RandomRequest(const TestModel& model, uint64_t seed, int max_can
   return request;
 }
 
+void AddFeature(google::protobuf::RepeatedPtrField<v1::Feature>* features, const std::string& name,
+                std::vector<int64_t> ids, std::vector<float> weights) {
+  v1::Feature* feature = features->Add();
+  feature->set_name(name);
+  for (int64_t id : ids) feature->add_ids(id);
+  for (float w : weights) feature->add_weights(w);
+}
+
 }  // namespace fuserank::testing

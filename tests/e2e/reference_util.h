@@ -1,5 +1,6 @@
 // The independent reference for end-to-end tests: SPEC section 2's forward pass written
-// plainly in double precision over a TestModel's own weights, and seeded random requests.
+// plainly in double precision over a TestModel's own weights, seeded random requests and
+// the features of hand-written ones.
 // Pure functions.
 #ifndef FUSERANK_TESTS_E2E_REFERENCE_UTIL_H_
 #define FUSERANK_TESTS_E2E_REFERENCE_UTIL_H_
@@ -21,6 +22,10 @@ std::vector<double> ReferenceScores(const TestModel& model, const v1::RankReques
 // range ids for `oov: modulo` tables included), weights on about half the bags, 1..
 // `max_candidates` candidates, a random top_k (0, small, or past the end).
 v1::RankRequest RandomRequest(const TestModel& model, uint64_t seed, int max_candidates);
+
+// Appends a feature `name` with `ids` (and `weights`, none when empty) to `features`.
+void AddFeature(google::protobuf::RepeatedPtrField<v1::Feature>* features, const std::string& name,
+                std::vector<int64_t> ids, std::vector<float> weights = {});
 
 }  // namespace fuserank::testing
 

@@ -2,48 +2,28 @@
 // (fuserank-gen-model, 256 MB of weights) is loading: the server waits for the reload,
 // shuts down cleanly and exits 0.
 #include <grpcpp/grpcpp.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "fuserank/v1/admin.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/server_process_util.h"
 
 namespace fuserank {
 namespace {
 
 using ::testing::HasSubstr;
 
-const char kServer[] = FUSERANK_BINARY_DIR "/bin/fuserank-server";
-const char kGenModel[] = FUSERANK_BINARY_DIR "/bin/fuserank-gen-model";
+using testing::kServerBinary;
 
-// Reads the child's output into `log` until the start line names the admin port.
-int WaitForAdminPort(int fd, std::string* log) {
-  const std::regex serving(R"(admin: \S+ \(port (\d+)\))");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd pfd{fd, POLLIN, 0};
-    if (poll(&pfd, 1, 100) <= 0) continue;
-    char buffer[4096];
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n <= 0) return 0;
-    log->append(buffer, n);
-    std::smatch match;
-    if (std::regex_search(*log, match, serving)) return std::stoi(match[1]);
-  }
-  return 0;
-}
+const char kGenModel[] = FUSERANK_BINARY_DIR "/bin/fuserank-gen-model";
 
 // A reload that the checks refuse at once (a path outside the model roots) unless a
 // reload runs: then RESOURCE_EXHAUSTED.
@@ -57,7 +37,7 @@ grpc::StatusCode Probe(v1::Admin::Stub* admin) {
 }
 
 TEST(ReloadSigtermTest, SigtermDuringAReloadWaitsForItAndExitsZero) {
-  ASSERT_TRUE(std::filesystem::exists(kServer)) << kServer << " is not built";
+  ASSERT_TRUE(std::filesystem::exists(kServerBinary)) << kServerBinary << " is not built";
   const std::string dir = absl::StrCat(::testing::TempDir(), "/reload_sigterm_", getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -70,23 +50,14 @@ TEST(ReloadSigtermTest, SigtermDuringAReloadWaitsForItAndExitsZero) {
                            "metrics_listen: \"\", shutdown_grace_seconds: 2}\n"
                            "engine: {device: cpu, streams: 1}\nmodel: {path: \""
                         << spec << "\"}\n";
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    dup2(pipe_fds[1], STDERR_FILENO);
-    close(pipe_fds[0]);
-    execl(kServer, kServer, "--config", config.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(pipe_fds[1]);
-  std::string log;
-  const int port = WaitForAdminPort(pipe_fds[0], &log);
+  testing::ServerProcess server;
   bool seen_reloading = false;
-  if (port == 0) {
-    ADD_FAILURE() << "the server did not start:\n" << log;
+  if (!server.Start(kServerBinary, config, "", std::chrono::seconds(120)) ||
+      server.admin_port() == 0) {
+    ADD_FAILURE() << "the server did not start:\n" << server.log();
+    server.Terminate();
   } else {
+    const int port = server.admin_port();
     auto admin = v1::Admin::NewStub(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
     // Up to 5 reloads, until one is seen loading (a reload can end before a probe, or
@@ -110,7 +81,7 @@ TEST(ReloadSigtermTest, SigtermDuringAReloadWaitsForItAndExitsZero) {
       while (!(done = answered())) {
         if (Probe(admin.get()) == grpc::StatusCode::RESOURCE_EXHAUSTED) {
           seen_reloading = true;
-          EXPECT_EQ(kill(pid, SIGTERM), 0);
+          EXPECT_TRUE(server.Terminate());
           break;
         }
       }
@@ -120,26 +91,12 @@ TEST(ReloadSigtermTest, SigtermDuringAReloadWaitsForItAndExitsZero) {
       }
     }
     EXPECT_TRUE(seen_reloading) << "no reload was ever seen in progress";
-    if (!seen_reloading) kill(pid, SIGTERM);
+    if (!seen_reloading) server.Terminate();
   }
-  int wait_status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  pid_t done = 0;
-  while ((done = waitpid(pid, &wait_status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (done == 0) {
-    ADD_FAILURE() << "the server did not exit after SIGTERM";
-    kill(pid, SIGKILL);
-    waitpid(pid, &wait_status, 0);
-  }
-  char buffer[4096];
-  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) log.append(buffer, n);
-  close(pipe_fds[0]);
-  ASSERT_NE(done, 0);
-  ASSERT_TRUE(WIFEXITED(wait_status)) << log;
-  EXPECT_EQ(WEXITSTATUS(wait_status), 0) << log;
+  const int exit_code = server.Wait(std::chrono::seconds(300));
+  const std::string log = server.log();
+  ASSERT_FALSE(server.timed_out()) << "the server did not exit after SIGTERM";
+  EXPECT_EQ(exit_code, 0) << log;
   EXPECT_THAT(log, HasSubstr("Terminated: shutting down"));
   EXPECT_THAT(log, HasSubstr("bye"));
   std::filesystem::remove_all(dir);

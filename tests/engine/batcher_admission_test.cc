@@ -22,8 +22,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr auto kNoDeadline = BatcherClock::time_point::max();
-constexpr absl::Duration kPatience = absl::Seconds(20);
+using test::kNoDeadline;
+using test::kPatience;
+using test::Outcome;
+using test::Record;
 
 struct RunRecord {
   int requests = 0;
@@ -97,18 +99,6 @@ std::unique_ptr<Batch> MakeRequest(Batcher* batcher, int candidates, int ids) {
     batch->item.bag_begin.push_back(static_cast<uint32_t>(batch->item.rows.size()));
   }
   return batch;
-}
-
-struct Outcome {
-  absl::Notification done;
-  absl::Status status;
-};
-
-RequestDone Record(Outcome* outcome) {
-  return [outcome](const absl::Status& status, const RequestResult&) {
-    outcome->status = status;
-    outcome->done.Notify();
-  };
 }
 
 TEST(BatcherAdmissionTest, ATicketHoldsQueueRoomUntilSubmittedOrDropped) {

@@ -23,22 +23,10 @@
 namespace fuserank::engine {
 namespace {
 
-constexpr auto kNoDeadline = BatcherClock::time_point::max();
-constexpr absl::Duration kPatience = absl::Seconds(20);
-
-struct Outcome {
-  absl::Notification done;
-  absl::Status status;
-  std::vector<ScoredIndex> items;
-};
-
-RequestDone Record(Outcome* outcome) {
-  return [outcome](const absl::Status& status, const RequestResult& result) {
-    outcome->status = status;
-    outcome->items.assign(result.items.begin(), result.items.end());
-    outcome->done.Notify();
-  };
-}
+using test::kNoDeadline;
+using test::kPatience;
+using test::Outcome;
+using test::Record;
 
 // One worker that answers every request with its first top_k candidates without
 // allocating once its buffers have grown. While hold() is set, Run() waits (spinning, so

@@ -39,4 +39,16 @@ std::shared_ptr<const Model> OneTablePerSideModel(int64_t rows) {
   return Build(spec, 1);
 }
 
+RequestDone Record(Outcome* outcome) {
+  return [outcome](const absl::Status& status, const RequestResult& result) {
+    outcome->status = status;
+    outcome->items.assign(result.items.begin(), result.items.end());
+    outcome->queue_seconds = result.queue_seconds;
+    outcome->batch_candidates = result.batch_candidates;
+    outcome->batch_requests = result.batch_requests;
+    outcome->position = result.position;
+    outcome->done.Notify();
+  };
+}
+
 }  // namespace fuserank::engine::test

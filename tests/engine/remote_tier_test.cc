@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/engine/cpu/cpu_test_models_util.h"
+#include "tests/engine/remote/cluster_test_util.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/test_model.h"
 
@@ -27,7 +28,6 @@ namespace {
 
 using fuserank::testing::RedisCluster;
 using fuserank::testing::TestModel;
-using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kRows = 500;
 constexpr int kRemoteTable = 2;  // item_1 of SmallSpec(1, 2, ...)
@@ -35,10 +35,8 @@ constexpr int kRemoteTable = 2;  // item_1 of SmallSpec(1, 2, ...)
 class RemoteTierTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    if (!RedisCluster::Available()) GTEST_SKIP() << RedisCluster::kMissingMessage;
-    absl::StatusOr<std::unique_ptr<RedisCluster>> cluster = RedisCluster::Start(3);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
+    fuserank::testing::StartThreeMasters(&cluster_);
+    if (IsSkipped() || HasFatalFailure()) return;
     ModelSpec spec = fuserank::testing::SmallSpec(1, 2, kRows, 8);
     spec.embedding_dtype = GetParam();
     std::mt19937_64 rng(11);
@@ -73,13 +71,21 @@ class RemoteTierTest : public ::testing::TestWithParam<DType> {
                             table.row_bytes),
            true});
     }
-    std::unique_ptr<remote::ClusterClient> client;
-    remote::ClusterOptions cluster_options;
-    cluster_options.seeds = cluster_->seeds();
-    ASSERT_TRUE(remote::ClusterClient::Create(cluster_options, &client).ok());
-    std::vector<remote::Reply> replies;
-    client->Run(commands, Clock::now() + std::chrono::seconds(10), &replies);
-    for (const remote::Reply& reply : replies) ASSERT_EQ(reply.state, remote::Reply::State::kValue);
+    ASSERT_TRUE(fuserank::testing::SetAllThroughNewClient(cluster_->seeds(), commands,
+                                                          std::chrono::seconds(10)));
+  }
+
+  // One-worker CPU backends of the local model and of the remote one on `tier`.
+  std::unique_ptr<Backend> LocalBackend() {
+    BackendOptions options;
+    options.workers = 1;
+    return CreateCpuBackend(local_, options);
+  }
+  std::unique_ptr<Backend> RemoteBackend(RemoteTier* tier) {
+    BackendOptions options;
+    options.workers = 1;
+    options.remote = tier;
+    return CreateCpuBackend(remote_, options);
   }
 
   std::unique_ptr<RemoteTier> MakeTier() {
@@ -125,11 +131,8 @@ class RemoteTierTest : public ::testing::TestWithParam<DType> {
 TEST_P(RemoteTierTest, ScoresAreBitIdenticalToTheLocalTable) {
   std::unique_ptr<RemoteTier> tier = MakeTier();
   LoadTable(*tier);
-  BackendOptions options;
-  options.workers = 1;
-  std::unique_ptr<Backend> local = CreateCpuBackend(local_, options);
-  options.remote = tier.get();
-  std::unique_ptr<Backend> remote = CreateCpuBackend(remote_, options);
+  std::unique_ptr<Backend> local = LocalBackend();
+  std::unique_ptr<Backend> remote = RemoteBackend(tier.get());
   const Batch local_batch = test::MakeBatch(local_, Requests(5));
   const Batch remote_batch = RemoteBatch(local_batch);
   BatchResult local_result;
@@ -164,11 +167,8 @@ TEST_P(RemoteTierTest, ScoresAreBitIdenticalToTheLocalTable) {
 TEST_P(RemoteTierTest, AKeyTheClusterLacksPoolsAsZeros) {
   std::unique_ptr<RemoteTier> tier = MakeTier();
   LoadTable(*tier);
-  BackendOptions options;
-  options.workers = 1;
-  std::unique_ptr<Backend> local = CreateCpuBackend(local_, options);
-  options.remote = tier.get();
-  std::unique_ptr<Backend> remote = CreateCpuBackend(remote_, options);
+  std::unique_ptr<Backend> local = LocalBackend();
+  std::unique_ptr<Backend> remote = RemoteBackend(tier.get());
   // item_1's bag: {3, 999999} remotely (999999 was never written) vs {3} locally.
   test::RefRequest request = Requests(9)[1];
   for (test::RefCandidate& candidate : request.candidates) candidate.bags[1] = {{3}, {}};
@@ -190,10 +190,7 @@ TEST_P(RemoteTierTest, ARewrittenRowIsServedOnceTheNearCacheTtlPassed) {
   options_.near_cache_ttl_ms = 300;
   std::unique_ptr<RemoteTier> tier = MakeTier();
   LoadTable(*tier);
-  BackendOptions options;
-  options.workers = 1;
-  options.remote = tier.get();
-  std::unique_ptr<Backend> remote = CreateCpuBackend(remote_, options);
+  std::unique_ptr<Backend> remote = RemoteBackend(tier.get());
   const Batch batch = RemoteBatch(test::MakeBatch(local_, Requests(21)));
   BatchResult result;
   const auto before = test::ScoresByIndex(*remote, 0, batch, result);
@@ -204,12 +201,8 @@ TEST_P(RemoteTierTest, ARewrittenRowIsServedOnceTheNearCacheTtlPassed) {
   for (int64_t id = 0; id < kRows; ++id) keys.push_back(tier->Key(kRemoteTable, id));
   std::vector<remote::Command> commands;
   for (const std::string& key : keys) commands.push_back({key, zeros, true});
-  std::unique_ptr<remote::ClusterClient> client;
-  remote::ClusterOptions cluster_options;
-  cluster_options.seeds = cluster_->seeds();
-  ASSERT_TRUE(remote::ClusterClient::Create(cluster_options, &client).ok());
-  std::vector<remote::Reply> replies;
-  client->Run(commands, Clock::now() + std::chrono::seconds(10), &replies);
+  ASSERT_TRUE(fuserank::testing::SetAllThroughNewClient(cluster_->seeds(), commands,
+                                                        std::chrono::seconds(10)));
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   const auto after = test::ScoresByIndex(*remote, 0, batch, result);
   EXPECT_NE(before, after);
@@ -218,9 +211,7 @@ TEST_P(RemoteTierTest, ARewrittenRowIsServedOnceTheNearCacheTtlPassed) {
   for (test::RefRequest& request : requests) {
     for (test::RefCandidate& candidate : request.candidates) candidate.bags[1] = {};
   }
-  BackendOptions local_options;
-  local_options.workers = 1;
-  std::unique_ptr<Backend> local = CreateCpuBackend(local_, local_options);
+  std::unique_ptr<Backend> local = LocalBackend();
   BatchResult local_result;
   EXPECT_EQ(after, test::ScoresByIndex(*local, 0, test::MakeBatch(local_, requests), local_result));
 }
@@ -233,10 +224,7 @@ TEST_P(RemoteTierTest, AKilledMasterFailsTheRequestsThatNeededItOrServesZeros) {
     options_.on_remote_error = mode;
     std::unique_ptr<RemoteTier> tier = MakeTier();
     LoadTable(*tier);
-    BackendOptions options;
-    options.workers = 1;
-    options.remote = tier.get();
-    std::unique_ptr<Backend> remote = CreateCpuBackend(remote_, options);
+    std::unique_ptr<Backend> remote = RemoteBackend(tier.get());
     // Request 0 reads only key 1, request 1 only a key on another master.
     const int victim = cluster_->MasterOfSlot(remote::KeySlot(tier->Key(kRemoteTable, 1)));
     int64_t other = 2;

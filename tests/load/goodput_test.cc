@@ -22,7 +22,7 @@
 #include "bench/loadgen/request_pool.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/rank_check_util.h"
-#include "tests/load/server_process_util.h"
+#include "tests/e2e/server_process_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {

@@ -28,7 +28,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/rank_check_util.h"
 #include "tests/e2e/reference_util.h"
-#include "tests/load/server_process_util.h"
+#include "tests/e2e/server_process_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {

@@ -7,11 +7,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/reference_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::server {
 namespace {
 
+using fuserank::testing::AddFeature;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -27,14 +29,6 @@ std::shared_ptr<const engine::Model> DecoderModel() {
   auto model = fuserank::testing::BuildTestModel(fuserank::testing::MakeRandomModel(spec, 1));
   EXPECT_TRUE(model.ok()) << model.status();
   return *model;
-}
-
-void AddFeature(google::protobuf::RepeatedPtrField<v1::Feature>* features, const std::string& name,
-                std::vector<int64_t> ids, std::vector<float> weights = {}) {
-  v1::Feature* feature = features->Add();
-  feature->set_name(name);
-  for (int64_t id : ids) feature->add_ids(id);
-  for (float w : weights) feature->add_weights(w);
 }
 
 // Two candidates; every kind of bag: multi-hot, weighted, out-of-order, missing.

@@ -16,12 +16,13 @@
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/engine/cpu/cpu_test_models_util.h"
+#include "tests/engine/cpu/sgemm_check_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::engine {
 namespace {
 
-constexpr float kPoison = -12345.0f;
+using test::kPoison;
 
 float Bf16(float x) { return Bf16ToFloat(RoundToBf16(x)); }
 
@@ -63,29 +64,13 @@ TEST_P(SgemmBf16Test, MatchesDoubleProductOfRoundedOperands) {
       PackedMatrixBf16::FromPacked(PackedMatrix::FromTransposed(w.data(), n, k, k));
   ASSERT_EQ(packed.k(), k);
   ASSERT_EQ(packed.n(), n);
-  for (bool relu : {false, true}) {
-    for (bool with_bias : {false, true}) {
-      std::vector<float> c(static_cast<size_t>(std::max(m, 1)) * ldc, kPoison);
-      SgemmBf16(m, a.data(), lda, packed, with_bias ? bias.data() : nullptr, relu, c.data(), ldc);
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) {
-          // Products of two bf16 values are exact in fp32: only the fp32 sums round.
-          double sum = with_bias ? bias[j] : 0.0, scale = 1.0;
-          for (int p = 0; p < k; ++p) {
-            const double term =
-                static_cast<double>(Bf16(a[i * lda + p])) * Bf16(w[static_cast<size_t>(j) * k + p]);
-            sum += term;
-            scale += std::fabs(term);
-          }
-          if (relu) sum = std::max(sum, 0.0);
-          ASSERT_NEAR(c[i * ldc + j], sum, 1e-5 * scale)
-              << "i=" << i << " j=" << j << " relu=" << relu << " bias=" << with_bias;
-        }
-        for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], kPoison) << "wrote past n";
-      }
-      if (m == 0) EXPECT_EQ(c[0], kPoison);
-    }
-  }
+  // Products of two bf16 values are exact in fp32: only the fp32 sums round.
+  ASSERT_TRUE(test::GemmMatchesDoubleProduct(
+      m, n, k, [&](int i, int p) { return Bf16(a[i * lda + p]); },
+      [&](int j, int p) { return Bf16(w[static_cast<size_t>(j) * k + p]); }, bias.data(), ldc,
+      [&](const float* b, bool relu, float* c) {
+        SgemmBf16(m, a.data(), lda, packed, b, relu, c, ldc);
+      }));
 }
 
 // m around the 12-row block, n around one and two panels and an odd panel count, k odd

@@ -13,11 +13,12 @@
 #include "engine/cpu/cpu_simd.h"
 #include "engine/cpu/sgemm.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cpu/sgemm_check_util.h"
 
 namespace fuserank::engine {
 namespace {
 
-constexpr float kPoison = -12345.0f;
+using test::kPoison;
 
 class SgemmTest
     : public testing::TestWithParam<std::tuple<int /*m*/, int /*n*/, int /*k*/, CpuIsa>> {
@@ -52,27 +53,12 @@ TEST_P(SgemmTest, MatchesDoubleReference) {
   const PackedMatrix packed = PackedMatrix::FromTransposed(w.data(), n, k, k_total, columns.data());
   ASSERT_EQ(packed.k(), k);
   ASSERT_EQ(packed.n(), n);
-  for (bool relu : {false, true}) {
-    for (bool with_bias : {false, true}) {
-      std::vector<float> c(static_cast<size_t>(std::max(m, 1)) * ldc, kPoison);
-      SgemmPacked(m, a.data(), lda, packed, with_bias ? bias.data() : nullptr, relu, c.data(), ldc);
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) {
-          double sum = with_bias ? bias[j] : 0.0, scale = 1.0;
-          for (int p = 0; p < k; ++p) {
-            const double term = static_cast<double>(a[i * lda + p]) * w[j * k_total + columns[p]];
-            sum += term;
-            scale += std::fabs(term);
-          }
-          if (relu) sum = std::max(sum, 0.0);
-          ASSERT_NEAR(c[i * ldc + j], sum, 1e-5 * scale)
-              << "i=" << i << " j=" << j << " relu=" << relu << " bias=" << with_bias;
-        }
-        for (int j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], kPoison) << "wrote past n";
-      }
-      if (m == 0) EXPECT_EQ(c[0], kPoison);
-    }
-  }
+  ASSERT_TRUE(test::GemmMatchesDoubleProduct(
+      m, n, k, [&](int i, int p) { return a[i * lda + p]; },
+      [&](int j, int p) { return w[j * k_total + columns[p]]; }, bias.data(), ldc,
+      [&](const float* b, bool relu, float* c) {
+        SgemmPacked(m, a.data(), lda, packed, b, relu, c, ldc);
+      }));
 }
 
 // C = x0 * (A B + bias) + xl as the GEMM stores C, with xl apart and with xl = C in place.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/remote/key_slot.h"
 #include "gtest/gtest.h"
+#include "tests/engine/remote/cluster_test_util.h"
 #include "tests/testing/redis_cluster.h"
 
 namespace fuserank::remote {
@@ -21,10 +22,8 @@ using Clock = std::chrono::steady_clock;
 class ClusterClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisCluster::Available()) GTEST_SKIP() << RedisCluster::kMissingMessage;
-    absl::StatusOr<std::unique_ptr<RedisCluster>> cluster = RedisCluster::Start(3);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
+    fuserank::testing::StartThreeMasters(&cluster_);
+    if (IsSkipped() || HasFatalFailure()) return;
     ClusterOptions options;
     options.seeds = {cluster_->seeds()[1]};
     ASSERT_TRUE(ClusterClient::Create(options, &client_).ok());
@@ -40,11 +39,7 @@ class ClusterClientTest : public ::testing::Test {
     }
     std::vector<Command> commands;
     for (int i = 0; i < n; ++i) commands.push_back({keys[i], values[i], true});
-    std::vector<Reply> replies;
-    client_->Run(commands, Clock::now() + std::chrono::seconds(5), &replies);
-    for (int i = 0; i < n; ++i) {
-      ASSERT_EQ(replies[i].state, Reply::State::kValue) << "SET key" << i;
-    }
+    ASSERT_TRUE(fuserank::testing::SetAll(*client_, commands, std::chrono::seconds(5)));
   }
 
   RunStats Get(const std::vector<std::string>& keys, std::vector<Reply>* replies,
@@ -52,6 +47,21 @@ class ClusterClientTest : public ::testing::Test {
     std::vector<Command> commands;
     for (const std::string& key : keys) commands.push_back({key, {}, false});
     return client_->Run(commands, Clock::now() + deadline, replies);
+  }
+
+  // Starts moving `slot` from node `source` to `target` as redis-cli --cluster reshard does,
+  // and migrates `key` (its only key written) there: the slot is then migrating.
+  void StartMigration(int slot, int source, int target, const std::string& key) {
+    ASSERT_TRUE(
+        cluster_->Cli(target, absl::StrCat("cluster setslot ", slot, " importing ", NodeId(source)))
+            .ok());
+    ASSERT_TRUE(
+        cluster_->Cli(source, absl::StrCat("cluster setslot ", slot, " migrating ", NodeId(target)))
+            .ok());
+    ASSERT_TRUE(cluster_
+                    ->Cli(source, absl::StrCat("migrate 127.0.0.1 ", cluster_->port(target), " ",
+                                               key, " 0 5000"))
+                    .ok());
   }
 
   std::string NodeId(int node) {
@@ -96,17 +106,7 @@ TEST_F(ClusterClientTest, FollowsMovedAfterASlotMigrated) {
   const int source = cluster_->MasterOfSlot(slot);
   ASSERT_GE(source, 0);
   const int target = (source + 1) % 3;
-  // The migration as redis-cli --cluster reshard does it, key by key.
-  ASSERT_TRUE(
-      cluster_->Cli(target, absl::StrCat("cluster setslot ", slot, " importing ", NodeId(source)))
-          .ok());
-  ASSERT_TRUE(
-      cluster_->Cli(source, absl::StrCat("cluster setslot ", slot, " migrating ", NodeId(target)))
-          .ok());
-  ASSERT_TRUE(
-      cluster_
-          ->Cli(source, absl::StrCat("migrate 127.0.0.1 ", cluster_->port(target), " key7 0 5000"))
-          .ok());
+  ASSERT_NO_FATAL_FAILURE(StartMigration(slot, source, target, "key7"));
   for (int node = 0; node < 3; ++node) {
     ASSERT_TRUE(
         cluster_->Cli(node, absl::StrCat("cluster setslot ", slot, " node ", NodeId(target))).ok());
@@ -127,16 +127,7 @@ TEST_F(ClusterClientTest, FollowsAskWhileASlotIsMigrating) {
   const int source = cluster_->MasterOfSlot(slot);
   ASSERT_GE(source, 0);
   const int target = (source + 2) % 3;
-  ASSERT_TRUE(
-      cluster_->Cli(target, absl::StrCat("cluster setslot ", slot, " importing ", NodeId(source)))
-          .ok());
-  ASSERT_TRUE(
-      cluster_->Cli(source, absl::StrCat("cluster setslot ", slot, " migrating ", NodeId(target)))
-          .ok());
-  ASSERT_TRUE(
-      cluster_
-          ->Cli(source, absl::StrCat("migrate 127.0.0.1 ", cluster_->port(target), " key9 0 5000"))
-          .ok());
+  ASSERT_NO_FATAL_FAILURE(StartMigration(slot, source, target, "key9"));
   std::vector<Reply> replies;
   const RunStats stats = Get({"key9"}, &replies);  // the source answers ASK: key9 moved on
   ASSERT_EQ(replies[0].state, Reply::State::kValue);

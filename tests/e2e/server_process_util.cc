@@ -1,4 +1,4 @@
-#include "tests/load/server_process_util.h"
+#include "tests/e2e/server_process_util.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -29,10 +29,21 @@ int64_t StatusField(pid_t pid, const std::string& field) {
 
 }  // namespace
 
+ServerRun RunServerToExit(const std::string& args) {
+  ServerRun run;
+  FILE* pipe = popen((std::string(kServerBinary) + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) run.output.append(buffer, n);
+  const int status = pclose(pipe);
+  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  return run;
+}
+
 ServerProcess::~ServerProcess() { Stop(); }
 
 bool ServerProcess::Start(const std::string& binary, const std::string& config,
-                          const std::string& taskset_cpus) {
+                          const std::string& taskset_cpus, std::chrono::seconds start_timeout) {
   int fds[2];
   if (pipe(fds) != 0) return false;
   pid_ = fork();
@@ -56,13 +67,17 @@ bool ServerProcess::Start(const std::string& binary, const std::string& config,
     return false;
   }
   drain_ = std::thread([this, fd = fds[0]] { Drain(fd); });
+  // One line names every port: "serving fuserank.v1.Ranker on <address> (port <n>) ...;
+  // admin: <address> (port <n>) | off; ...".
   const std::regex serving(R"(serving fuserank.v1.Ranker on \S+ \(port (\d+)\))");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const std::regex admin(R"(admin: \S+ \(port (\d+)\))");
+  const auto deadline = std::chrono::steady_clock::now() + start_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch match;
     const std::string text = log();
     if (std::regex_search(text, match, serving)) {
       port_ = std::stoi(match[1]);
+      if (std::regex_search(text, match, admin)) admin_port_ = std::stoi(match[1]);
       return true;
     }
     if (waitpid(pid_, nullptr, WNOHANG) == pid_) {  // exited: nothing to stop
@@ -74,18 +89,21 @@ bool ServerProcess::Start(const std::string& binary, const std::string& config,
   return false;
 }
 
-int ServerProcess::Stop() {
+bool ServerProcess::Terminate() { return pid_ > 0 && kill(pid_, SIGTERM) == 0; }
+
+int ServerProcess::Wait(std::chrono::seconds timeout) {
   int code = -1;
+  timed_out_ = false;
   if (pid_ > 0) {
-    kill(pid_, SIGTERM);
     int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     pid_t done = 0;
     while ((done = waitpid(pid_, &status, WNOHANG)) == 0 &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (done == 0) {
+      timed_out_ = true;
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);
     } else if (WIFEXITED(status)) {
@@ -95,6 +113,11 @@ int ServerProcess::Stop() {
   }
   if (drain_.joinable()) drain_.join();  // the pipe closes with the child
   return code;
+}
+
+int ServerProcess::Stop() {
+  Terminate();
+  return Wait(std::chrono::seconds(30));
 }
 
 void ServerProcess::Drain(int fd) {
