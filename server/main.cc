@@ -96,7 +96,12 @@ int Serve(const std::string& path) {
     // bf16 pays only where the core's dot instructions outrun its fp32 FMAs (not on every
     // CPU that has them: docs/cpu-engine.md); a few milliseconds to say which.
     const double bf16 = fuserank::engine::MeasureBf16DotGflops(20000, 5);
-    const double fp32 = fuserank::engine::MeasureFmaGflops(cpu.isa, 20000, 5);
+    // The fp32 peak of the ISA in use: the start-up probe's figure where it ran (it runs
+    // only to choose between AVX-512 and AVX2), else measured now.
+    double fp32 = cpu.isa == fuserank::engine::CpuIsa::kAvx512 ? cpu.fma512_gflops
+                  : cpu.isa == fuserank::engine::CpuIsa::kAvx2 ? cpu.fma256_gflops
+                                                               : 0.0;
+    if (fp32 <= 0) fp32 = fuserank::engine::MeasureFmaGflops(cpu.isa, 20000, 5);
     const std::string line = absl::StrFormat(
         "engine.cpu_precision: bf16: bf16 dot peak %.0f GFLOP/s against the fp32 FMA peak "
         "%.0f GFLOP/s of this core",

@@ -52,8 +52,10 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& mo
           layer.bias.size() != static_cast<size_t>(layer.out)) {
         return absl::InternalError(absl::StrCat(name, ".", l, ": weight or bias size mismatch"));
       }
+      const int w_ld = PaddedLd(layer.in);
       ASSIGN_OR_RETURN(DeviceBuffer w,
-                       UploadVector(layer.weight, absl::StrCat(name, ".", l, ".weight")));
+                       UploadVector(PitchedRows(layer.weight, layer.out, layer.in, w_ld),
+                                    absl::StrCat(name, ".", l, ".weight")));
       ASSIGN_OR_RETURN(DeviceBuffer b,
                        UploadVector(layer.bias, absl::StrCat(name, ".", l, ".bias")));
       MlpLayerShape s;
@@ -61,6 +63,7 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& mo
       s.out = layer.out;
       s.relu = layer.relu;
       s.d_weight = w.get<float>();
+      s.w_ld = w_ld;
       s.d_bias = b.get<float>();
       out->push_back(s);
       dm->weights_.push_back(std::move(w));

@@ -1,5 +1,6 @@
 #include "engine/cuda/gpu_layout.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,15 @@ kernels::RowType RowTypeOf(DType dtype) {
 }
 
 int ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+std::vector<float> PitchedRows(absl::Span<const float> src, int rows, int cols, int ld) {
+  std::vector<float> out(static_cast<size_t>(rows) * ld, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    std::copy_n(src.data() + static_cast<size_t>(r) * cols, cols,
+                out.data() + static_cast<size_t>(r) * ld);
+  }
+  return out;
+}
 
 namespace {
 

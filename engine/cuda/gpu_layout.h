@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/model.h"
 #include "kernels/descriptors.h"
 #include "kernels/layout_math.h"
@@ -44,6 +45,10 @@ struct GpuLayout {
 
 // Padded row pitch: 16-byte aligned rows for the lookup stores and cuBLASLt.
 inline int PaddedLd(int width) { return static_cast<int>(kernels::RoundUp(std::max(width, 1), 4)); }
+
+// The [rows, cols] row-major matrix `src` with its rows `ld` (>= cols) floats apart, the
+// pad zero-filled: how an MLP weight is uploaded (MlpLayerShape::w_ld).
+std::vector<float> PitchedRows(absl::Span<const float> src, int rows, int cols, int ld);
 
 kernels::RowType RowTypeOf(DType dtype);
 int ElementBytes(DType dtype);

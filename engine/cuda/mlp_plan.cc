@@ -135,7 +135,10 @@ absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle
     Layer layer;
     layer.shape = s;
     ASSIGN_OR_RETURN(layer.desc, MatmulDesc(s, allow_tf32));
-    ASSIGN_OR_RETURN(layer.a, Layout(s.in, s.out, s.in));
+    if (s.w_ld < s.in) {
+      return absl::InternalError(absl::StrCat(where, ": weight pitch ", s.w_ld, " < ", s.in));
+    }
+    ASSIGN_OR_RETURN(layer.a, Layout(s.in, s.out, s.w_ld));
     for (uint32_t n : plan->buckets_) {
       ASSIGN_OR_RETURN(LtLayout b, Layout(s.in, n, s.in_ld));
       ASSIGN_OR_RETURN(LtLayout d, Layout(s.out, n, s.out_ld));

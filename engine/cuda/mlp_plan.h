@@ -22,14 +22,17 @@ namespace fuserank::engine::cuda {
 
 // A layer as cuBLASLt runs it: out[N, out] = act(in[N, in] * W^T + b), activations
 // row-major with row pitches in_ld / out_ld (floats). W stays in PyTorch's [out, in]
-// row-major layout on the device: cuBLASLt reads it as the column-major [in, out]
-// matrix with TRANSA = T, so no transpose ever runs.
+// row-major layout on the device, its rows w_ld floats apart (PaddedLd(in): every row
+// 16-byte aligned, so cuBLASLt may pick its vectorised kernels; the pad is zeros):
+// cuBLASLt reads it as the column-major [in, out] matrix with TRANSA = T, so no transpose
+// ever runs.
 struct MlpLayerShape {
   int in = 0;
   int out = 0;
   bool relu = true;
   const float* d_weight = nullptr;
   const float* d_bias = nullptr;
+  int w_ld = 0;  // W's row pitch in floats, >= in
   int in_ld = 0;
   int out_ld = 0;
 };
