@@ -19,6 +19,7 @@
 #include "server/server.h"
 #include "tests/e2e/hot_rows_util.h"
 #include "tests/e2e/rank_check_util.h"
+#include "tests/e2e/server_process_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {
@@ -26,8 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-const char kGenModel[] = FUSERANK_BINARY_DIR "/bin/fuserank-gen-model";
 
 // A reload answered asynchronously: started, then polled without blocking.
 struct PendingReload {
@@ -73,9 +72,7 @@ class ReloadLaneE2eTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     spec_ = dir_ + "/big.yaml";
-    // Two tables of 500k rows x 64 floats: 256 MB of weights, a load of seconds.
-    const std::string command = absl::StrCat(kGenModel, " --out ", spec_,
-                                             " --rows 500000 --dim 64 --top_mlp 32,1 > /dev/null");
+    const std::string command = testing::LargeModelCommand(spec_);
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     const std::string yaml = absl::StrCat(
         "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", metrics_listen: \"\", "

@@ -23,8 +23,6 @@ using ::testing::HasSubstr;
 
 using testing::kServerBinary;
 
-const char kGenModel[] = FUSERANK_BINARY_DIR "/bin/fuserank-gen-model";
-
 // A reload that the checks refuse at once (a path outside the model roots) unless a
 // reload runs: then RESOURCE_EXHAUSTED.
 grpc::StatusCode Probe(v1::Admin::Stub* admin) {
@@ -42,8 +40,7 @@ TEST(ReloadSigtermTest, SigtermDuringAReloadWaitsForItAndExitsZero) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string spec = dir + "/big.yaml";
-  const std::string gen = absl::StrCat(kGenModel, " --out ", spec,
-                                       " --rows 500000 --dim 64 --top_mlp 32,1 > /dev/null");
+  const std::string gen = testing::LargeModelCommand(spec);
   ASSERT_EQ(std::system(gen.c_str()), 0) << gen;
   const std::string config = dir + "/config.yaml";
   std::ofstream(config) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", "

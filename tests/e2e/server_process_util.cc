@@ -10,6 +10,8 @@
 #include <regex>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+
 namespace fuserank::testing {
 namespace {
 
@@ -28,6 +30,16 @@ int64_t StatusField(pid_t pid, const std::string& field) {
 }
 
 }  // namespace
+
+std::string LargeModelCommand(const std::string& spec_path) {
+#if defined(__SANITIZE_THREAD__)
+  constexpr int kRows = 100000;
+#else
+  constexpr int kRows = 500000;
+#endif
+  return absl::StrCat(FUSERANK_BINARY_DIR "/bin/fuserank-gen-model --out ", spec_path, " --rows ",
+                      kRows, " --dim 64 --top_mlp 32,1 > /dev/null");
+}
 
 ServerRun RunServerToExit(const std::string& args) {
   ServerRun run;

@@ -26,6 +26,11 @@ struct ServerRun {
   std::string output;  // stdout and stderr
 };
 
+// The fuserank-gen-model command that writes, at `spec_path`, a model whose load takes
+// the server seconds (two tables of 500k rows x 64 floats, 256 MB; under ThreadSanitizer,
+// which slows the load about tenfold, 100k rows), for tests of what happens during a load.
+std::string LargeModelCommand(const std::string& spec_path);
+
 // Runs `kServerBinary <args>` through the shell (args are shell words) until it exits.
 ServerRun RunServerToExit(const std::string& args);
 
