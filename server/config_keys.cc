@@ -1,5 +1,6 @@
-// The table of server config keys. Each entry is one key; the factories below turn its
-// type, member and range into the reader, the dump text and the check.
+// The table of server config keys. Each entry is one key; the factories of
+// server/config_key_factories.h turn its type, member and range into the reader, the dump
+// text and the check.
 #include "server/config_keys.h"
 
 #include <charconv>
@@ -15,127 +16,20 @@
 #include "absl/strings/str_join.h"
 #include "engine/cpu/sgemm_bf16.h"
 #include "engine/hot_rows/frequency_sketch.h"
+#include "server/config_key_factories.h"
 
 namespace fuserank::server {
 namespace {
 
+using config_key_factories::ChoiceNames;
+using config_key_factories::Choices;
+using config_key_factories::Enum;
+using config_key_factories::Plain;
+using config_key_factories::Ranged;
+using config_key_factories::StringChoice;
+using config_key_factories::Text;
 using engine::ErrorList;
 using engine::YamlMap;
-
-// The member of Config a key fills, as a generic accessor usable on const and non-const.
-#define FUSERANK_MEMBER(m) \
-  [](auto& c) -> auto& { return c.m; }
-
-// Shortest text that reads back as the same double.
-std::string DoubleText(double value) {
-  char buffer[64];
-  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  std::string text(buffer, end);
-  if (text.find_first_of(".en") == std::string::npos) text += ".0";
-  return text;
-}
-
-std::string Text(const std::string& value) {
-  YAML::Emitter out;
-  out << value;
-  return out.c_str();
-}
-std::string Text(bool value) { return value ? "true" : "false"; }
-std::string Text(int value) { return absl::StrCat(value); }
-std::string Text(int64_t value) { return absl::StrCat(value); }
-std::string Text(double value) { return DoubleText(value); }
-std::string Text(const std::vector<std::string>& values) {
-  YAML::Emitter out;
-  out << YAML::Flow << YAML::BeginSeq;
-  for (const std::string& value : values) out << value;
-  out << YAML::EndSeq;
-  return out.c_str();
-}
-
-void Read(YamlMap& map, absl::string_view name, std::string* out) { map.String(name, out); }
-void Read(YamlMap& map, absl::string_view name, bool* out) { map.Bool(name, out); }
-void Read(YamlMap& map, absl::string_view name, int* out) { map.Int(name, out); }
-void Read(YamlMap& map, absl::string_view name, int64_t* out) { map.Int64(name, out); }
-void Read(YamlMap& map, absl::string_view name, double* out) { map.Double(name, out); }
-void Read(YamlMap& map, absl::string_view name, std::vector<std::string>* out) {
-  map.StringList(name, out);
-}
-
-// A key of any value type, no range.
-template <typename Access>
-ConfigKey Plain(std::string path, Access access, std::string doc) {
-  ConfigKey key;
-  key.path = std::move(path);
-  key.doc = std::move(doc);
-  key.read = [access](YamlMap& map, absl::string_view name, Config* config) {
-    Read(map, name, &access(*config));
-  };
-  key.value = [access](const Config& config) { return Text(access(config)); };
-  return key;
-}
-
-// A number in lo..hi; with `zero_is_auto`, 0 too (the value is derived at start).
-template <typename T, typename Access>
-ConfigKey Ranged(std::string path, Access access, T lo, T hi, std::string doc,
-                 bool zero_is_auto = false) {
-  ConfigKey key = Plain(path, access, std::move(doc));
-  key.constraint = absl::StrCat(zero_is_auto ? "0 or " : "", lo, "..", hi);
-  key.check = [path, access, lo, hi, zero_is_auto](const Config& config, ErrorList* errors) {
-    const auto value = access(config);
-    static_assert(std::is_same_v<std::decay_t<decltype(value)>, T>, "range of another type");
-    if (zero_is_auto && value == 0) return;
-    if (!(value >= lo && value <= hi)) {
-      errors->Add(path, absl::StrCat("must be in ", lo, "..", hi, ", got ", value));
-    }
-  };
-  return key;
-}
-
-template <typename E>
-using Choices = std::vector<std::pair<absl::string_view, E>>;
-
-template <typename E>
-std::string ChoiceNames(const Choices<E>& choices, absl::string_view separator) {
-  std::vector<absl::string_view> names;
-  for (const auto& choice : choices) names.push_back(choice.first);
-  return absl::StrJoin(names, separator);
-}
-
-// One of `choices`, read by name.
-template <typename E, typename Access>
-ConfigKey Enum(std::string path, Access access, Choices<E> choices, std::string doc) {
-  ConfigKey key;
-  key.path = std::move(path);
-  key.doc = std::move(doc);
-  key.constraint = ChoiceNames(choices, " | ");
-  key.read = [access, choices](YamlMap& map, absl::string_view name, Config* config) {
-    map.Enum(name, choices, &access(*config));
-  };
-  key.value = [access, choices](const Config& config) {
-    for (const auto& [name, value] : choices) {
-      if (value == access(config)) return std::string(name);
-    }
-    return std::string("?");
-  };
-  return key;
-}
-
-// A string that must be one of `choices` (checked after reading, like a range).
-template <typename Access>
-ConfigKey StringChoice(std::string path, Access access, std::vector<absl::string_view> choices,
-                       std::string doc) {
-  ConfigKey key = Plain(path, access, std::move(doc));
-  key.constraint = absl::StrJoin(choices, " | ");
-  key.check = [path, access, choices](const Config& config, ErrorList* errors) {
-    const std::string& value = access(config);
-    for (absl::string_view choice : choices) {
-      if (value == choice) return;
-    }
-    errors->Add(
-        path, absl::StrCat("must be one of ", absl::StrJoin(choices, "|"), ", got '", value, "'"));
-  };
-  return key;
-}
 
 // engine.streams: an integer in 1..64 or `auto`.
 ConfigKey Streams() {
