@@ -164,7 +164,10 @@ uint64_t NearCacheTotal(const ModelSpec& spec, const ServingShape& shape) {
   uint64_t bytes = 0;
   for (const TableSpec& t : spec.tables) {
     if (!t.remote()) continue;
-    bytes = Add(bytes, NearCacheBytes(U(shape.near_cache_rows), Mul(U(t.dim), element)));
+    // A value as the cluster holds it: the row, and an int8 row's (scale, bias).
+    const uint64_t value =
+        Add(Mul(U(t.dim), element), spec.embedding_dtype == DType::kInt8 ? 8 : 0);
+    bytes = Add(bytes, NearCacheBytes(U(shape.near_cache_rows), value));
   }
   return bytes;
 }

@@ -44,7 +44,8 @@ class RemoteStage {
   std::vector<int32_t> user_rows_;
   std::vector<int32_t> item_rows_;
   std::vector<EmbeddingTable> tables_;         // per model table
-  std::vector<std::vector<std::byte>> bytes_;  // per table: staged rows
+  std::vector<std::vector<std::byte>> bytes_;  // per table: staged values (slot * value_bytes)
+  std::vector<std::vector<float>> qparams_;    // per int8 table: staged (scale, bias) pairs
   std::vector<std::vector<Key>> keys_;         // per table: slot -> key
   absl::flat_hash_map<int64_t, int32_t> slot_of_;
   std::vector<Pending> pending_;

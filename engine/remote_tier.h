@@ -4,7 +4,8 @@
 // (remote_stage.h) before the forward pass. Created once per loaded model; thread-safe.
 // The value layout in the cluster is docs/remote-tables.md's: key "<key_prefix><table>:<id>"
 // (no hash tag, so a table spreads over every slot), value the row's bytes exactly as the
-// safetensors table holds them (dim little-endian elements of the model's embedding_dtype).
+// safetensors table holds them (dim little-endian elements of the model's embedding_dtype;
+// for int8 the dim codes followed by the row's qparams, scale then bias, float32).
 #ifndef FUSERANK_ENGINE_REMOTE_TIER_H_
 #define FUSERANK_ENGINE_REMOTE_TIER_H_
 
@@ -87,6 +88,8 @@ class RemoteTier {
   uint64_t fetches() const { return fetches_.load(std::memory_order_relaxed); }
   // The cluster key of `id` in table `table`.
   std::string Key(int table, int64_t id) const;
+  // Bytes of one value of table `table` in the cluster: row_bytes, plus 8 for int8.
+  size_t ValueBytes(int table) const;
 
   RemoteTier(const RemoteTier&) = delete;
   RemoteTier& operator=(const RemoteTier&) = delete;

@@ -31,7 +31,7 @@ TEST(NearCacheMemoryTest, TheEstimateCoversWhatANearCacheTakes) {
 }
 
 TEST(NearCacheMemoryTest, EveryRedisTableCountsOneNearCache) {
-  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kInt8}) {
     ModelSpec spec = testing::SmallSpec(1, 2, 1000, 16);
     spec.embedding_dtype = dtype;
     ServingShape shape;
@@ -45,7 +45,8 @@ TEST(NearCacheMemoryTest, EveryRedisTableCountsOneNearCache) {
       spec.tables[t].rows = 0;
     }
     const ModelMemory remote = EstimateModelMemory(spec, 0, shape);
-    const uint64_t row_bytes = 16 * (dtype == DType::kF32 ? 4 : 2);
+    const uint64_t row_bytes =
+        dtype == DType::kInt8 ? 16 + 8 : 16 * (dtype == DType::kF32 ? 4 : 2);  // int8: + qparams
     EXPECT_EQ(remote.near_cache, 2 * NearCacheBytes(50'000, row_bytes));
     EXPECT_GE(remote.near_cache, uint64_t{2} * 50'000 * row_bytes);
     EXPECT_EQ(remote.total() - remote.near_cache, EstimateModelMemory(spec, 0, {}).total());
