@@ -139,6 +139,16 @@ uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8) {
   return Add(Mul(rows, per_row), Mul(slots, 8));
 }
 
+uint64_t RemoteHotSetBytes(uint64_t rows, uint64_t value_bytes) {
+  if (rows == 0) return 0;
+  // The values, the slot -> id list and the id -> slot index (16-byte slots and a control
+  // byte each, 2^k - 1 of them with room for the ids at the index's 7/8 load).
+  const uint64_t wanted = Add(Add(rows, rows / 7), 1);
+  uint64_t slots = 2;
+  while (slots < wanted && slots < (uint64_t{1} << 62)) slots *= 2;
+  return Add(Mul(rows, Add(value_bytes, 8)), Add(Mul(slots, 17), 64));
+}
+
 uint64_t NearCacheBytes(uint64_t rows, uint64_t row_bytes) {
   if (rows == 0) return 0;
   // As NearCache's constructor sizes its shards.
@@ -184,6 +194,12 @@ uint64_t HotRowBytes(const ModelSpec& spec, const ServingShape& shape) {
                               : 0;
   uint64_t bytes = 0;
   for (const TableSpec& t : spec.tables) {
+    if (t.remote()) {  // hot ids' values fetched from the cluster (and a sketch, unused)
+      const uint64_t value = Add(Mul(U(t.dim), element), int8 ? 8 : 0);
+      bytes =
+          Add(bytes, Add(Mul(RemoteHotSetBytes(U(shape.hot_rows_per_table), value), 2), sketch));
+      continue;
+    }
     const uint64_t rows = std::min(U(t.rows), U(shape.hot_rows_per_table));
     bytes = Add(bytes, Add(Mul(HotSetBytes(rows, Mul(U(t.dim), element), int8), 2), sketch));
   }

@@ -49,7 +49,8 @@ struct ModelMemory {
   uint64_t plan = 0;     // the CPU engine's packed copies of the dense layers
   uint64_t scratch = 0;  // per-thread tiles, per-worker buffers, the warm-up batch
   // The hot-row cache: per table, two hot sets of min(hot_rows_per_table, rows) rows (the
-  // serving one and the one a swap builds) and the frequency sketch.
+  // serving one and the one a swap builds) and the frequency sketch; per storage: redis
+  // table two sets of hot_rows_per_table values.
   uint64_t hot_rows = 0;
   // The remote tier's near cache: per storage: redis table, near_cache_rows rows.
   uint64_t near_cache = 0;
@@ -73,6 +74,10 @@ ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
 // Bytes of one hot set of `rows` rows of `row_bytes` each (HotSet: the compact copy, its
 // row list, int8 qparams with `int8`, the row -> slot index).
 uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8);
+
+// Bytes of one hot set of a storage: redis table holding `rows` values of `value_bytes`
+// (HotSet::FromRemote: the values, their ids and the id -> slot index).
+uint64_t RemoteHotSetBytes(uint64_t rows, uint64_t value_bytes);
 
 // Bytes of one table's near cache (NearCache) of `rows` rows of `row_bytes` each: the
 // slabs, each row's entry and its key index, per shard. Never below

@@ -25,6 +25,10 @@ class RemoteStage {
   const int32_t* item_rows() const { return item_rows_.data(); }
   // Table t's staged copy (rows: the batch's distinct keys), or null for a local table.
   const EmbeddingTable* staged(int t) const { return tables_[t].remote ? &tables_[t] : nullptr; }
+  // Ids of table t's bags this batch found in its hot set, and those it did not (both 0
+  // without a hot-row snapshot); for HotRowManager::RecordLookups.
+  uint64_t hot_hits(int t) const { return hot_hits_[t]; }
+  uint64_t hot_misses(int t) const { return hot_misses_[t]; }
 
  private:
   friend class RemoteTier;
@@ -46,6 +50,8 @@ class RemoteStage {
   std::vector<EmbeddingTable> tables_;         // per model table
   std::vector<std::vector<std::byte>> bytes_;  // per table: staged values (slot * value_bytes)
   std::vector<std::vector<float>> qparams_;    // per int8 table: staged (scale, bias) pairs
+  std::vector<uint64_t> hot_hits_;             // per table
+  std::vector<uint64_t> hot_misses_;           // per table
   std::vector<std::vector<Key>> keys_;         // per table: slot -> key
   absl::flat_hash_map<int64_t, int32_t> slot_of_;
   std::vector<Pending> pending_;

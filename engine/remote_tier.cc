@@ -130,7 +130,42 @@ void RemoteTier::RecordFetch(double seconds, int round_trips) {
   fetches_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void RemoteTier::Stage(const Batch& batch, RemoteStage* stage,
+absl::Status RemoteTier::FetchRows(int t, absl::Span<const int64_t> ids,
+                                   std::vector<std::byte>* values, std::vector<bool>* present) {
+  const size_t value_bytes = ValueBytes(t);
+  values->assign(ids.size() * value_bytes, std::byte{0});
+  present->assign(ids.size(), false);
+  if (ids.empty()) return absl::OkStatus();
+  std::vector<std::string> keys;
+  keys.reserve(ids.size());
+  std::vector<remote::Command> commands;
+  commands.reserve(ids.size());
+  for (const int64_t id : ids) {
+    keys.push_back(Key(t, id));
+    commands.push_back({keys.back(), {}, false});
+  }
+  std::vector<remote::Reply> replies;
+  client_->Run(commands, Clock::now() + std::chrono::milliseconds(kHotFetchDeadlineMs), &replies);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const remote::Reply& reply = replies[i];
+    if (reply.state == remote::Reply::State::kAbsent) continue;
+    if (reply.state == remote::Reply::State::kValue && reply.value.size() == value_bytes) {
+      std::memcpy(values->data() + i * value_bytes, reply.value.data(), value_bytes);
+      (*present)[i] = true;
+      continue;
+    }
+    const std::string why =
+        reply.state == remote::Reply::State::kValue
+            ? absl::StrCat("a value of ", reply.value.size(), " bytes, want ", value_bytes)
+            : std::string(remote::ErrorKindName(reply.error));
+    return absl::UnavailableError(absl::StrCat(
+        "table '", model_->tables()[t].name, "': the hot rows could not be fetched from the ",
+        "Redis cluster (key ", keys[i], ": ", why, "); the hot sets are unchanged"));
+  }
+  return absl::OkStatus();
+}
+
+void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, RemoteStage* stage,
                        std::vector<absl::Status>* request_errors) {
   const Model& model = *model_;
   const int num_tables = static_cast<int>(model.tables().size());
@@ -138,6 +173,8 @@ void RemoteTier::Stage(const Batch& batch, RemoteStage* stage,
   stage->bytes_.resize(num_tables);
   stage->keys_.resize(num_tables);
   stage->qparams_.resize(num_tables);
+  stage->hot_hits_.assign(num_tables, 0);
+  stage->hot_misses_.assign(num_tables, 0);
   stage->user_rows_.assign(batch.user.rows.begin(), batch.user.rows.end());
   stage->item_rows_.assign(batch.item.rows.begin(), batch.item.rows.end());
   stage->pending_.clear();
@@ -166,8 +203,18 @@ void RemoteTier::Stage(const Batch& batch, RemoteStage* stage,
     const size_t value_bytes = ValueBytesOf(table);
     std::vector<std::byte>& bytes = stage->bytes_[t];
     bytes.resize(std::max<size_t>(1, keys.size()) * value_bytes);
+    const HotSet* set = hot != nullptr && hot->table(t).size() > 0 ? &hot->table(t) : nullptr;
     for (size_t s = 0; s < keys.size(); ++s) {
       std::byte* row = bytes.data() + s * value_bytes;
+      if (hot != nullptr) {
+        const int32_t slot = set == nullptr ? -1 : set->FindId(keys[s].id);
+        (slot >= 0 ? stage->hot_hits_ : stage->hot_misses_)[t] += keys[s].uses;
+        if (slot >= 0) {
+          std::memcpy(row, set->slot_data(slot), value_bytes);
+          keys[s].tier = Tier::kHot;
+          continue;
+        }
+      }
       switch (near_[t]->Find(keys[s].id, now, row)) {
         case NearCache::Found::kRow:
           keys[s].tier = Tier::kNear;

@@ -18,6 +18,8 @@
 
 #include "absl/status/status.h"
 #include "engine/batch.h"
+#include "engine/hot_rows/hot_row_manager.h"
+#include "engine/hot_rows/hot_rows.h"
 #include "engine/model.h"
 #include "engine/near_cache.h"
 
@@ -60,21 +62,31 @@ struct RemoteTableCounters {
 
 class RemoteStage;
 
-class RemoteTier {
+class RemoteTier : public RemoteRowSource {
  public:
   // Connects to the cluster. When no seed answers, *tier is still set (it keeps trying in
   // the background) and the status is UNAVAILABLE with the seeds' errors: a server with
   // on_remote_error: fail refuses to start on it, one with zero serves zeros meanwhile.
   static absl::Status Create(std::shared_ptr<const Model> model, const RemoteTierOptions& options,
                              std::unique_ptr<RemoteTier>* tier);
-  ~RemoteTier();
+  ~RemoteTier() override;
 
   // Fills `stage` with `batch`'s rows of every remote table: distinct keys not in the
   // near cache are fetched in one pipeline per node, all nodes at once, within
   // fetch_deadline_ms. Keys the cluster lacks pool as zeros. Keys it failed to answer pool
   // as zeros too; with kFail every request that needed one gets UNAVAILABLE naming the
   // table in (*request_errors)[r] (left empty when none failed).
-  void Stage(const Batch& batch, RemoteStage* stage, std::vector<absl::Status>* request_errors);
+  // With `hot` (the batch's hot-row snapshot; may be null), keys in a remote table's hot
+  // set are copied from it first (tier "hot", no fetch), then the near cache is asked.
+  void Stage(const Batch& batch, const HotRowSnapshot* hot, RemoteStage* stage,
+             std::vector<absl::Status>* request_errors);
+
+  // RemoteRowSource (HotRowManager::Set of a redis table): fetches `ids` (distinct) in
+  // one pipeline per node within kHotFetchDeadlineMs; UNAVAILABLE naming the table and
+  // the first failed key's error when any key was not answered. Not counted as lookups.
+  static constexpr int kHotFetchDeadlineMs = 10000;
+  absl::Status FetchRows(int table, absl::Span<const int64_t> ids, std::vector<std::byte>* values,
+                         std::vector<bool>* present) override;
 
   const Model& model() const { return *model_; }
   const RemoteTierOptions& options() const { return options_; }
@@ -89,7 +101,7 @@ class RemoteTier {
   // The cluster key of `id` in table `table`.
   std::string Key(int table, int64_t id) const;
   // Bytes of one value of table `table` in the cluster: row_bytes, plus 8 for int8.
-  size_t ValueBytes(int table) const;
+  size_t ValueBytes(int table) const override;
 
   RemoteTier(const RemoteTier&) = delete;
   RemoteTier& operator=(const RemoteTier&) = delete;

@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
           context, std::string(connected.message()));
     }
   }
+  if (served->remote != nullptr) served->hot_rows->manager()->SetRemoteRows(served->remote.get());
   engine::BackendOptions backend_options = options.backend;
   backend_options.remote = served->remote.get();
   backend_options.hot_rows = served->hot_rows->manager();

@@ -139,7 +139,7 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
   double staging = 0;
   if (model_->spec().has_remote_tables()) {
     const Clock::time_point start = Clock::now();
-    remote_->Stage(batch, &w.remote, &result->request_errors);
+    remote_->Stage(batch, snapshot.get(), &w.remote, &result->request_errors);
     staging = std::chrono::duration<double>(Clock::now() - start).count();
   }
   for (TileScratch& scratch : w.scratch) {
@@ -214,6 +214,10 @@ void CpuBackend::FinishHotReads(Worker& w) {
     for (TileScratch& scratch : w.scratch) {
       hits += std::exchange(scratch.hot.hits[t], 0);
       misses += std::exchange(scratch.hot.misses[t], 0);
+    }
+    if (model_->tables()[t].remote) {  // looked up in the hot set while staging
+      hits += w.remote.hot_hits(t);
+      misses += w.remote.hot_misses(t);
     }
     hot_rows_->RecordLookups(t, hits, misses);
   }

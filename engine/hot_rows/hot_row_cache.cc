@@ -92,7 +92,11 @@ void HotRowCache::CarryHotSets(const HotRowCache& previous, bool empty) {
                                      table.rows, " rows)"));
       continue;
     }
-    ids.emplace_back(set.rows().begin(), set.rows().end());
+    if (table.remote) {  // raw ids, fetched again from the cluster by Set
+      ids.emplace_back(set.ids().begin(), set.ids().end());
+    } else {
+      ids.emplace_back(set.rows().begin(), set.rows().end());
+    }
     tables.push_back({table.name, ids.back()});
     carried.push_back(absl::StrCat(table.name, " (", set.size(), " rows)"));
   }

@@ -1,11 +1,13 @@
 #include "engine/hot_rows/hot_row_manager.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 
 namespace fuserank::engine {
 namespace {
@@ -133,6 +135,34 @@ HotRowsStatus HotRowManager::StatusOf(const HotRowSnapshot& snapshot,
   return status;
 }
 
+absl::StatusOr<std::shared_ptr<const HotSet>> HotRowManager::RemoteSet(
+    int index, absl::Span<const int64_t> ids) const {
+  const EmbeddingTable& table = model_->tables()[index];
+  if (ids.empty()) return HotSet::Empty(table);
+  std::vector<int64_t> distinct;
+  distinct.reserve(ids.size());
+  absl::flat_hash_set<int64_t> seen;
+  seen.reserve(ids.size());
+  for (const int64_t id : ids) {
+    if (seen.insert(id).second) distinct.push_back(id);
+  }
+  if (distinct.size() > static_cast<size_t>(options_.capacity)) {  // before any fetch
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", table.name, "': ", ids.size(), " ids map to ", distinct.size(),
+                     " distinct rows, more than the hot-set capacity ", options_.capacity,
+                     " (cache.hot_rows_per_table)"));
+  }
+  if (remote_rows_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("table '", table.name, "' is storage: redis and no cluster is connected"));
+  }
+  std::vector<std::byte> values;
+  std::vector<bool> present;
+  RETURN_IF_ERROR(remote_rows_->FetchRows(index, distinct, &values, &present));
+  return HotSet::FromRemote(table, distinct, values, remote_rows_->ValueBytes(index), present,
+                            options_.capacity);
+}
+
 absl::StatusOr<HotRowsStatus> HotRowManager::Set(absl::Span<const TableIds> tables) {
   absl::MutexLock lock(&write_mu_);
   std::vector<std::string_view> names;
@@ -143,10 +173,11 @@ absl::StatusOr<HotRowsStatus> HotRowManager::Set(absl::Span<const TableIds> tabl
   std::vector<std::shared_ptr<const HotSet>> sets;
   for (size_t i = 0; i < tables.size(); ++i) {
     const EmbeddingTable& table = model_->tables()[(*indices)[i]];
-    if (table.remote && !tables[i].ids.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "table '", table.name, "' is storage: redis: its repeated rows are kept by the near ",
-          "cache (remote.near_cache_rows), not by a hot set"));
+    if (table.remote) {
+      absl::StatusOr<std::shared_ptr<const HotSet>> set = RemoteSet((*indices)[i], tables[i].ids);
+      if (!set.ok()) return set.status();
+      sets.push_back(*std::move(set));
+      continue;
     }
     absl::StatusOr<std::shared_ptr<const HotSet>> set =
         HotSet::FromIds(model_->tables()[(*indices)[i]], tables[i].ids, options_.capacity);
@@ -183,6 +214,18 @@ absl::StatusOr<HotRowsStatus> HotRowManager::Rebuild(absl::Span<const std::strin
   const std::vector<std::string_view> names(tables.begin(), tables.end());
   absl::StatusOr<std::vector<int>> indices = Resolve(names);
   if (!indices.ok()) return indices.status();
+  // storage: redis tables: their accesses are not observed (ids, not rows).
+  std::erase_if(*indices,
+                [&](int index) { return names.empty() && model_->tables()[index].remote; });
+  if (indices->empty()) return StatusOf(*snapshot(), {});
+  for (const int index : *indices) {
+    if (model_->tables()[index].remote) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "table '", model_->tables()[index].name,
+          "' is storage: redis: its accesses are not observed, so its hot ids are set with "
+          "SetHotRows only"));
+    }
+  }
   std::vector<std::shared_ptr<const HotSet>> sets;
   for (const int index : *indices) {
     std::vector<std::pair<int32_t, uint32_t>> top;

@@ -69,6 +69,18 @@ struct TableIds {
   absl::Span<const int64_t> ids;
 };
 
+// Where the hot sets of storage: redis tables get their values (the model's RemoteTier):
+// FetchRows fills values (ids.size() x ValueBytes(table), each as the cluster holds it)
+// and present (false: the cluster has no such key) for raw `ids` of table index `table`,
+// or fails (UNAVAILABLE naming the table) when any of them could not be fetched.
+class RemoteRowSource {
+ public:
+  virtual ~RemoteRowSource() = default;
+  virtual size_t ValueBytes(int table) const = 0;
+  virtual absl::Status FetchRows(int table, absl::Span<const int64_t> ids,
+                                 std::vector<std::byte>* values, std::vector<bool>* present) = 0;
+};
+
 class HotRowManager {
  public:
   // Starts at options.initial_version with an empty hot set for every table of `model`.
@@ -99,8 +111,15 @@ class HotRowManager {
   void ObserveRows(int table, absl::Span<const int32_t> rows);
 
   // --- Admin (fuserank.v1.Admin) ----------------------------------------------------
-  // Replaces the hot set of every listed table with `ids` (HotSet::FromIds); other tables
-  // keep theirs. All or nothing: on any error nothing changes. Errors:
+  // The source of storage: redis tables' hot rows; null (the default): Set with ids for
+  // such a table is FAILED_PRECONDITION. Set it before the manager is shared; it must
+  // outlive the manager's last Set.
+  void SetRemoteRows(RemoteRowSource* source) { remote_rows_ = source; }
+
+  // Replaces the hot set of every listed table with `ids` (HotSet::FromIds; for a
+  // storage: redis table the distinct ids' values are fetched from the cluster first,
+  // HotSet::FromRemote); other tables keep theirs. All or nothing: on any error nothing
+  // changes. Errors (besides the fetch's UNAVAILABLE):
   //   NOT_FOUND         a table the model does not have (lists the model's tables);
   //   INVALID_ARGUMENT  a table listed twice; more distinct rows than capacity; an
   //                     out-of-range id in an oov: reject table.
@@ -117,7 +136,9 @@ class HotRowManager {
   absl::StatusOr<HotRowsStatus> Get(absl::Span<const std::string> tables) const;
   // Installs, for each listed table (all when empty), the top `capacity` rows of its
   // sketch (hottest in slot 0), as one swap (version + 1), then halves the table's
-  // counts (Decay), so rows that stopped appearing fade over a few rebuilds.
+  // counts (Decay), so rows that stopped appearing fade over a few rebuilds. Accesses of
+  // storage: redis tables are not observed: all (an empty list) leaves their sets as
+  // they are, and naming one is FAILED_PRECONDITION.
   absl::StatusOr<HotRowsStatus> Rebuild(absl::Span<const std::string> tables);
 
   const Model& model() const { return *model_; }
@@ -145,6 +166,9 @@ class HotRowManager {
   void Publish(absl::Span<const int> indices, std::vector<std::shared_ptr<const HotSet>> sets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   HotRowsStatus StatusOf(const HotRowSnapshot& snapshot, absl::Span<const int> indices) const;
+  // The hot set of storage: redis table `index` for raw `ids`, fetched from remote_rows_.
+  absl::StatusOr<std::shared_ptr<const HotSet>> RemoteSet(int index,
+                                                          absl::Span<const int64_t> ids) const;
 
   const std::shared_ptr<const Model> model_;
   const HotRowOptions options_;
@@ -153,6 +177,7 @@ class HotRowManager {
   std::atomic<uint64_t> version_{0};
   std::unique_ptr<Counters[]> counters_;
   std::vector<std::unique_ptr<TableSketch>> sketches_;
+  RemoteRowSource* remote_rows_ = nullptr;
 };
 
 }  // namespace fuserank::engine
