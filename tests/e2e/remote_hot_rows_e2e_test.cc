@@ -1,7 +1,9 @@
 // storage: redis tables through the real server against real Redis Cluster processes,
 // in front of the near cache: the Admin hot-row calls (Set, Get, clear) work for a redis
 // table, its hot ids are then served from the hot tier (tier="hot", no remote lookups)
-// bit for bit as the same table served from the weights file.
+// bit for bit as the same table served from the weights file; and freshness under load:
+// while clients rank continuously, every row rewritten in the cluster is served within
+// remote.near_cache_ttl_ms plus one fetch of the write, and no request fails.
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -219,6 +221,58 @@ TEST_F(RemoteHotRowsE2eTest, AdminCallsWorkAndHotIdsAreServedFromTheHotTier) {
   const v1::RankRequest request = RandomRequest(rng);
   EXPECT_TRUE(SameRanking(testing::Rank(local_stub, request), testing::Rank(remote_stub, request)));
   EXPECT_GT(Tier(*remote, "remote"), remote_before);
+}
+
+TEST_F(RemoteHotRowsE2eTest, RewrittenRowsAreServedWithinTheTtlUnderLoadAndNoRequestFails) {
+  LoadTable(local_a_);
+  server::Server* a = Start(local_a_, "");
+  server::Server* b = Start(local_b_, "");
+  server::Server* remote =
+      Start(remote_path_, RemoteYaml(absl::StrCat(", near_cache_ttl_ms: ", kTtlMs)));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(remote, nullptr);
+  v1::Ranker::Stub* remote_stub = Stub(*remote);
+  // Clients ranking continuously: every reply must be OK.
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      std::mt19937_64 rng(200 + t);
+      while (!stop.load()) {
+        const testing::Reply reply = testing::Rank(remote_stub, RandomRequest(rng));
+        (reply.status.ok() ? ok : failed)++;
+      }
+    });
+  }
+  v1::Ranker::Stub* a_stub = Stub(*a);
+  v1::Ranker::Stub* b_stub = Stub(*b);
+  std::mt19937_64 rng(5);
+  // Rewrites the cluster's item_1 rows as those of `to`, then checks requests sent once
+  // the TTL and one fetch have passed since the write returned: every one ranks as `to`.
+  auto rewrite_and_check = [&](const std::string& to, v1::Ranker::Stub* reference,
+                               const char* name) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTtlMs));  // rows cached
+    LoadTable(to);
+    std::this_thread::sleep_for(std::chrono::milliseconds(kTtlMs + kFetchDeadlineMs));
+    for (int i = 0; i < 20; ++i) {
+      const v1::RankRequest request = RandomRequest(rng);
+      const testing::Reply got = testing::Rank(remote_stub, request);
+      ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+      EXPECT_TRUE(SameRanking(testing::Rank(reference, request), got))
+          << "request " << i << " after the rewrite to " << name;
+    }
+  };
+  rewrite_and_check(local_b_, b_stub, "b");
+  rewrite_and_check(local_a_, a_stub, "a");
+  rewrite_and_check(local_b_, b_stub, "b");
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_GT(Tier(*remote, "near"), 0);  // the clients' rows were served near in between
 }
 
 }  // namespace
