@@ -3,7 +3,9 @@
 // tier with no fetch (tier "hot", hits counted), bit for bit as the table served locally;
 // an id the cluster lacks is left out of the set and served as absent (zeros); a failed
 // fetch fails the Set with UNAVAILABLE naming the table and changes nothing; Get and an
-// empty Set (clear) work; the frequency policy's rebuild leaves a redis table's set alone.
+// empty Set (clear) work; the frequency policy's rebuild leaves a redis table's set alone;
+// a reload carries a redis table's hot ids (fetched again), and when the cluster cannot
+// answer then, the local tables' sets are still carried.
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/hot_rows/hot_row_cache.h"
 #include "engine/hot_rows/hot_row_manager.h"
 #include "engine/remote/cluster_client.h"
 #include "engine/remote_tier.h"
@@ -246,6 +249,35 @@ TEST_F(RemoteHotRowsTest, ClearAndCapacityAndRebuild) {
   absl::StatusOr<HotRowsStatus> one = manager_->Rebuild(named);
   EXPECT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition) << one.status();
   EXPECT_THAT(one.status().message(), HasSubstr("SetHotRows"));
+}
+
+TEST_F(RemoteHotRowsTest, AReloadCarriesTheIdsAndTheLocalSetsWhenTheClusterIsDown) {
+  HotRowCacheOptions options;
+  options.capacity = 64;
+  for (const bool down : {false, true}) {
+    SCOPED_TRACE(down ? "cluster down" : "cluster up");
+    absl::StatusOr<std::unique_ptr<HotRowCache>> old =
+        HotRowCache::Create("m", remote_, options, nullptr);
+    ASSERT_TRUE(old.ok()) << old.status();
+    (*old)->manager()->SetRemoteRows(tier_.get());
+    (*old)->StartServing(nullptr);
+    const std::vector<int64_t> local_ids = {1, 2};
+    const std::vector<int64_t> remote_ids = {3, 4, 5};
+    const TableIds tables[] = {{"item_0", local_ids}, {"item_1", remote_ids}};
+    ASSERT_TRUE((*old)->Set(tables).ok());
+    if (down) {
+      for (int node = 0; node < cluster_->size(); ++node) ASSERT_TRUE(cluster_->Kill(node).ok());
+    }
+    absl::StatusOr<std::unique_ptr<HotRowCache>> fresh =
+        HotRowCache::Create("m", remote_, options, old->get());
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    (*fresh)->manager()->SetRemoteRows(tier_.get());
+    (*fresh)->StartServing(old->get());
+    const std::shared_ptr<const HotRowSnapshot> carried = (*fresh)->manager()->snapshot();
+    EXPECT_EQ(carried->table(1).size(), 2);  // item_0
+    EXPECT_EQ(carried->table(kRemoteTable).size(), down ? 0 : 3);
+    if (!down) EXPECT_GE(carried->table(kRemoteTable).FindId(4), 0);
+  }
 }
 
 }  // namespace
