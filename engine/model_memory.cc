@@ -192,12 +192,16 @@ uint64_t HotRowBytes(const ModelSpec& spec, const ServingShape& shape) {
                               ? FrequencySketch::EstimateMemoryBytes(
                                     FrequencySketch::OptionsForCapacity(shape.hot_rows_per_table))
                               : 0;
+  const uint64_t id_sketch =
+      shape.frequency_sketches ? IdFrequencySketch::EstimateMemoryBytes(
+                                     FrequencySketch::OptionsForCapacity(shape.hot_rows_per_table))
+                               : 0;
   uint64_t bytes = 0;
   for (const TableSpec& t : spec.tables) {
-    if (t.remote()) {  // hot ids' values fetched from the cluster (and a sketch, unused)
+    if (t.remote()) {  // hot ids' values fetched from the cluster, a sketch keyed by id
       const uint64_t value = Add(Mul(U(t.dim), element), int8 ? 8 : 0);
       bytes =
-          Add(bytes, Add(Mul(RemoteHotSetBytes(U(shape.hot_rows_per_table), value), 2), sketch));
+          Add(bytes, Add(Mul(RemoteHotSetBytes(U(shape.hot_rows_per_table), value), 2), id_sketch));
       continue;
     }
     const uint64_t rows = std::min(U(t.rows), U(shape.hot_rows_per_table));

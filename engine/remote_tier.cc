@@ -165,8 +165,8 @@ absl::Status RemoteTier::FetchRows(int t, absl::Span<const int64_t> ids,
   return absl::OkStatus();
 }
 
-void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, RemoteStage* stage,
-                       std::vector<absl::Status>* request_errors) {
+void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, int sample_period,
+                       RemoteStage* stage, std::vector<absl::Status>* request_errors) {
   const Model& model = *model_;
   const int num_tables = static_cast<int>(model.tables().size());
   stage->tables_.resize(num_tables);
@@ -175,6 +175,7 @@ void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, RemoteStag
   stage->qparams_.resize(num_tables);
   stage->hot_hits_.assign(num_tables, 0);
   stage->hot_misses_.assign(num_tables, 0);
+  stage->sampled_.resize(num_tables);
   stage->user_rows_.assign(batch.user.rows.begin(), batch.user.rows.end());
   stage->item_rows_.assign(batch.item.rows.begin(), batch.item.rows.end());
   stage->pending_.clear();
@@ -203,6 +204,19 @@ void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, RemoteStag
     const size_t value_bytes = ValueBytesOf(table);
     std::vector<std::byte>& bytes = stage->bytes_[t];
     bytes.resize(std::max<size_t>(1, keys.size()) * value_bytes);
+    // Every sample_period-th use of an id is sampled (a key used k times: about
+    // k / sample_period samples).
+    std::vector<int64_t>& sampled = stage->sampled_[t];
+    sampled.clear();
+    if (sample_period > 0) {
+      for (const RemoteStage::Key& key : keys) {
+        stage->countdown_ -= key.uses;
+        while (stage->countdown_ <= 0) {
+          sampled.push_back(key.id);
+          stage->countdown_ += sample_period;
+        }
+      }
+    }
     const HotSet* set = hot != nullptr && hot->table(t).size() > 0 ? &hot->table(t) : nullptr;
     for (size_t s = 0; s < keys.size(); ++s) {
       std::byte* row = bytes.data() + s * value_bytes;

@@ -78,7 +78,9 @@ class RemoteTier : public RemoteRowSource {
   // table in (*request_errors)[r] (left empty when none failed).
   // With `hot` (the batch's hot-row snapshot; may be null), keys in a remote table's hot
   // set are copied from it first (tier "hot", no fetch), then the near cache is asked.
-  void Stage(const Batch& batch, const HotRowSnapshot* hot, RemoteStage* stage,
+  // With sample_period > 0 about one id use in sample_period is kept in
+  // stage->sampled(t), for HotRowManager::ObserveIds (cache.policy: frequency).
+  void Stage(const Batch& batch, const HotRowSnapshot* hot, int sample_period, RemoteStage* stage,
              std::vector<absl::Status>* request_errors);
 
   // RemoteRowSource (HotRowManager::Set of a redis table): fetches `ids` (distinct) in

@@ -109,6 +109,9 @@ class HotRowManager {
   // Takes the table's sketch mutex for ~30 ns per row; Rebuild holds it for the table's
   // TopN and Decay (~1 ms at capacity 4096). REQUIRES: 0 <= table < tables().size().
   void ObserveRows(int table, absl::Span<const int32_t> rows);
+  // The same for a storage: redis table's raw ids (sampled while its keys are staged,
+  // RemoteTier::Stage); ignored for a local table, as ObserveRows is for a redis one.
+  void ObserveIds(int table, absl::Span<const int64_t> ids);
 
   // --- Admin (fuserank.v1.Admin) ----------------------------------------------------
   // The source of storage: redis tables' hot rows; null (the default): Set with ids for
@@ -136,9 +139,10 @@ class HotRowManager {
   absl::StatusOr<HotRowsStatus> Get(absl::Span<const std::string> tables) const;
   // Installs, for each listed table (all when empty), the top `capacity` rows of its
   // sketch (hottest in slot 0), as one swap (version + 1), then halves the table's
-  // counts (Decay), so rows that stopped appearing fade over a few rebuilds. Accesses of
-  // storage: redis tables are not observed: all (an empty list) leaves their sets as
-  // they are, and naming one is FAILED_PRECONDITION.
+  // counts (Decay), so rows that stopped appearing fade over a few rebuilds. A storage:
+  // redis table gets its most often sampled ids, fetched from the cluster (RemoteSet): a
+  // failed fetch fails the call when the table is named, and leaves that table's set as
+  // it is (logged) when all tables are rebuilt.
   absl::StatusOr<HotRowsStatus> Rebuild(absl::Span<const std::string> tables);
 
   const Model& model() const { return *model_; }
@@ -153,10 +157,19 @@ class HotRowManager {
     std::atomic<uint64_t> hits{0};
     std::atomic<uint64_t> misses{0};
   };
+  // One of rows (a local table) and ids (a storage: redis table) is set.
   struct TableSketch {
-    explicit TableSketch(const FrequencySketch::Options& o) : sketch(o) {}
+    TableSketch(const FrequencySketch::Options& o, bool remote) {
+      absl::MutexLock lock(&mu);
+      if (remote) {
+        ids = std::make_unique<IdFrequencySketch>(o);
+      } else {
+        rows = std::make_unique<FrequencySketch>(o);
+      }
+    }
     absl::Mutex mu;
-    FrequencySketch sketch ABSL_GUARDED_BY(mu);
+    std::unique_ptr<FrequencySketch> rows ABSL_GUARDED_BY(mu);
+    std::unique_ptr<IdFrequencySketch> ids ABSL_GUARDED_BY(mu);
   };
 
   HotRowManager(std::shared_ptr<const Model> model, const HotRowOptions& options);

@@ -3,7 +3,8 @@
 // tier with no fetch (tier "hot", hits counted), bit for bit as the table served locally;
 // an id the cluster lacks is left out of the set and served as absent (zeros); a failed
 // fetch fails the Set with UNAVAILABLE naming the table and changes nothing; Get and an
-// empty Set (clear) work; the frequency policy's rebuild leaves a redis table's set alone;
+// empty Set (clear) work; the frequency policy samples a redis table's ids and a rebuild
+// installs the most used ones (a failed fetch keeps the old set when all tables rebuild);
 // a reload carries a redis table's hot ids (fetched again), and when the cluster cannot
 // answer then, the local tables' sets are still carried.
 #include <chrono>
@@ -229,7 +230,7 @@ TEST_F(RemoteHotRowsTest, AFailedFetchFailsTheSetAndChangesNothing) {
   EXPECT_EQ(got->tables[kRemoteTable].hot_rows, 3u);
 }
 
-TEST_F(RemoteHotRowsTest, ClearAndCapacityAndRebuild) {
+TEST_F(RemoteHotRowsTest, ClearAndCapacity) {
   ASSERT_TRUE(SetHot({1, 2, 3}).ok());
   absl::StatusOr<HotRowsStatus> cleared = SetHot({});
   ASSERT_TRUE(cleared.ok()) << cleared.status();
@@ -239,16 +240,56 @@ TEST_F(RemoteHotRowsTest, ClearAndCapacityAndRebuild) {
   absl::StatusOr<HotRowsStatus> over = SetHot(too_many);
   EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument) << over.status();
   EXPECT_THAT(over.status().message(), HasSubstr("capacity 64"));
+}
 
-  ASSERT_TRUE(SetHot({7, 8}).ok());
-  // A rebuild of every table leaves the redis table's set; naming it is refused.
-  absl::StatusOr<HotRowsStatus> all = manager_->Rebuild({});
-  ASSERT_TRUE(all.ok()) << all.status();
-  EXPECT_EQ(manager_->snapshot()->table(kRemoteTable).size(), 2);
+// cache.policy: frequency: ids sampled while batches are staged reach the table's sketch,
+// and a rebuild installs the most often used ones, fetched from the cluster.
+TEST_F(RemoteHotRowsTest, ARebuildInstallsTheMostOftenUsedIds) {
+  HotRowOptions hot;
+  hot.capacity = 3;
+  hot.sample_period = 1;
+  absl::StatusOr<std::unique_ptr<HotRowManager>> manager = HotRowManager::Create(remote_, hot);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  (*manager)->SetRemoteRows(tier_.get());
+  BackendOptions backend;
+  backend.workers = 1;
+  backend.remote = tier_.get();
+  backend.hot_rows = manager->get();
+  backend.sample_accesses = true;
+  std::unique_ptr<Backend> sampled = CreateCpuBackend(remote_, backend);
+  // 11, 12 and 13 in every bag, 100 + k once each.
+  std::vector<test::RefRequest> requests = Requests(8, {0});
+  int64_t cold = 100;
+  for (test::RefRequest& request : requests) {
+    for (test::RefCandidate& candidate : request.candidates) {
+      candidate.bags[1] = {{11, 12, 13, cold++}, {}};
+    }
+  }
+  const Batch local_batch = test::MakeBatch(local_, requests);
+  const Batch remote_batch = RemoteBatch(local_batch);
+  BatchResult result;
+  for (int pass = 0; pass < 3; ++pass) test::ScoresByIndex(*sampled, 0, remote_batch, result);
   const std::vector<std::string> named = {"item_1"};
-  absl::StatusOr<HotRowsStatus> one = manager_->Rebuild(named);
-  EXPECT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition) << one.status();
-  EXPECT_THAT(one.status().message(), HasSubstr("SetHotRows"));
+  absl::StatusOr<HotRowsStatus> rebuilt = (*manager)->Rebuild(named);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_EQ(rebuilt->tables[0].hot_rows, 3u);
+  const std::shared_ptr<const HotRowSnapshot> snapshot = (*manager)->snapshot();
+  for (const int64_t id : {11, 12, 13}) EXPECT_GE(snapshot->table(kRemoteTable).FindId(id), 0);
+  // Served from the hot tier, bit for bit as locally.
+  const uint64_t hot_before = Lookups(Tier::kHot);
+  BatchResult local_result;
+  ExpectBitIdentical(test::ScoresByIndex(*local_backend_, 0, local_batch, local_result),
+                     test::ScoresByIndex(*sampled, 0, remote_batch, result));
+  EXPECT_GT(Lookups(Tier::kHot), hot_before);
+  // A rebuild of every table with the cluster gone keeps item_1's set (and rebuilds the
+  // local tables); naming item_1 then fails with the fetch's status.
+  for (int node = 0; node < cluster_->size(); ++node) ASSERT_TRUE(cluster_->Kill(node).ok());
+  absl::StatusOr<HotRowsStatus> all = (*manager)->Rebuild({});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ((*manager)->snapshot()->table(kRemoteTable).size(), 3);
+  EXPECT_EQ((*manager)->snapshot()->table(1).size(), 3);  // item_0's most used rows
+  const absl::Status one = (*manager)->Rebuild(named).status();
+  EXPECT_EQ(one.code(), absl::StatusCode::kUnavailable) << one;
 }
 
 TEST_F(RemoteHotRowsTest, AReloadCarriesTheIdsAndTheLocalSetsWhenTheClusterIsDown) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/hot_rows/frequency_sketch.h"
 #include "engine/hot_rows/hot_rows.h"
 #include "engine/model_memory.h"
 #include "gtest/gtest.h"
@@ -70,6 +71,24 @@ TEST(RemoteHotSetTest, TheMemoryEstimateCoversAFullSet) {
   local.tables.pop_back();
   EXPECT_EQ(EstimateModelMemory(spec, 0, shape).hot_rows,
             EstimateModelMemory(local, 0, shape).hot_rows + 2 * RemoteHotSetBytes(500, 64));
+}
+
+// A sketch keyed by raw ids tells apart ids that agree in their low 32 bits.
+TEST(RemoteHotSetTest, AnIdSketchKeepsWholeIds) {
+  IdFrequencySketch sketch(FrequencySketch::OptionsForCapacity(16));
+  const int64_t a = (int64_t{1} << 40) + 5;
+  const int64_t b = -(int64_t{1} << 40) + 5;
+  for (int i = 0; i < 30; ++i) sketch.Observe(a);
+  for (int i = 0; i < 20; ++i) sketch.Observe(b);
+  for (int i = 0; i < 10; ++i) sketch.Observe(5);
+  const std::vector<std::pair<int64_t, uint32_t>> top = sketch.TopN(3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0], std::make_pair(a, 30u));
+  EXPECT_EQ(top[1], std::make_pair(b, 20u));
+  EXPECT_EQ(top[2], std::make_pair(int64_t{5}, 10u));
+  const FrequencySketch::Options options = FrequencySketch::OptionsForCapacity(4096);
+  EXPECT_GE(IdFrequencySketch::EstimateMemoryBytes(options),
+            IdFrequencySketch(options).MemoryBytes());
 }
 
 }  // namespace
