@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/cpu/sgemm.h"
 #include "engine/hot_rows/frequency_sketch.h"
+#include "engine/near_cache.h"
 #include "engine/safetensors.h"
 
 namespace fuserank::engine {
@@ -118,12 +119,15 @@ uint64_t SpecTensorBytes(const ModelSpec& spec) {
 
 uint64_t ModelMemory::model() const { return Add(weights, dense); }
 
-uint64_t ModelMemory::total() const { return Add(Add(Add(model(), plan), scratch), hot_rows); }
+uint64_t ModelMemory::total() const {
+  return Add(Add(Add(Add(model(), plan), scratch), hot_rows), near_cache);
+}
 
 std::string ModelMemory::Breakdown() const {
   return absl::StrCat("weights ", FormatBytes(weights), ", dense layers ", FormatBytes(dense),
                       ", CPU plan ", FormatBytes(plan), ", scratch ", FormatBytes(scratch),
-                      ", hot rows ", FormatBytes(hot_rows));
+                      ", hot rows ", FormatBytes(hot_rows),
+                      near_cache > 0 ? absl::StrCat(", near cache ", FormatBytes(near_cache)) : "");
 }
 
 uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8) {
@@ -135,7 +139,48 @@ uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8) {
   return Add(Mul(rows, per_row), Mul(slots, 8));
 }
 
+uint64_t RemoteHotSetBytes(uint64_t rows, uint64_t value_bytes) {
+  if (rows == 0) return 0;
+  // The values, the slot -> id list and the id -> slot index (16-byte slots and a control
+  // byte each, 2^k - 1 of them with room for the ids at the index's 7/8 load).
+  const uint64_t wanted = Add(Add(rows, rows / 7), 1);
+  uint64_t slots = 2;
+  while (slots < wanted && slots < (uint64_t{1} << 62)) slots *= 2;
+  return Add(Mul(rows, Add(value_bytes, 8)), Add(Mul(slots, 17), 64));
+}
+
+uint64_t NearCacheBytes(uint64_t rows, uint64_t row_bytes) {
+  if (rows == 0) return 0;
+  // As NearCache's constructor sizes its shards.
+  const uint64_t shards = std::min<uint64_t>(NearCache::kMaxShards, rows);
+  const uint64_t per_shard = rows / shards + (rows % shards != 0 ? 1 : 0);
+  // A key index reserved for per_shard keys: 2^k - 1 slots with room for them at the
+  // index's 7/8 load.
+  const uint64_t wanted = Add(Add(per_shard, per_shard / 7), 1);
+  uint64_t slots = 2;
+  while (slots < wanted && slots < (uint64_t{1} << 62)) slots *= 2;
+  uint64_t shard = Mul(per_shard, Add(row_bytes, NearCache::kEntryBytes));
+  shard = Add(shard, Add(Mul(slots, NearCache::kIndexSlotBytes), 16));
+  shard = Add(shard, NearCache::kShardOverheadBytes);
+  return Add(Mul(shards, shard), Mul(shards, sizeof(void*)));
+}
+
 namespace {
+
+// The near cache of every storage: redis table.
+uint64_t NearCacheTotal(const ModelSpec& spec, const ServingShape& shape) {
+  if (shape.near_cache_rows <= 0) return 0;
+  const uint64_t element = SafetensorsDTypeSize(SafetensorsDType(spec.embedding_dtype));
+  uint64_t bytes = 0;
+  for (const TableSpec& t : spec.tables) {
+    if (!t.remote()) continue;
+    // A value as the cluster holds it: the row, and an int8 row's (scale, bias).
+    const uint64_t value =
+        Add(Mul(U(t.dim), element), spec.embedding_dtype == DType::kInt8 ? 8 : 0);
+    bytes = Add(bytes, NearCacheBytes(U(shape.near_cache_rows), value));
+  }
+  return bytes;
+}
 
 // The hot-row cache of a version: two full sets per table (the serving one and the one a
 // Set or Rebuild builds beside it), and each table's sketch for the frequency policy.
@@ -147,8 +192,18 @@ uint64_t HotRowBytes(const ModelSpec& spec, const ServingShape& shape) {
                               ? FrequencySketch::EstimateMemoryBytes(
                                     FrequencySketch::OptionsForCapacity(shape.hot_rows_per_table))
                               : 0;
+  const uint64_t id_sketch =
+      shape.frequency_sketches ? IdFrequencySketch::EstimateMemoryBytes(
+                                     FrequencySketch::OptionsForCapacity(shape.hot_rows_per_table))
+                               : 0;
   uint64_t bytes = 0;
   for (const TableSpec& t : spec.tables) {
+    if (t.remote()) {  // hot ids' values fetched from the cluster, a sketch keyed by id
+      const uint64_t value = Add(Mul(U(t.dim), element), int8 ? 8 : 0);
+      bytes =
+          Add(bytes, Add(Mul(RemoteHotSetBytes(U(shape.hot_rows_per_table), value), 2), id_sketch));
+      continue;
+    }
     const uint64_t rows = std::min(U(t.rows), U(shape.hot_rows_per_table));
     bytes = Add(bytes, Add(Mul(HotSetBytes(rows, Mul(U(t.dim), element), int8), 2), sketch));
   }
@@ -200,6 +255,7 @@ ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
   const uint64_t batch = Mul(candidates, Add(Mul(item_tables, 12), Mul(U(spec.dense_item), 4)));
   memory.scratch = Add(Add(Mul(threads, tile), Mul(U(std::max(shape.workers, 1)), worker)), batch);
   memory.hot_rows = HotRowBytes(spec, shape);
+  memory.near_cache = NearCacheTotal(spec, shape);
   return memory;
 }
 

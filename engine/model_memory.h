@@ -3,10 +3,11 @@
 // (to check a weights file's size before reading it) and an upper estimate of the host
 // memory one version takes when served by the CPU engine (the private copy of the weights,
 // the dense layers copied out and the folded linear cross, the CPU plan's packed layers,
-// every worker's scratch, and the hot-row cache: two full hot sets per table and, for the
-// frequency policy, the sketches). Device memory (engine.device: cuda) is not estimated. Arithmetic
-// saturates instead of overflowing, so a spec that asks for an absurd size gets an absurd number,
-// never a wrapped small one. Pure functions; thread-safe.
+// every worker's scratch, the hot-row cache: two full hot sets per table and, for the
+// frequency policy, the sketches, and the near cache of each storage: redis table). Device memory
+// (engine.device: cuda) is not estimated. Arithmetic saturates instead of overflowing, so a spec
+// that asks for an absurd size gets an absurd number, never a wrapped small one. Pure functions;
+// thread-safe.
 #ifndef FUSERANK_ENGINE_MODEL_MEMORY_H_
 #define FUSERANK_ENGINE_MODEL_MEMORY_H_
 
@@ -39,6 +40,7 @@ struct ServingShape {
   int max_batch_candidates = 1;     // engine.max_batch_candidates
   int hot_rows_per_table = 0;       // cache.hot_rows_per_table
   bool frequency_sketches = false;  // cache.policy: frequency (a sketch per table)
+  int64_t near_cache_rows = 0;      // remote.near_cache_rows (per storage: redis table)
 };
 
 struct ModelMemory {
@@ -47,8 +49,11 @@ struct ModelMemory {
   uint64_t plan = 0;     // the CPU engine's packed copies of the dense layers
   uint64_t scratch = 0;  // per-thread tiles, per-worker buffers, the warm-up batch
   // The hot-row cache: per table, two hot sets of min(hot_rows_per_table, rows) rows (the
-  // serving one and the one a swap builds) and the frequency sketch.
+  // serving one and the one a swap builds) and the frequency sketch; per storage: redis
+  // table two sets of hot_rows_per_table values.
   uint64_t hot_rows = 0;
+  // The remote tier's near cache: per storage: redis table, near_cache_rows rows.
+  uint64_t near_cache = 0;
 
   // What Model::Load / FromTensors allocate.
   uint64_t model() const;
@@ -56,7 +61,8 @@ struct ModelMemory {
   uint64_t total() const;
   // "1.2 GiB (weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ..., hot rows ...)".
   std::string ToString() const;
-  // "weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ..., hot rows ...".
+  // "weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ..., hot rows ...", and
+  // ", near cache ..." for a model with storage: redis tables.
   std::string Breakdown() const;
 };
 
@@ -68,6 +74,15 @@ ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
 // Bytes of one hot set of `rows` rows of `row_bytes` each (HotSet: the compact copy, its
 // row list, int8 qparams with `int8`, the row -> slot index).
 uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8);
+
+// Bytes of one hot set of a storage: redis table holding `rows` values of `value_bytes`
+// (HotSet::FromRemote: the values, their ids and the id -> slot index).
+uint64_t RemoteHotSetBytes(uint64_t rows, uint64_t value_bytes);
+
+// Bytes of one table's near cache (NearCache) of `rows` rows of `row_bytes` each: the
+// slabs, each row's entry and its key index, per shard. Never below
+// NearCache::MemoryBytes() of such a cache.
+uint64_t NearCacheBytes(uint64_t rows, uint64_t row_bytes);
 
 // "512 B", "3.0 KiB", "1.5 GiB".
 std::string FormatBytes(uint64_t bytes);

@@ -76,10 +76,6 @@ void CheckNamesAndTables(const ModelSpec& spec, ErrorList& problems) {
     }
     if (t.remote()) {
       if (t.rows != 0) problems.Add(p + ".rows", "a storage: redis table has no row count");
-      if (spec.embedding_dtype == DType::kInt8) {
-        problems.Add(p + ".storage",
-                     "storage: redis tables hold fp32, fp16 or bf16 rows, not int8");
-      }
     } else if (t.rows < 1 || t.rows > kMaxRows) {
       problems.Add(p + ".rows", absl::StrCat("must be in 1..", kMaxRows, ", got ", t.rows));
     }

@@ -4,12 +4,6 @@
 #include <cstring>
 
 namespace fuserank::engine {
-namespace {
-
-constexpr size_t kMaxShards = 16;
-
-}  // namespace
-
 NearCache::NearCache(size_t capacity, size_t value_bytes, std::chrono::milliseconds ttl)
     : capacity_(capacity), value_bytes_(value_bytes), ttl_(ttl) {
   if (capacity == 0) return;
@@ -23,6 +17,18 @@ NearCache::NearCache(size_t capacity, size_t value_bytes, std::chrono::milliseco
     shard->slot_of.reserve(per_shard);
     shards_.push_back(std::move(shard));
   }
+}
+
+size_t NearCache::MemoryBytes() const {
+  size_t bytes = shards_.capacity() * sizeof(shards_[0]);
+  for (const std::unique_ptr<Shard>& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    static_assert(sizeof(Shard) <= kShardOverheadBytes);
+    // The index: its slots, a control byte each, and the group of control bytes cloned.
+    bytes += sizeof(Shard) + shard->entries.capacity() * sizeof(Entry) + shard->bytes.capacity() +
+             shard->slot_of.capacity() * kIndexSlotBytes + 16;
+  }
+  return bytes;
 }
 
 NearCache::Shard& NearCache::ShardOf(int64_t key) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -33,6 +34,9 @@ class NearCache {
   void Insert(int64_t key, const std::byte* value, Clock::time_point now);
 
   size_t capacity() const { return capacity_; }
+  // The bytes this cache holds: its shards, their slabs and key indexes. The memory budget
+  // counts a near cache before it exists with NearCacheBytes (engine/model_memory.h).
+  size_t MemoryBytes() const;
 
  private:
   struct Entry {
@@ -50,6 +54,15 @@ class NearCache {
   };
   Shard& ShardOf(int64_t key);
 
+ public:
+  // What one shard adds beside its slabs and index (the Shard itself, rounded up).
+  static constexpr size_t kShardOverheadBytes = 256;
+  // Bytes of one Entry and of one slot of a shard's key index (a key, a slot number).
+  static constexpr size_t kEntryBytes = sizeof(Entry);
+  static constexpr size_t kIndexSlotBytes = sizeof(std::pair<const int64_t, uint32_t>) + 1;
+  static constexpr size_t kMaxShards = 16;
+
+ private:
   const size_t capacity_;
   const size_t value_bytes_;
   const std::chrono::milliseconds ttl_;

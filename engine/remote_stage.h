@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
 #include "engine/model.h"
 #include "engine/remote/cluster_client.h"
 #include "engine/remote_tier.h"
@@ -25,6 +26,12 @@ class RemoteStage {
   const int32_t* item_rows() const { return item_rows_.data(); }
   // Table t's staged copy (rows: the batch's distinct keys), or null for a local table.
   const EmbeddingTable* staged(int t) const { return tables_[t].remote ? &tables_[t] : nullptr; }
+  // Ids of table t's bags this batch found in its hot set, and those it did not (both 0
+  // without a hot-row snapshot); for HotRowManager::RecordLookups.
+  uint64_t hot_hits(int t) const { return hot_hits_[t]; }
+  uint64_t hot_misses(int t) const { return hot_misses_[t]; }
+  // Table t's sampled ids of this batch (Stage with a sample period; else empty).
+  absl::Span<const int64_t> sampled(int t) const { return sampled_[t]; }
 
  private:
   friend class RemoteTier;
@@ -44,7 +51,12 @@ class RemoteStage {
   std::vector<int32_t> user_rows_;
   std::vector<int32_t> item_rows_;
   std::vector<EmbeddingTable> tables_;         // per model table
-  std::vector<std::vector<std::byte>> bytes_;  // per table: staged rows
+  std::vector<std::vector<std::byte>> bytes_;  // per table: staged values (slot * value_bytes)
+  std::vector<std::vector<float>> qparams_;    // per int8 table: staged (scale, bias) pairs
+  std::vector<uint64_t> hot_hits_;             // per table
+  std::vector<uint64_t> hot_misses_;           // per table
+  std::vector<std::vector<int64_t>> sampled_;  // per table
+  int64_t countdown_ = 1;                      // id uses until the next sample
   std::vector<std::vector<Key>> keys_;         // per table: slot -> key
   absl::flat_hash_map<int64_t, int32_t> slot_of_;
   std::vector<Pending> pending_;

@@ -35,6 +35,12 @@ TableBags BagsOf(const Model& model, const Batch& batch, int t, RemoteStage* sta
           stride, count};
 }
 
+// Bytes of one value of `table` in the cluster: the row's elements and, for int8, its
+// (scale, bias) as two float32.
+size_t ValueBytesOf(const EmbeddingTable& table) {
+  return table.row_bytes + (table.dtype == DType::kInt8 ? 2 * sizeof(float) : 0);
+}
+
 // The request that bag k of `bags` belongs to.
 int RequestOf(const Batch& batch, const Model& model, int t, int k) {
   if (model.tables()[t].side == Side::kUser) return k;
@@ -72,7 +78,7 @@ RemoteTier::RemoteTier(std::shared_ptr<const Model> model, const RemoteTierOptio
   for (const EmbeddingTable& table : model_->tables()) {
     near_.push_back(table.remote
                         ? std::make_unique<NearCache>(
-                              static_cast<size_t>(options.near_cache_rows), table.row_bytes,
+                              static_cast<size_t>(options.near_cache_rows), ValueBytesOf(table),
                               std::chrono::milliseconds(options.near_cache_ttl_ms))
                         : nullptr);
   }
@@ -99,6 +105,8 @@ std::string RemoteTier::Key(int table, int64_t id) const {
   return absl::StrCat(options_.key_prefix, model_->tables()[table].name, ":", id);
 }
 
+size_t RemoteTier::ValueBytes(int table) const { return ValueBytesOf(model_->tables()[table]); }
+
 std::array<uint64_t, kFetchBuckets.size() + 1> RemoteTier::fetch_buckets() const {
   std::array<uint64_t, kFetchBuckets.size() + 1> out{};
   uint64_t total = 0;
@@ -122,13 +130,52 @@ void RemoteTier::RecordFetch(double seconds, int round_trips) {
   fetches_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void RemoteTier::Stage(const Batch& batch, RemoteStage* stage,
-                       std::vector<absl::Status>* request_errors) {
+absl::Status RemoteTier::FetchRows(int t, absl::Span<const int64_t> ids,
+                                   std::vector<std::byte>* values, std::vector<bool>* present) {
+  const size_t value_bytes = ValueBytes(t);
+  values->assign(ids.size() * value_bytes, std::byte{0});
+  present->assign(ids.size(), false);
+  if (ids.empty()) return absl::OkStatus();
+  std::vector<std::string> keys;
+  keys.reserve(ids.size());
+  std::vector<remote::Command> commands;
+  commands.reserve(ids.size());
+  for (const int64_t id : ids) {
+    keys.push_back(Key(t, id));
+    commands.push_back({keys.back(), {}, false});
+  }
+  std::vector<remote::Reply> replies;
+  client_->Run(commands, Clock::now() + std::chrono::milliseconds(kHotFetchDeadlineMs), &replies);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const remote::Reply& reply = replies[i];
+    if (reply.state == remote::Reply::State::kAbsent) continue;
+    if (reply.state == remote::Reply::State::kValue && reply.value.size() == value_bytes) {
+      std::memcpy(values->data() + i * value_bytes, reply.value.data(), value_bytes);
+      (*present)[i] = true;
+      continue;
+    }
+    const std::string why =
+        reply.state == remote::Reply::State::kValue
+            ? absl::StrCat("a value of ", reply.value.size(), " bytes, want ", value_bytes)
+            : std::string(remote::ErrorKindName(reply.error));
+    return absl::UnavailableError(absl::StrCat(
+        "table '", model_->tables()[t].name, "': the hot rows could not be fetched from the ",
+        "Redis cluster (key ", keys[i], ": ", why, "); the hot sets are unchanged"));
+  }
+  return absl::OkStatus();
+}
+
+void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, int sample_period,
+                       RemoteStage* stage, std::vector<absl::Status>* request_errors) {
   const Model& model = *model_;
   const int num_tables = static_cast<int>(model.tables().size());
   stage->tables_.resize(num_tables);
   stage->bytes_.resize(num_tables);
   stage->keys_.resize(num_tables);
+  stage->qparams_.resize(num_tables);
+  stage->hot_hits_.assign(num_tables, 0);
+  stage->hot_misses_.assign(num_tables, 0);
+  stage->sampled_.resize(num_tables);
   stage->user_rows_.assign(batch.user.rows.begin(), batch.user.rows.end());
   stage->item_rows_.assign(batch.item.rows.begin(), batch.item.rows.end());
   stage->pending_.clear();
@@ -152,16 +199,42 @@ void RemoteTier::Stage(const Batch& batch, RemoteStage* stage,
         tb.rows[i] = it->second;
       }
     }
+    // Values as the cluster holds them, one per slot; an int8 table's codes are read in
+    // place (row_bytes: the value's stride) and its (scale, bias) copied out after.
+    const size_t value_bytes = ValueBytesOf(table);
     std::vector<std::byte>& bytes = stage->bytes_[t];
-    bytes.resize(std::max<size_t>(1, keys.size()) * table.row_bytes);
+    bytes.resize(std::max<size_t>(1, keys.size()) * value_bytes);
+    // Every sample_period-th use of an id is sampled (a key used k times: about
+    // k / sample_period samples).
+    std::vector<int64_t>& sampled = stage->sampled_[t];
+    sampled.clear();
+    if (sample_period > 0) {
+      for (const RemoteStage::Key& key : keys) {
+        stage->countdown_ -= key.uses;
+        while (stage->countdown_ <= 0) {
+          sampled.push_back(key.id);
+          stage->countdown_ += sample_period;
+        }
+      }
+    }
+    const HotSet* set = hot != nullptr && hot->table(t).size() > 0 ? &hot->table(t) : nullptr;
     for (size_t s = 0; s < keys.size(); ++s) {
-      std::byte* row = bytes.data() + s * table.row_bytes;
+      std::byte* row = bytes.data() + s * value_bytes;
+      if (hot != nullptr) {
+        const int32_t slot = set == nullptr ? -1 : set->FindId(keys[s].id);
+        (slot >= 0 ? stage->hot_hits_ : stage->hot_misses_)[t] += keys[s].uses;
+        if (slot >= 0) {
+          std::memcpy(row, set->slot_data(slot), value_bytes);
+          keys[s].tier = Tier::kHot;
+          continue;
+        }
+      }
       switch (near_[t]->Find(keys[s].id, now, row)) {
         case NearCache::Found::kRow:
           keys[s].tier = Tier::kNear;
           break;
         case NearCache::Found::kAbsent:
-          std::memset(row, 0, table.row_bytes);
+          std::memset(row, 0, value_bytes);
           keys[s].tier = Tier::kAbsent;
           break;
         case NearCache::Found::kMiss:
@@ -170,6 +243,7 @@ void RemoteTier::Stage(const Batch& batch, RemoteStage* stage,
       }
     }
     stage->tables_[t].data = bytes.data();
+    stage->tables_[t].row_bytes = value_bytes;
     stage->tables_[t].rows = static_cast<int64_t>(keys.size());
   }
   // One pipelined fetch for every table's misses.
@@ -193,17 +267,17 @@ void RemoteTier::Stage(const Batch& batch, RemoteStage* stage,
     const Clock::time_point fetched = Clock::now();
     for (size_t p = 0; p < n; ++p) {
       const RemoteStage::Pending& pending = stage->pending_[p];
-      const EmbeddingTable& table = model.tables()[pending.table];
+      const size_t value_bytes = ValueBytesOf(model.tables()[pending.table]);
       RemoteStage::Key& key = stage->keys_[pending.table][pending.slot];
-      std::byte* row = stage->bytes_[pending.table].data() + pending.slot * table.row_bytes;
+      std::byte* row = stage->bytes_[pending.table].data() + pending.slot * value_bytes;
       const remote::Reply& reply = stage->replies_[p];
       int error = -1;
-      if (reply.state == remote::Reply::State::kValue && reply.value.size() == table.row_bytes) {
-        std::memcpy(row, reply.value.data(), table.row_bytes);
+      if (reply.state == remote::Reply::State::kValue && reply.value.size() == value_bytes) {
+        std::memcpy(row, reply.value.data(), value_bytes);
         near_[pending.table]->Insert(key.id, row, fetched);
         key.tier = Tier::kRemote;
       } else if (reply.state == remote::Reply::State::kAbsent) {
-        std::memset(row, 0, table.row_bytes);
+        std::memset(row, 0, value_bytes);
         near_[pending.table]->Insert(key.id, nullptr, fetched);
         key.tier = Tier::kAbsent;
       } else {
@@ -211,11 +285,26 @@ void RemoteTier::Stage(const Batch& batch, RemoteStage* stage,
                                                             : static_cast<int>(reply.error);
       }
       if (error >= 0) {
-        std::memset(row, 0, table.row_bytes);
+        std::memset(row, 0, value_bytes);
         key.failed = true;
         counters_[pending.table].errors[error].fetch_add(1, std::memory_order_relaxed);
       }
     }
+  }
+  // An int8 table's (scale, bias) pairs, contiguous as the lookup reads them (zeros, so
+  // zero values, for absent and failed keys).
+  for (int t = 0; t < num_tables; ++t) {
+    const EmbeddingTable& table = model.tables()[t];
+    if (!table.remote || table.dtype != DType::kInt8) continue;
+    const size_t value_bytes = ValueBytesOf(table);
+    const size_t n = stage->keys_[t].size();
+    std::vector<float>& qparams = stage->qparams_[t];
+    qparams.resize(std::max<size_t>(1, n) * 2);
+    for (size_t s = 0; s < n; ++s) {
+      std::memcpy(&qparams[2 * s], stage->bytes_[t].data() + s * value_bytes + table.row_bytes,
+                  2 * sizeof(float));
+    }
+    stage->tables_[t].qparams = qparams.data();
   }
   // Tallies, and the requests that needed a row that did not come.
   for (int t = 0; t < num_tables; ++t) {

@@ -4,7 +4,8 @@
 // (remote_stage.h) before the forward pass. Created once per loaded model; thread-safe.
 // The value layout in the cluster is docs/remote-tables.md's: key "<key_prefix><table>:<id>"
 // (no hash tag, so a table spreads over every slot), value the row's bytes exactly as the
-// safetensors table holds them (dim little-endian elements of the model's embedding_dtype).
+// safetensors table holds them (dim little-endian elements of the model's embedding_dtype;
+// for int8 the dim codes followed by the row's qparams, scale then bias, float32).
 #ifndef FUSERANK_ENGINE_REMOTE_TIER_H_
 #define FUSERANK_ENGINE_REMOTE_TIER_H_
 
@@ -17,6 +18,8 @@
 
 #include "absl/status/status.h"
 #include "engine/batch.h"
+#include "engine/hot_rows/hot_row_manager.h"
+#include "engine/hot_rows/hot_rows.h"
 #include "engine/model.h"
 #include "engine/near_cache.h"
 
@@ -59,21 +62,33 @@ struct RemoteTableCounters {
 
 class RemoteStage;
 
-class RemoteTier {
+class RemoteTier : public RemoteRowSource {
  public:
   // Connects to the cluster. When no seed answers, *tier is still set (it keeps trying in
   // the background) and the status is UNAVAILABLE with the seeds' errors: a server with
   // on_remote_error: fail refuses to start on it, one with zero serves zeros meanwhile.
   static absl::Status Create(std::shared_ptr<const Model> model, const RemoteTierOptions& options,
                              std::unique_ptr<RemoteTier>* tier);
-  ~RemoteTier();
+  ~RemoteTier() override;
 
   // Fills `stage` with `batch`'s rows of every remote table: distinct keys not in the
   // near cache are fetched in one pipeline per node, all nodes at once, within
   // fetch_deadline_ms. Keys the cluster lacks pool as zeros. Keys it failed to answer pool
   // as zeros too; with kFail every request that needed one gets UNAVAILABLE naming the
   // table in (*request_errors)[r] (left empty when none failed).
-  void Stage(const Batch& batch, RemoteStage* stage, std::vector<absl::Status>* request_errors);
+  // With `hot` (the batch's hot-row snapshot; may be null), keys in a remote table's hot
+  // set are copied from it first (tier "hot", no fetch), then the near cache is asked.
+  // With sample_period > 0 about one id use in sample_period is kept in
+  // stage->sampled(t), for HotRowManager::ObserveIds (cache.policy: frequency).
+  void Stage(const Batch& batch, const HotRowSnapshot* hot, int sample_period, RemoteStage* stage,
+             std::vector<absl::Status>* request_errors);
+
+  // RemoteRowSource (HotRowManager::Set of a redis table): fetches `ids` (distinct) in
+  // one pipeline per node within kHotFetchDeadlineMs; UNAVAILABLE naming the table and
+  // the first failed key's error when any key was not answered. Not counted as lookups.
+  static constexpr int kHotFetchDeadlineMs = 10000;
+  absl::Status FetchRows(int table, absl::Span<const int64_t> ids, std::vector<std::byte>* values,
+                         std::vector<bool>* present) override;
 
   const Model& model() const { return *model_; }
   const RemoteTierOptions& options() const { return options_; }
@@ -87,6 +102,8 @@ class RemoteTier {
   uint64_t fetches() const { return fetches_.load(std::memory_order_relaxed); }
   // The cluster key of `id` in table `table`.
   std::string Key(int table, int64_t id) const;
+  // Bytes of one value of table `table` in the cluster: row_bytes, plus 8 for int8.
+  size_t ValueBytes(int table) const override;
 
   RemoteTier(const RemoteTier&) = delete;
   RemoteTier& operator=(const RemoteTier&) = delete;

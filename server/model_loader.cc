@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
           context, std::string(connected.message()));
     }
   }
+  if (served->remote != nullptr) served->hot_rows->manager()->SetRemoteRows(served->remote.get());
   engine::BackendOptions backend_options = options.backend;
   backend_options.remote = served->remote.get();
   backend_options.hot_rows = served->hot_rows->manager();
@@ -153,9 +154,9 @@ absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
     prepared.spec.weights_path = *weights;
   }
   ASSIGN_OR_RETURN(prepared.weights_bytes, engine::Model::CheckWeightsFile(prepared.spec));
-  const engine::ServingShape shape{options.backend.workers, options.backend.cpu_threads,
-                                   options.backend.max_batch_candidates, options.cache.capacity,
-                                   options.cache.frequency};
+  const engine::ServingShape shape{
+      options.backend.workers, options.backend.cpu_threads, options.backend.max_batch_candidates,
+      options.cache.capacity,  options.cache.frequency,     options.remote.near_cache_rows};
   prepared.memory = engine::EstimateModelMemory(prepared.spec, prepared.weights_bytes, shape);
   if (options.budget != nullptr) {
     RETURN_IF_ERROR(options.budget->Check(prepared.memory.total(), VersionName(name, prepared.spec),

@@ -1,8 +1,10 @@
 // fuserank-load-redis: writes one embedding table into a Redis Cluster in the layout that
 // storage: redis tables read (docs/remote-tables.md): key "<key_prefix><table>:<id>",
-// value the row's bytes in the model's embedding_dtype. Rows come from a safetensors
-// tensor (keys from --keys, one int64 per line, else the row index) or from a key-value
-// dump (--dump: lines "<id> <v_1> ... <v_dim>", for tables that never existed as one file).
+// value the row's bytes in the model's embedding_dtype (int8: the dim codes, then the row's
+// scale and bias as float32). Rows come from a safetensors tensor (an I8 one with its
+// qparams tensor beside it; keys from --keys, one int64 per line, else the row index) or
+// from a key-value dump (--dump: lines "<id> <v_1> ... <v_dim>", for tables that never
+// existed as one file; with --dtype=int8 "<id> <scale> <bias> <q_1> ... <q_dim>").
 // Idempotent (SET overwrites with the same bytes); prints progress and a summary; exits 1
 // when any row was not written.
 #include <algorithm>
@@ -35,7 +37,9 @@ ABSL_FLAG(std::string, tensor, "", "tensor name (default embeddings.<table>.weig
 ABSL_FLAG(std::string, keys, "", "file of int64 keys, one per row (default: the row index)");
 ABSL_FLAG(std::string, dump, "", "key-value dump instead of --safetensors");
 ABSL_FLAG(std::string, dtype, "fp32",
-          "--dump only: fp32 | fp16 | bf16, the model's embedding_dtype");
+          "--dump only: fp32 | fp16 | bf16 | int8, the model's embedding_dtype");
+ABSL_FLAG(std::string, qparams, "",
+          "an I8 tensor's qparams tensor (default: the tensor's name with .qparams for .weight)");
 ABSL_FLAG(std::string, key_prefix, "fuserank:", "as remote.key_prefix");
 ABSL_FLAG(int, batch, 2000, "rows per pipelined round");
 ABSL_FLAG(int, timeout_ms, 10000, "deadline of one round");
@@ -85,13 +89,37 @@ bool FromSafetensors(Rows* rows) {
   const auto it = tensors->find(name);
   if (it == tensors->end()) return Fail(absl::StrCat(path, ": no tensor '", name, "'"));
   const fuserank::engine::TensorView& t = it->second;
-  if (t.shape.size() != 2 || (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")) {
-    return Fail(absl::StrCat(name, ": want a [rows, dim] F32, F16 or BF16 tensor"));
+  if (t.shape.size() != 2 ||
+      (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16" && t.dtype != "I8")) {
+    return Fail(absl::StrCat(name, ": want a [rows, dim] F32, F16, BF16 or I8 tensor"));
   }
   const size_t n = static_cast<size_t>(t.shape[0]);
   const size_t row_bytes = n == 0 ? 0 : t.nbytes / n;
+  // An int8 table's (scale, bias) per row, appended to each value.
+  const char* qparams = nullptr;
+  if (t.dtype == "I8") {
+    std::string qname = absl::GetFlag(FLAGS_qparams);
+    if (qname.empty()) {
+      qname = name;
+      if (qname.size() > 7 && qname.compare(qname.size() - 7, 7, ".weight") == 0) {
+        qname.resize(qname.size() - 7);
+      }
+      qname += ".qparams";
+    }
+    const auto q = tensors->find(qname);
+    if (q == tensors->end()) {
+      return Fail(absl::StrCat(path, ": ", name, " is I8 but there is no tensor '", qname,
+                               "' of its (scale, bias) pairs (--qparams)"));
+    }
+    if (q->second.dtype != "F32" || q->second.shape.size() != 2 ||
+        q->second.shape[0] != t.shape[0] || q->second.shape[1] != 2) {
+      return Fail(absl::StrCat(qname, ": want an F32 [", n, ", 2] tensor"));
+    }
+    qparams = reinterpret_cast<const char*>(q->second.data);
+  }
   for (size_t r = 0; r < n; ++r) {
     rows->values.emplace_back(reinterpret_cast<const char*>(t.data) + r * row_bytes, row_bytes);
+    if (qparams != nullptr) rows->values.back().append(qparams + r * 8, 8);
   }
   if (!absl::GetFlag(FLAGS_keys).empty())
     return ReadKeys(absl::GetFlag(FLAGS_keys), n, &rows->keys);
@@ -102,9 +130,10 @@ bool FromSafetensors(Rows* rows) {
 bool FromDump(Rows* rows) {
   const std::string path = absl::GetFlag(FLAGS_dump);
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
-  if (dtype != "fp32" && dtype != "fp16" && dtype != "bf16") {
-    return Fail(absl::StrCat("--dtype: fp32, fp16 or bf16, got '", dtype, "'"));
+  if (dtype != "fp32" && dtype != "fp16" && dtype != "bf16" && dtype != "int8") {
+    return Fail(absl::StrCat("--dtype: fp32, fp16, bf16 or int8, got '", dtype, "'"));
   }
+  const bool int8 = dtype == "int8";
   std::ifstream in(path);
   if (!in) return Fail(absl::StrCat(path, ": cannot open"));
   std::string line;
@@ -114,11 +143,37 @@ bool FromDump(Rows* rows) {
     if (fields.empty()) continue;
     int64_t key = 0;
     if (!absl::SimpleAtoi(fields[0], &key)) return Fail(absl::StrCat(path, ":", n, ": bad key"));
-    if (dim == 0) dim = fields.size() - 1;
-    if (dim == 0 || fields.size() - 1 != dim) {
-      return Fail(absl::StrCat(path, ":", n, ": ", fields.size() - 1, " values, want ", dim));
+    // int8: the scale and the bias come first.
+    const size_t first = int8 ? 3 : 1;
+    if (fields.size() <= first) {
+      return Fail(absl::StrCat(path, ":", n, ": no values", int8 ? " after scale and bias" : ""));
+    }
+    if (dim == 0) dim = fields.size() - first;
+    if (fields.size() - first != dim) {
+      return Fail(absl::StrCat(path, ":", n, ": ", fields.size() - first, " values, want ", dim));
     }
     std::string value;
+    if (int8) {
+      float q[2] = {0, 0};
+      for (int j = 0; j < 2; ++j) {
+        if (!absl::SimpleAtof(fields[1 + j], &q[j]) || !std::isfinite(q[j])) {
+          return Fail(absl::StrCat(path, ":", n, ": ", j == 0 ? "scale" : "bias",
+                                   " is not a finite number"));
+        }
+      }
+      for (size_t j = first; j < fields.size(); ++j) {
+        int code = 0;
+        if (!absl::SimpleAtoi(fields[j], &code) || code < -128 || code > 127) {
+          return Fail(absl::StrCat(path, ":", n, ": code ", j - first + 1,
+                                   " is not an integer in -128..127"));
+        }
+        value.push_back(static_cast<char>(static_cast<int8_t>(code)));
+      }
+      value.append(reinterpret_cast<const char*>(q), sizeof(q));
+      rows->keys.push_back(key);
+      rows->values.push_back(std::move(value));
+      continue;
+    }
     for (size_t j = 1; j < fields.size(); ++j) {
       float v = 0;
       if (!absl::SimpleAtof(fields[j], &v) || !std::isfinite(v)) {
@@ -143,7 +198,7 @@ bool FromDump(Rows* rows) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fuserank-load-redis --seed_nodes=h:p[,...] --table=T (--safetensors=F [--keys=K] | "
-      "--dump=D [--dtype=fp16])");
+      "--dump=D [--dtype=fp16|int8])");
   absl::ParseCommandLine(argc, argv);
   const std::string table = absl::GetFlag(FLAGS_table);
   if (table.empty() || absl::GetFlag(FLAGS_seed_nodes).empty() ||

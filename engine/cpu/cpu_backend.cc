@@ -40,6 +40,7 @@ class CpuBackend final : public Backend {
       : model_(std::move(model)),
         plan_(BuildCpuPlan(*model_, options.cpu_precision)),
         hot_rows_(options.hot_rows),
+        sample_accesses_(options.sample_accesses && options.hot_rows != nullptr),
         remote_(options.remote) {
     if (model_->spec().has_remote_tables() &&
         (remote_ == nullptr || &remote_->model() != model_.get())) {
@@ -50,6 +51,7 @@ class CpuBackend final : public Backend {
       hot_status_ =
           absl::InvalidArgumentError("cpu backend: the hot-row manager belongs to another model");
       hot_rows_ = nullptr;
+      sample_accesses_ = false;
     }
     const int threads = std::max(1, options.cpu_threads);
     const size_t tables = model_->tables().size();
@@ -109,6 +111,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const Model> model_;
   absl::StatusOr<CpuPlan> plan_;
   HotRowManager* hot_rows_;  // null: no hot-row tier
+  bool sample_accesses_;     // BackendOptions::sample_accesses, with a hot-row tier
   absl::Status hot_status_;
   RemoteTier* remote_;  // null: no storage: redis table
   absl::Status remote_status_;
@@ -139,7 +142,8 @@ absl::Status CpuBackend::Run(int worker, const Batch& batch, BatchResult* result
   double staging = 0;
   if (model_->spec().has_remote_tables()) {
     const Clock::time_point start = Clock::now();
-    remote_->Stage(batch, &w.remote, &result->request_errors);
+    const int period = sample_accesses_ ? hot_rows_->options().sample_period : 0;
+    remote_->Stage(batch, snapshot.get(), period, &w.remote, &result->request_errors);
     staging = std::chrono::duration<double>(Clock::now() - start).count();
   }
   for (TileScratch& scratch : w.scratch) {
@@ -214,6 +218,11 @@ void CpuBackend::FinishHotReads(Worker& w) {
     for (TileScratch& scratch : w.scratch) {
       hits += std::exchange(scratch.hot.hits[t], 0);
       misses += std::exchange(scratch.hot.misses[t], 0);
+    }
+    if (model_->tables()[t].remote) {  // looked up in the hot set while staging
+      hits += w.remote.hot_hits(t);
+      misses += w.remote.hot_misses(t);
+      if (sample_accesses_) hot_rows_->ObserveIds(t, w.remote.sampled(t));
     }
     hot_rows_->RecordLookups(t, hits, misses);
   }

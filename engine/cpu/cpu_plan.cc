@@ -31,10 +31,11 @@ absl::Status CheckLayers(const std::vector<DenseLayer>& layers, int in, const ch
 
 absl::Status CheckTables(const Model& model) {
   for (const EmbeddingTable& table : model.tables()) {
-    // A storage: redis table's rows are staged per batch (engine/remote_stage.h).
+    // A storage: redis table's rows (and int8 qparams) are staged per batch
+    // (engine/remote_stage.h).
     const bool local_rows = table.remote || (table.rows > 0 && table.data != nullptr);
     if (table.dim <= 0 || !local_rows || table.row_bytes < table.dim * ElementBytes(table.dtype) ||
-        (table.dtype == DType::kInt8 && table.qparams == nullptr)) {
+        (table.dtype == DType::kInt8 && !table.remote && table.qparams == nullptr)) {
       return absl::InvalidArgumentError(
           absl::StrCat("table '", table.name, "': bad shape or storage for the CPU"));
     }

@@ -12,8 +12,7 @@ namespace {
 constexpr int kMaxDepth = 8;
 
 // 64-bit finaliser (murmur3 fmix64): every input bit affects every output bit.
-uint64_t Mix(int32_t row) {
-  uint64_t x = static_cast<uint32_t>(row);
+uint64_t Mix64(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
@@ -22,9 +21,13 @@ uint64_t Mix(int32_t row) {
   return x;
 }
 
+// A row hashes as its uint32 bits (as it always did), an id as its uint64 bits.
+uint64_t Mix(int32_t row) { return Mix64(static_cast<uint32_t>(row)); }
+uint64_t Mix(int64_t id) { return Mix64(static_cast<uint64_t>(id)); }
+
 }  // namespace
 
-FrequencySketch::Options FrequencySketch::OptionsForCapacity(int capacity) {
+FrequencySketchSizing::Options FrequencySketchSizing::OptionsForCapacity(int capacity) {
   constexpr int64_t kMaxWidth = int64_t{1} << 22;
   const int64_t candidates =
       std::clamp<int64_t>(2 * int64_t{capacity}, 64, 2 * int64_t{kMaxSketchedCapacity});
@@ -35,7 +38,8 @@ FrequencySketch::Options FrequencySketch::OptionsForCapacity(int capacity) {
   return options;
 }
 
-size_t FrequencySketch::EstimateMemoryBytes(const Options& options) {
+template <typename Key>
+size_t BasicFrequencySketch<Key>::EstimateMemoryBytes(const Options& options) {
   size_t width = 1;
   while (width < static_cast<size_t>(std::max(options.width, 1))) width *= 2;
   const size_t candidates = static_cast<size_t>(std::max(options.candidates, 1));
@@ -43,11 +47,13 @@ size_t FrequencySketch::EstimateMemoryBytes(const Options& options) {
   // (absl's flat_hash_map): fewer than 2 * (2 * candidates * 8 / 7 + 1) slots.
   size_t slots = 1;
   while (slots < 2 * candidates * 8 / 7 + 1) slots *= 2;
-  return sizeof(FrequencySketch) + static_cast<size_t>(std::max(options.depth, 1)) * width * 4 +
-         candidates * sizeof(Candidate) + 2 * slots * (sizeof(std::pair<int32_t, uint32_t>) + 1);
+  return sizeof(BasicFrequencySketch) +
+         static_cast<size_t>(std::max(options.depth, 1)) * width * 4 +
+         candidates * sizeof(Candidate) + 2 * slots * (sizeof(std::pair<Key, uint32_t>) + 1);
 }
 
-FrequencySketch::FrequencySketch(const Options& options)
+template <typename Key>
+BasicFrequencySketch<Key>::BasicFrequencySketch(const Options& options)
     : depth_(options.depth), max_candidates_(static_cast<size_t>(options.candidates)) {
   ABSL_RAW_CHECK(options.width >= 1 && options.width <= (1 << 30), "sketch width out of range");
   ABSL_RAW_CHECK(depth_ >= 1 && depth_ <= kMaxDepth, "sketch depth out of range");
@@ -61,7 +67,8 @@ FrequencySketch::FrequencySketch(const Options& options)
   position_.reserve(2 * max_candidates_);
 }
 
-uint32_t FrequencySketch::Increment(int32_t row) {
+template <typename Key>
+uint32_t BasicFrequencySketch<Key>::Increment(Key row) {
   const uint64_t h = Mix(row);
   const uint32_t h1 = static_cast<uint32_t>(h);
   const uint32_t h2 = static_cast<uint32_t>(h >> 32) | 1u;
@@ -79,7 +86,8 @@ uint32_t FrequencySketch::Increment(int32_t row) {
   return estimate;
 }
 
-uint32_t FrequencySketch::Estimate(int32_t row) const {
+template <typename Key>
+uint32_t BasicFrequencySketch<Key>::Estimate(Key row) const {
   const uint64_t h = Mix(row);
   const uint32_t h1 = static_cast<uint32_t>(h);
   const uint32_t h2 = static_cast<uint32_t>(h >> 32) | 1u;
@@ -92,7 +100,8 @@ uint32_t FrequencySketch::Estimate(int32_t row) const {
   return estimate;
 }
 
-void FrequencySketch::Observe(int32_t row) {
+template <typename Key>
+void BasicFrequencySketch<Key>::Observe(Key row) {
   ++observed_;
   const uint32_t estimate = Increment(row);
   // Most rows of a skewed stream are cold: they cannot enter a full heap, and a tracked
@@ -114,12 +123,14 @@ void FrequencySketch::Observe(int32_t row) {
   SiftDown(0);
 }
 
-void FrequencySketch::Place(size_t i, Candidate c) {
+template <typename Key>
+void BasicFrequencySketch<Key>::Place(size_t i, Candidate c) {
   heap_[i] = c;
   position_[c.row] = static_cast<uint32_t>(i);
 }
 
-void FrequencySketch::SiftDown(size_t i) {
+template <typename Key>
+void BasicFrequencySketch<Key>::SiftDown(size_t i) {
   const Candidate c = heap_[i];
   for (;;) {
     size_t child = 2 * i + 1;
@@ -132,7 +143,8 @@ void FrequencySketch::SiftDown(size_t i) {
   Place(i, c);
 }
 
-void FrequencySketch::SiftUp(size_t i) {
+template <typename Key>
+void BasicFrequencySketch<Key>::SiftUp(size_t i) {
   const Candidate c = heap_[i];
   while (i > 0) {
     const size_t parent = (i - 1) / 2;
@@ -143,8 +155,9 @@ void FrequencySketch::SiftUp(size_t i) {
   Place(i, c);
 }
 
-std::vector<std::pair<int32_t, uint32_t>> FrequencySketch::TopN(int n) const {
-  std::vector<std::pair<int32_t, uint32_t>> top;
+template <typename Key>
+std::vector<std::pair<Key, uint32_t>> BasicFrequencySketch<Key>::TopN(int n) const {
+  std::vector<std::pair<Key, uint32_t>> top;
   top.reserve(heap_.size());
   for (const Candidate& c : heap_) {
     const uint32_t estimate = Estimate(c.row);
@@ -159,16 +172,21 @@ std::vector<std::pair<int32_t, uint32_t>> FrequencySketch::TopN(int n) const {
   return top;
 }
 
-void FrequencySketch::Decay() {
+template <typename Key>
+void BasicFrequencySketch<Key>::Decay() {
   for (uint32_t& c : counters_) c >>= 1;
   // Halving keeps the heap order (a <= b implies a/2 <= b/2).
   for (Candidate& c : heap_) c.count >>= 1;
 }
 
-size_t FrequencySketch::MemoryBytes() const {
+template <typename Key>
+size_t BasicFrequencySketch<Key>::MemoryBytes() const {
   return sizeof(*this) + counters_.capacity() * sizeof(uint32_t) +
          heap_.capacity() * sizeof(Candidate) +
-         position_.capacity() * (sizeof(std::pair<int32_t, uint32_t>) + 1);
+         position_.capacity() * (sizeof(std::pair<Key, uint32_t>) + 1);
 }
+
+template class BasicFrequencySketch<int32_t>;
+template class BasicFrequencySketch<int64_t>;
 
 }  // namespace fuserank::engine

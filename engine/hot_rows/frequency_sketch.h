@@ -22,8 +22,8 @@ namespace fuserank::engine {
 // cache.policy: frequency is validated against it).
 inline constexpr int kMaxSketchedCapacity = 1 << 20;
 
-class FrequencySketch {
- public:
+// The sizing every sketch shares, whatever it is keyed by.
+struct FrequencySketchSizing {
   struct Options {
     int width = 1 << 16;    // counters per sketch row; rounded up to a power of two
     int depth = 4;          // sketch rows (independent hashes), 1..8
@@ -34,19 +34,26 @@ class FrequencySketch {
   // clamp(8 * candidates, 1024, 2^22) rounded up, depth 4. Capacity 4096: ~1.4 MB;
   // kMaxSketchedCapacity: ~130 MB (64 MiB of counters, 16 MiB heap, ~50 MiB index).
   static Options OptionsForCapacity(int capacity);
+};
+
+// Keyed by `Key`: int32_t rows of a local table (FrequencySketch) or int64_t raw ids of a
+// storage: redis table (IdFrequencySketch).
+template <typename Key>
+class BasicFrequencySketch : public FrequencySketchSizing {
+ public:
   // At least what MemoryBytes() of a sketch made with `options` returns (computed without
   // allocating; for the memory budget, engine/model_memory.h).
   static size_t EstimateMemoryBytes(const Options& options);
 
   // REQUIRES: width >= 1, 1 <= depth <= 8, candidates >= 1.
-  explicit FrequencySketch(const Options& options);
+  explicit BasicFrequencySketch(const Options& options);
 
-  // Counts one access of `row` (any int32; rows are what the sketch is keyed by).
-  void Observe(int32_t row);
+  // Counts one access of `row` (any Key; rows are what the sketch is keyed by).
+  void Observe(Key row);
   // Estimated count of `row`: >= its true (decayed) count, usually equal.
-  uint32_t Estimate(int32_t row) const;
+  uint32_t Estimate(Key row) const;
   // Up to `n` tracked rows by estimated count, highest first (ties: lower row first).
-  std::vector<std::pair<int32_t, uint32_t>> TopN(int n) const;
+  std::vector<std::pair<Key, uint32_t>> TopN(int n) const;
   // Halves every count (rows that stop appearing fade: after k calls, 1/2^k remains).
   void Decay();
   // Accesses counted since construction (not decayed).
@@ -57,10 +64,10 @@ class FrequencySketch {
  private:
   struct Candidate {
     uint32_t count;
-    int32_t row;
+    Key row;
   };
   // Adds one to `row`'s counters (conservative update); returns the new estimate.
-  uint32_t Increment(int32_t row);
+  uint32_t Increment(Key row);
   void SiftDown(size_t i);
   void SiftUp(size_t i);
   void Place(size_t i, Candidate c);
@@ -68,11 +75,16 @@ class FrequencySketch {
   int depth_;
   uint32_t mask_;
   size_t max_candidates_;
-  std::vector<uint32_t> counters_;                   // depth_ x (mask_ + 1)
-  std::vector<Candidate> heap_;                      // min-heap on count
-  absl::flat_hash_map<int32_t, uint32_t> position_;  // row -> index in heap_
+  std::vector<uint32_t> counters_;               // depth_ x (mask_ + 1)
+  std::vector<Candidate> heap_;                  // min-heap on count
+  absl::flat_hash_map<Key, uint32_t> position_;  // row -> index in heap_
   uint64_t observed_ = 0;
 };
+
+extern template class BasicFrequencySketch<int32_t>;
+extern template class BasicFrequencySketch<int64_t>;
+using FrequencySketch = BasicFrequencySketch<int32_t>;
+using IdFrequencySketch = BasicFrequencySketch<int64_t>;
 
 }  // namespace fuserank::engine
 

@@ -92,7 +92,11 @@ void HotRowCache::CarryHotSets(const HotRowCache& previous, bool empty) {
                                      table.rows, " rows)"));
       continue;
     }
-    ids.emplace_back(set.rows().begin(), set.rows().end());
+    if (table.remote) {  // raw ids, fetched again from the cluster by Set
+      ids.emplace_back(set.ids().begin(), set.ids().end());
+    } else {
+      ids.emplace_back(set.rows().begin(), set.rows().end());
+    }
     tables.push_back({table.name, ids.back()});
     carried.push_back(absl::StrCat(table.name, " (", set.size(), " rows)"));
   }
@@ -104,6 +108,22 @@ void HotRowCache::CarryHotSets(const HotRowCache& previous, bool empty) {
   }
   if (tables.empty()) return;
   absl::StatusOr<HotRowsStatus> set = manager_->Set(tables);
+  if (!set.ok() && set.status().code() == absl::StatusCode::kUnavailable) {
+    // A storage: redis table's ids could not be fetched: the local tables' sets are still
+    // carried, the redis tables start empty.
+    spdlog::warn("model '{}': {}; its storage: redis tables start with empty hot sets", name_,
+                 std::string(set.status().message()));
+    std::vector<TableIds> local;
+    std::vector<std::string> carried_local;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      if (manager_->model().tables()[manager_->TableIndex(tables[i].table)].remote) continue;
+      local.push_back(tables[i]);
+      carried_local.push_back(carried[i]);
+    }
+    carried = std::move(carried_local);
+    if (local.empty()) return;
+    set = manager_->Set(local);
+  }
   if (!set.ok()) {
     spdlog::warn(
         "model '{}': the hot sets of the previous version are not carried over, the "

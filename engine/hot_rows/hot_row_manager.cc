@@ -1,11 +1,14 @@
 #include "engine/hot_rows/hot_row_manager.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace fuserank::engine {
 namespace {
@@ -57,7 +60,9 @@ HotRowManager::HotRowManager(std::shared_ptr<const Model> model, const HotRowOpt
           : FrequencySketch::Options{};
   for (const EmbeddingTable& table : tables) {
     initial->tables.push_back(HotSet::Empty(table));
-    if (options_.sketches) sketches_.push_back(std::make_unique<TableSketch>(sketch_options));
+    if (options_.sketches) {
+      sketches_.push_back(std::make_unique<TableSketch>(sketch_options, table.remote));
+    }
   }
   counters_ = std::make_unique<Counters[]>(tables.size());
   initial->version = options_.initial_version;
@@ -69,7 +74,7 @@ size_t HotRowManager::SketchMemoryBytes() const {
   size_t bytes = 0;
   for (const auto& s : sketches_) {
     absl::MutexLock lock(&s->mu);
-    bytes += s->sketch.MemoryBytes();
+    bytes += s->rows != nullptr ? s->rows->MemoryBytes() : s->ids->MemoryBytes();
   }
   return bytes;
 }
@@ -78,7 +83,16 @@ void HotRowManager::ObserveRows(int table, absl::Span<const int32_t> rows) {
   if (rows.empty() || sketches_.empty()) return;
   TableSketch& s = *sketches_[table];
   absl::MutexLock lock(&s.mu);
-  for (const int32_t row : rows) s.sketch.Observe(row);
+  if (s.rows == nullptr) return;  // a storage: redis table: ObserveIds
+  for (const int32_t row : rows) s.rows->Observe(row);
+}
+
+void HotRowManager::ObserveIds(int table, absl::Span<const int64_t> ids) {
+  if (ids.empty() || sketches_.empty()) return;
+  TableSketch& s = *sketches_[table];
+  absl::MutexLock lock(&s.mu);
+  if (s.ids == nullptr) return;  // a local table: ObserveRows
+  for (const int64_t id : ids) s.ids->Observe(id);
 }
 
 absl::StatusOr<std::vector<int>> HotRowManager::Resolve(
@@ -133,6 +147,34 @@ HotRowsStatus HotRowManager::StatusOf(const HotRowSnapshot& snapshot,
   return status;
 }
 
+absl::StatusOr<std::shared_ptr<const HotSet>> HotRowManager::RemoteSet(
+    int index, absl::Span<const int64_t> ids) const {
+  const EmbeddingTable& table = model_->tables()[index];
+  if (ids.empty()) return HotSet::Empty(table);
+  std::vector<int64_t> distinct;
+  distinct.reserve(ids.size());
+  absl::flat_hash_set<int64_t> seen;
+  seen.reserve(ids.size());
+  for (const int64_t id : ids) {
+    if (seen.insert(id).second) distinct.push_back(id);
+  }
+  if (distinct.size() > static_cast<size_t>(options_.capacity)) {  // before any fetch
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", table.name, "': ", ids.size(), " ids map to ", distinct.size(),
+                     " distinct rows, more than the hot-set capacity ", options_.capacity,
+                     " (cache.hot_rows_per_table)"));
+  }
+  if (remote_rows_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("table '", table.name, "' is storage: redis and no cluster is connected"));
+  }
+  std::vector<std::byte> values;
+  std::vector<bool> present;
+  RETURN_IF_ERROR(remote_rows_->FetchRows(index, distinct, &values, &present));
+  return HotSet::FromRemote(table, distinct, values, remote_rows_->ValueBytes(index), present,
+                            options_.capacity);
+}
+
 absl::StatusOr<HotRowsStatus> HotRowManager::Set(absl::Span<const TableIds> tables) {
   absl::MutexLock lock(&write_mu_);
   std::vector<std::string_view> names;
@@ -143,10 +185,11 @@ absl::StatusOr<HotRowsStatus> HotRowManager::Set(absl::Span<const TableIds> tabl
   std::vector<std::shared_ptr<const HotSet>> sets;
   for (size_t i = 0; i < tables.size(); ++i) {
     const EmbeddingTable& table = model_->tables()[(*indices)[i]];
-    if (table.remote && !tables[i].ids.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "table '", table.name, "' is storage: redis: its repeated rows are kept by the near ",
-          "cache (remote.near_cache_rows), not by a hot set"));
+    if (table.remote) {
+      absl::StatusOr<std::shared_ptr<const HotSet>> set = RemoteSet((*indices)[i], tables[i].ids);
+      if (!set.ok()) return set.status();
+      sets.push_back(*std::move(set));
+      continue;
     }
     absl::StatusOr<std::shared_ptr<const HotSet>> set =
         HotSet::FromIds(model_->tables()[(*indices)[i]], tables[i].ids, options_.capacity);
@@ -183,30 +226,55 @@ absl::StatusOr<HotRowsStatus> HotRowManager::Rebuild(absl::Span<const std::strin
   const std::vector<std::string_view> names(tables.begin(), tables.end());
   absl::StatusOr<std::vector<int>> indices = Resolve(names);
   if (!indices.ok()) return indices.status();
+  std::vector<int> rebuilt;
   std::vector<std::shared_ptr<const HotSet>> sets;
   for (const int index : *indices) {
+    const EmbeddingTable& table = model_->tables()[index];
+    TableSketch& s = *sketches_[index];
+    if (table.remote) {  // the most often sampled ids, fetched from the cluster
+      std::vector<std::pair<int64_t, uint32_t>> top;
+      {
+        absl::MutexLock sketch_lock(&s.mu);
+        top = s.ids->TopN(options_.capacity);
+      }
+      std::vector<int64_t> ids;
+      ids.reserve(top.size());
+      for (const auto& [id, count] : top) ids.push_back(id);
+      absl::StatusOr<std::shared_ptr<const HotSet>> set = RemoteSet(index, ids);
+      if (!set.ok()) {
+        // Named: the call fails; all tables: this one keeps its set, the others go on.
+        if (!names.empty()) return set.status();
+        spdlog::warn("model '{}': hot rows of '{}' not rebuilt: {}", model_->spec().name,
+                     table.name, std::string(set.status().message()));
+        continue;
+      }
+      rebuilt.push_back(index);
+      sets.push_back(*std::move(set));
+      continue;
+    }
     std::vector<std::pair<int32_t, uint32_t>> top;
     {
-      TableSketch& s = *sketches_[index];
       absl::MutexLock sketch_lock(&s.mu);
-      top = s.sketch.TopN(options_.capacity);
+      top = s.rows->TopN(options_.capacity);
     }
     std::vector<int32_t> rows;
     rows.reserve(top.size());
-    const int64_t table_rows = model_->tables()[index].rows;
     for (const auto& [row, count] : top) {
-      if (row >= 0 && row < table_rows) rows.push_back(row);  // ObserveRows trusts callers
+      if (row >= 0 && row < table.rows) rows.push_back(row);  // ObserveRows trusts callers
     }
     absl::StatusOr<std::shared_ptr<const HotSet>> set =
-        HotSet::FromRows(model_->tables()[index], rows, options_.capacity);
+        HotSet::FromRows(table, rows, options_.capacity);
     if (!set.ok()) return set.status();
+    rebuilt.push_back(index);
     sets.push_back(*std::move(set));
   }
-  Publish(*indices, std::move(sets));
-  for (const int index : *indices) {
+  if (rebuilt.empty()) return StatusOf(*snapshot(), *indices);
+  Publish(rebuilt, std::move(sets));
+  for (const int index : rebuilt) {
     TableSketch& s = *sketches_[index];
     absl::MutexLock sketch_lock(&s.mu);
-    s.sketch.Decay();
+    if (s.rows != nullptr) s.rows->Decay();
+    if (s.ids != nullptr) s.ids->Decay();
   }
   return StatusOf(*snapshot(), *indices);
 }

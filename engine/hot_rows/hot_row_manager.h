@@ -69,6 +69,18 @@ struct TableIds {
   absl::Span<const int64_t> ids;
 };
 
+// Where the hot sets of storage: redis tables get their values (the model's RemoteTier):
+// FetchRows fills values (ids.size() x ValueBytes(table), each as the cluster holds it)
+// and present (false: the cluster has no such key) for raw `ids` of table index `table`,
+// or fails (UNAVAILABLE naming the table) when any of them could not be fetched.
+class RemoteRowSource {
+ public:
+  virtual ~RemoteRowSource() = default;
+  virtual size_t ValueBytes(int table) const = 0;
+  virtual absl::Status FetchRows(int table, absl::Span<const int64_t> ids,
+                                 std::vector<std::byte>* values, std::vector<bool>* present) = 0;
+};
+
 class HotRowManager {
  public:
   // Starts at options.initial_version with an empty hot set for every table of `model`.
@@ -97,10 +109,20 @@ class HotRowManager {
   // Takes the table's sketch mutex for ~30 ns per row; Rebuild holds it for the table's
   // TopN and Decay (~1 ms at capacity 4096). REQUIRES: 0 <= table < tables().size().
   void ObserveRows(int table, absl::Span<const int32_t> rows);
+  // The same for a storage: redis table's raw ids (sampled while its keys are staged,
+  // RemoteTier::Stage); ignored for a local table, as ObserveRows is for a redis one.
+  void ObserveIds(int table, absl::Span<const int64_t> ids);
 
   // --- Admin (fuserank.v1.Admin) ----------------------------------------------------
-  // Replaces the hot set of every listed table with `ids` (HotSet::FromIds); other tables
-  // keep theirs. All or nothing: on any error nothing changes. Errors:
+  // The source of storage: redis tables' hot rows; null (the default): Set with ids for
+  // such a table is FAILED_PRECONDITION. Set it before the manager is shared; it must
+  // outlive the manager's last Set.
+  void SetRemoteRows(RemoteRowSource* source) { remote_rows_ = source; }
+
+  // Replaces the hot set of every listed table with `ids` (HotSet::FromIds; for a
+  // storage: redis table the distinct ids' values are fetched from the cluster first,
+  // HotSet::FromRemote); other tables keep theirs. All or nothing: on any error nothing
+  // changes. Errors (besides the fetch's UNAVAILABLE):
   //   NOT_FOUND         a table the model does not have (lists the model's tables);
   //   INVALID_ARGUMENT  a table listed twice; more distinct rows than capacity; an
   //                     out-of-range id in an oov: reject table.
@@ -117,7 +139,10 @@ class HotRowManager {
   absl::StatusOr<HotRowsStatus> Get(absl::Span<const std::string> tables) const;
   // Installs, for each listed table (all when empty), the top `capacity` rows of its
   // sketch (hottest in slot 0), as one swap (version + 1), then halves the table's
-  // counts (Decay), so rows that stopped appearing fade over a few rebuilds.
+  // counts (Decay), so rows that stopped appearing fade over a few rebuilds. A storage:
+  // redis table gets its most often sampled ids, fetched from the cluster (RemoteSet): a
+  // failed fetch fails the call when the table is named, and leaves that table's set as
+  // it is (logged) when all tables are rebuilt.
   absl::StatusOr<HotRowsStatus> Rebuild(absl::Span<const std::string> tables);
 
   const Model& model() const { return *model_; }
@@ -132,10 +157,19 @@ class HotRowManager {
     std::atomic<uint64_t> hits{0};
     std::atomic<uint64_t> misses{0};
   };
+  // One of rows (a local table) and ids (a storage: redis table) is set.
   struct TableSketch {
-    explicit TableSketch(const FrequencySketch::Options& o) : sketch(o) {}
+    TableSketch(const FrequencySketch::Options& o, bool remote) {
+      absl::MutexLock lock(&mu);
+      if (remote) {
+        ids = std::make_unique<IdFrequencySketch>(o);
+      } else {
+        rows = std::make_unique<FrequencySketch>(o);
+      }
+    }
     absl::Mutex mu;
-    FrequencySketch sketch ABSL_GUARDED_BY(mu);
+    std::unique_ptr<FrequencySketch> rows ABSL_GUARDED_BY(mu);
+    std::unique_ptr<IdFrequencySketch> ids ABSL_GUARDED_BY(mu);
   };
 
   HotRowManager(std::shared_ptr<const Model> model, const HotRowOptions& options);
@@ -145,6 +179,9 @@ class HotRowManager {
   void Publish(absl::Span<const int> indices, std::vector<std::shared_ptr<const HotSet>> sets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   HotRowsStatus StatusOf(const HotRowSnapshot& snapshot, absl::Span<const int> indices) const;
+  // The hot set of storage: redis table `index` for raw `ids`, fetched from remote_rows_.
+  absl::StatusOr<std::shared_ptr<const HotSet>> RemoteSet(int index,
+                                                          absl::Span<const int64_t> ids) const;
 
   const std::shared_ptr<const Model> model_;
   const HotRowOptions options_;
@@ -153,6 +190,7 @@ class HotRowManager {
   std::atomic<uint64_t> version_{0};
   std::unique_ptr<Counters[]> counters_;
   std::vector<std::unique_ptr<TableSketch>> sketches_;
+  RemoteRowSource* remote_rows_ = nullptr;
 };
 
 }  // namespace fuserank::engine

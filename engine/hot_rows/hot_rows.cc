@@ -69,6 +69,40 @@ std::shared_ptr<const HotSet> HotSet::Empty(const EmbeddingTable& table) {
   return std::shared_ptr<const HotSet>(new HotSet(table, {}));
 }
 
+absl::StatusOr<std::shared_ptr<const HotSet>> HotSet::FromRemote(
+    const EmbeddingTable& table, absl::Span<const int64_t> ids, absl::Span<const std::byte> values,
+    size_t value_bytes, const std::vector<bool>& present, int capacity) {
+  if (absl::Status s = CheckCapacity(table, ids.size(), ids.size(), capacity); !s.ok()) return s;
+  if (values.size() != ids.size() * value_bytes || present.size() != ids.size()) {
+    return absl::InternalError(absl::StrCat("table '", table.name, "': ", values.size(),
+                                            " value bytes for ", ids.size(), " ids"));
+  }
+  std::shared_ptr<HotSet> set(new HotSet(table, {}));
+  set->remote_ = true;
+  size_t held = 0;
+  for (size_t i = 0; i < ids.size(); ++i) held += present[i] ? 1 : 0;
+  if (held > 0 && value_bytes > 0)
+    set->bytes_.reset(new (kAlignment) std::byte[held * value_bytes]);
+  set->ids_.reserve(held);
+  set->id_slot_.reserve(held);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!present[i]) continue;
+    const auto [it, added] =
+        set->id_slot_.try_emplace(ids[i], static_cast<int32_t>(set->ids_.size()));
+    if (!added) {
+      return absl::InternalError(absl::StrCat("table '", table.name, "': id ", ids[i], " twice"));
+    }
+    std::memcpy(set->bytes_.get() + set->ids_.size() * value_bytes, values.data() + i * value_bytes,
+                value_bytes);
+    set->ids_.push_back(ids[i]);
+  }
+  set->compact_.rows = static_cast<int64_t>(held);
+  set->compact_.data = set->bytes_.get();
+  set->compact_.row_bytes = value_bytes;
+  set->compact_.qparams = nullptr;
+  return std::shared_ptr<const HotSet>(std::move(set));
+}
+
 HotSet::HotSet(const EmbeddingTable& table, std::vector<int32_t> rows)
     : rows_(std::move(rows)), index_(rows_), compact_(table) {
   const size_t row_bytes = table.row_bytes;
@@ -92,8 +126,11 @@ HotSet::HotSet(const EmbeddingTable& table, std::vector<int32_t> rows)
 }
 
 size_t HotSet::MemoryBytes() const {
+  // The id index: a slot (an id and a slot number) and a control byte per entry.
+  const size_t id_index = id_slot_.capacity() * (sizeof(std::pair<const int64_t, int32_t>) + 1);
   return sizeof(*this) + rows_.capacity() * sizeof(int32_t) + index_.MemoryBytes() +
-         rows_.size() * compact_.row_bytes + qparams_.capacity() * sizeof(float);
+         static_cast<size_t>(size()) * compact_.row_bytes + qparams_.capacity() * sizeof(float) +
+         ids_.capacity() * sizeof(int64_t) + id_index;
 }
 
 }  // namespace fuserank::engine

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/hot_rows/hot_row_index.h"
@@ -37,6 +38,14 @@ class HotSet {
                                                                 int capacity);
   // A set with no rows for `table`: every probe misses.
   static std::shared_ptr<const HotSet> Empty(const EmbeddingTable& table);
+  // The hot set of a storage: redis table: `ids` (raw ids, distinct, hottest first) with
+  // `values` fetched from the cluster (ids.size() x value_bytes, each as the cluster holds
+  // it); ids with present[i] false (the cluster has no such key) are left out, so they are
+  // looked up as any other key. INVALID_ARGUMENT for more ids than `capacity`.
+  static absl::StatusOr<std::shared_ptr<const HotSet>> FromRemote(
+      const EmbeddingTable& table, absl::Span<const int64_t> ids,
+      absl::Span<const std::byte> values, size_t value_bytes, const std::vector<bool>& present,
+      int capacity);
 
   // Hot path. The slot of `row` or -1 (cost: one hash and ~1.5 probes at load <= 0.5).
   int32_t FindSlot(int32_t row) const { return index_.Find(row); }
@@ -53,14 +62,25 @@ class HotSet {
     return compact_.qparams == nullptr ? nullptr : compact_.qparams + 2 * slot;
   }
 
-  int size() const { return static_cast<int>(rows_.size()); }
+  // A storage: redis table's set: the slot of raw id `id`, or -1 (always -1 for a local
+  // table's set, whose rows FindSlot looks up).
+  int32_t FindId(int64_t id) const {
+    const auto it = id_slot_.find(id);
+    return it == id_slot_.end() ? -1 : it->second;
+  }
+  // A storage: redis table's set: ids()[slot] is the raw id held in `slot`.
+  absl::Span<const int64_t> ids() const { return ids_; }
+
+  int size() const { return static_cast<int>(remote_ ? ids_.size() : rows_.size()); }
   int table_index() const { return compact_.spec_index; }
   const std::string& table_name() const { return compact_.name; }
   // rows()[slot] is the table row held in `slot`.
   absl::Span<const int32_t> rows() const { return rows_; }
   const HotRowIndex& index() const { return index_; }
   // The compact copy viewed as a table of size() rows (slot = row), same dtype, dim and
-  // row_bytes as the source; data is 64-byte aligned. Valid while this set lives.
+  // row_bytes as the source; data is 64-byte aligned. Valid while this set lives. A
+  // storage: redis table's set holds each value as the cluster does: row_bytes is the
+  // value's size (an int8 row's codes, then its scale and bias) and qparams is null.
   const EmbeddingTable& compact_table() const { return compact_; }
   size_t MemoryBytes() const;
 
@@ -75,6 +95,9 @@ class HotSet {
 
   std::vector<int32_t> rows_;
   HotRowIndex index_;
+  bool remote_ = false;
+  std::vector<int64_t> ids_;                       // storage: redis: slot -> raw id
+  absl::flat_hash_map<int64_t, int32_t> id_slot_;  // storage: redis: raw id -> slot
   std::unique_ptr<std::byte[], AlignedDelete> bytes_;
   std::vector<float> qparams_;
   EmbeddingTable compact_;

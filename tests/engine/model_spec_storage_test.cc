@@ -1,5 +1,6 @@
-// The model spec's `storage` field: a storage: redis table takes no rows or oov, is not
-// int8, round-trips through ModelSpecToYaml, and its tensor is not expected in the weights.
+// The model spec's `storage` field: a storage: redis table takes no rows or oov, may be
+// int8 like a local one, round-trips through ModelSpecToYaml, and its tensor is not expected
+// in the weights.
 #include <string>
 
 #include "engine/model_memory.h"
@@ -61,11 +62,12 @@ TEST(ModelSpecStorageTest, ALocalTableStillNeedsRowsAndStorageIsChecked) {
   EXPECT_THAT(spec.status().message(), HasSubstr("storage"));
 }
 
-TEST(ModelSpecStorageTest, Int8RedisTablesAreRefused) {
+TEST(ModelSpecStorageTest, Int8RedisTablesParse) {
   absl::StatusOr<ModelSpec> spec =
       ParseModelSpec(Spec("{name: item_id, side: item, dim: 4, storage: redis}", "int8"), "");
-  ASSERT_FALSE(spec.ok());
-  EXPECT_THAT(spec.status().message(), HasSubstr("not int8"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->embedding_dtype, DType::kInt8);
+  EXPECT_TRUE(spec->tables[1].remote());
 }
 
 }  // namespace

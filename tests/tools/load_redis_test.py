@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """fuserank-load-redis against a real 3-master Redis Cluster on loopback: rows of a
 safetensors tensor under given keys (and under their row index), a key-value dump stored as
-fp16, idempotent reruns, and bad input refused naming the file and line. Each value is read
+fp16, an int8 table (from safetensors with its qparams, and from a dump) as codes followed by
+the row's scale and bias, idempotent reruns, and bad input refused naming the file and line. Each value is read
 back with `redis-cli -c --raw GET` and compared byte for byte with the rows written.
 Exit 77 (skipped) when redis-server / redis-cli are not installed (scripts/install-deps.sh
 installs them) or the tool was not built."""
@@ -43,6 +44,19 @@ def write_safetensors(path, name, array, dtype):
                                 "data_offsets": [0, len(data)]}}).encode()
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(header)) + header + data)
+
+
+def write_safetensors_many(path, tensors):
+    """tensors: [(name, array, dtype)], written one after another."""
+    header, data = {}, b""
+    for name, array, dtype in tensors:
+        raw = array.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
 
 
 class LoadRedisTest(unittest.TestCase):
@@ -133,6 +147,43 @@ class LoadRedisTest(unittest.TestCase):
         for key, values in rows.items():
             self.assertEqual(self.get(f"fuserank:ad_id:{key}"),
                              np.array(values, dtype=np.float16).tobytes())
+
+    def test_an_int8_table_carries_its_qparams(self):
+        rng = np.random.default_rng(3)
+        codes = rng.integers(-128, 128, size=(6, 5)).astype(np.int8)
+        qparams = rng.standard_normal((6, 2)).astype(np.float32)
+        path = os.path.join(self.dir, "q.safetensors")
+        write_safetensors_many(path, [("embeddings.q_id.weight", codes, "I8"),
+                                      ("embeddings.q_id.qparams", qparams, "F32")])
+        done = self.load("--table=q_id", f"--safetensors={path}")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("table q_id: 6 rows written (78 bytes), 0 failed", done.stdout)
+        for row in range(6):
+            self.assertEqual(self.get(f"fuserank:q_id:{row}"),
+                             codes[row].tobytes() + qparams[row].tobytes())
+        # Without its qparams tensor an I8 tensor is refused, naming the one missing.
+        bare = os.path.join(self.dir, "q_bare.safetensors")
+        write_safetensors(bare, "embeddings.q_id.weight", codes, "I8")
+        done = self.load("--table=q_id", f"--safetensors={bare}")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("embeddings.q_id.qparams", done.stderr)
+        # A dump: "<id> <scale> <bias> <q_1> ... <q_dim>".
+        dump = os.path.join(self.dir, "q.txt")
+        with open(dump, "w") as f:
+            f.write("77 0.5 -1.25 -128 0 127\n-3 0.125 2 1 2 3\n")
+        done = self.load("--table=q_id", f"--dump={dump}", "--dtype=int8")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.get("fuserank:q_id:77"),
+                         np.array([-128, 0, 127], np.int8).tobytes() +
+                         np.array([0.5, -1.25], np.float32).tobytes())
+        self.assertEqual(self.get("fuserank:q_id:-3"),
+                         np.array([1, 2, 3], np.int8).tobytes() +
+                         np.array([0.125, 2], np.float32).tobytes())
+        with open(dump, "w") as f:
+            f.write("1 0.5 0 1 2\n2 0.5 0 1 300\n")
+        done = self.load("--table=q_id", f"--dump={dump}", "--dtype=int8")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(f"{dump}:2: code 2 is not an integer in -128..127", done.stderr)
 
     def test_bad_input_is_refused_naming_file_and_line(self):
         dump = os.path.join(self.dir, "bad.txt")
