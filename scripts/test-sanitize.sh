@@ -6,8 +6,9 @@
 # binaries the chosen labels need are built. In build-asan the product's code has ASan and
 # UBSan, the tests and the generated protobuf code ASan alone
 # (FUSERANK_SANITIZE_NONPRODUCT): UBSan there would double the build and check nothing of
-# ours; under TSan everything is instrumented, as TSan needs. Any sanitizer report fails the test that
-# produced it (UBSan does not recover; LeakSanitizer is on; TSan halts on the first race),
+# ours; under TSan everything is instrumented, as TSan needs. Any sanitizer report fails the
+# test that produced it (UBSan does not recover; LeakSanitizer is on; TSan halts on the
+# first race),
 # ctest prints the report, and the script prints the command that reruns each failed test
 # alone under the same sanitizer options, then exits 1.
 #
