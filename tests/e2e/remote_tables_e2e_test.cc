@@ -31,6 +31,7 @@
 #include "tests/e2e/grpc_util.h"
 #include "tests/e2e/hot_rows_util.h"
 #include "tests/e2e/rank_check_util.h"
+#include "tests/e2e/remote_table_util.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/test_model.h"
 
@@ -98,26 +99,7 @@ class RemoteTablesE2eTest : public ::testing::Test {
 
   // Writes item_1's rows from the local weights file to the cluster.
   void LoadTable() {
-    absl::StatusOr<std::shared_ptr<const engine::Model>> local = engine::Model::Load(local_path_);
-    ASSERT_TRUE(local.ok()) << local.status();
-    const engine::EmbeddingTable& table = (*local)->tables()[kRemote];
-    std::vector<std::string> keys;
-    for (int64_t id = 0; id < kRows; ++id) keys.push_back(absl::StrCat("fuserank:item_1:", id));
-    std::vector<remote::Command> commands;
-    for (int64_t id = 0; id < kRows; ++id) {
-      commands.push_back(
-          {keys[id],
-           std::string_view(reinterpret_cast<const char*>(table.data) + id * table.row_bytes,
-                            table.row_bytes),
-           true});
-    }
-    remote::ClusterOptions options;
-    options.seeds = cluster_->seeds();
-    std::unique_ptr<remote::ClusterClient> client;
-    ASSERT_TRUE(remote::ClusterClient::Create(options, &client).ok());
-    std::vector<remote::Reply> replies;
-    client->Run(commands, Clock::now() + std::chrono::seconds(20), &replies);
-    for (const remote::Reply& reply : replies) ASSERT_EQ(reply.state, remote::Reply::State::kValue);
+    ASSERT_TRUE(testing::WriteTableToCluster(local_path_, kRemote, cluster_->seeds()));
   }
 
   absl::StatusOr<std::unique_ptr<server::Server>> StartServer(const std::string& path,

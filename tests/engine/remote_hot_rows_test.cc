@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/engine/cpu/cpu_test_models_util.h"
+#include "tests/engine/remote/cluster_test_util.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/test_model.h"
 
@@ -39,10 +40,8 @@ constexpr int kRemoteTable = 2;  // item_1 of SmallSpec(1, 2, ...)
 class RemoteHotRowsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisCluster::Available()) GTEST_SKIP() << RedisCluster::kMissingMessage;
-    absl::StatusOr<std::unique_ptr<RedisCluster>> cluster = RedisCluster::Start(3);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
+    fuserank::testing::StartThreeMasters(&cluster_);
+    if (IsSkipped() || HasFatalFailure()) return;
     ModelSpec spec = fuserank::testing::SmallSpec(1, 2, kRows, 8);
     std::mt19937_64 rng(23);
     absl::StatusOr<std::shared_ptr<const Model>> local =
@@ -79,24 +78,9 @@ class RemoteHotRowsTest : public ::testing::Test {
   }
 
   void LoadTable() {
-    const EmbeddingTable& table = local_->tables()[kRemoteTable];
-    std::vector<std::string> keys;
-    for (int64_t id = 0; id < kRows; ++id) keys.push_back(tier_->Key(kRemoteTable, id));
-    std::vector<remote::Command> commands;
-    for (int64_t id = 0; id < kRows; ++id) {
-      commands.push_back(
-          {keys[id],
-           std::string_view(reinterpret_cast<const char*>(table.data + id * table.row_bytes),
-                            table.row_bytes),
-           true});
-    }
-    std::unique_ptr<remote::ClusterClient> client;
-    remote::ClusterOptions cluster_options;
-    cluster_options.seeds = cluster_->seeds();
-    ASSERT_TRUE(remote::ClusterClient::Create(cluster_options, &client).ok());
-    std::vector<remote::Reply> replies;
-    client->Run(commands, Clock::now() + std::chrono::seconds(10), &replies);
-    for (const remote::Reply& reply : replies) ASSERT_EQ(reply.state, remote::Reply::State::kValue);
+    ASSERT_TRUE(fuserank::testing::WriteTableRows(
+        local_->tables()[kRemoteTable], [&](int64_t id) { return tier_->Key(kRemoteTable, id); },
+        cluster_->seeds()));
   }
 
   // Requests whose item_1 bags read only ids in `ids`.
@@ -118,11 +102,7 @@ class RemoteHotRowsTest : public ::testing::Test {
   }
 
   Batch RemoteBatch(const Batch& local) {
-    Batch batch = local;
-    batch.model = remote_;
-    batch.user.keys.assign(batch.user.rows.begin(), batch.user.rows.end());
-    batch.item.keys.assign(batch.item.rows.begin(), batch.item.rows.end());
-    return batch;
+    return fuserank::testing::WithRowsAsKeys(local, remote_);
   }
 
   uint64_t Lookups(Tier t) { return tier_->counters(kRemoteTable).lookups[static_cast<int>(t)]; }
@@ -317,7 +297,9 @@ TEST_F(RemoteHotRowsTest, AReloadCarriesTheIdsAndTheLocalSetsWhenTheClusterIsDow
     const std::shared_ptr<const HotRowSnapshot> carried = (*fresh)->manager()->snapshot();
     EXPECT_EQ(carried->table(1).size(), 2);  // item_0
     EXPECT_EQ(carried->table(kRemoteTable).size(), down ? 0 : 3);
-    if (!down) EXPECT_GE(carried->table(kRemoteTable).FindId(4), 0);
+    if (!down) {
+      EXPECT_GE(carried->table(kRemoteTable).FindId(4), 0);
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/engine/cpu/cpu_test_models_util.h"
+#include "tests/engine/remote/cluster_test_util.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/test_model.h"
 
@@ -60,10 +61,8 @@ absl::StatusOr<std::shared_ptr<const Model>> WithoutTable(const Model& local,
 class RemoteTierInt8Test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisCluster::Available()) GTEST_SKIP() << RedisCluster::kMissingMessage;
-    absl::StatusOr<std::unique_ptr<RedisCluster>> cluster = RedisCluster::Start(3);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = std::move(*cluster);
+    fuserank::testing::StartThreeMasters(&cluster_);
+    if (IsSkipped() || HasFatalFailure()) return;
     ModelSpec spec = fuserank::testing::SmallSpec(1, 2, kRows, 8);
     spec.embedding_dtype = DType::kInt8;
     std::mt19937_64 rng(17);
@@ -102,21 +101,12 @@ class RemoteTierInt8Test : public ::testing::Test {
     }
     std::vector<remote::Command> commands;
     for (int64_t id = 0; id < kRows; ++id) commands.push_back({keys[id], values[id], true});
-    std::unique_ptr<remote::ClusterClient> client;
-    remote::ClusterOptions cluster_options;
-    cluster_options.seeds = cluster_->seeds();
-    ASSERT_TRUE(remote::ClusterClient::Create(cluster_options, &client).ok());
-    std::vector<remote::Reply> replies;
-    client->Run(commands, Clock::now() + std::chrono::seconds(10), &replies);
-    for (const remote::Reply& reply : replies) ASSERT_EQ(reply.state, remote::Reply::State::kValue);
+    ASSERT_TRUE(fuserank::testing::SetAllThroughNewClient(cluster_->seeds(), commands,
+                                                          std::chrono::seconds(10)));
   }
 
   Batch RemoteBatch(const Batch& local) {
-    Batch batch = local;
-    batch.model = remote_;
-    batch.user.keys.assign(batch.user.rows.begin(), batch.user.rows.end());
-    batch.item.keys.assign(batch.item.rows.begin(), batch.item.rows.end());
-    return batch;
+    return fuserank::testing::WithRowsAsKeys(local, remote_);
   }
 
   std::vector<test::RefRequest> Requests(uint64_t seed) {
@@ -175,7 +165,9 @@ TEST_F(RemoteTierInt8Test, ScoresAreBitIdenticalToTheLocalTable) {
     const auto got = test::ScoresByIndex(*remote_backend_, 0, remote_batch, remote_result);
     EXPECT_TRUE(remote_result.request_errors.empty());
     ExpectBitIdentical(want, got, pass);
-    if (pass == 0) EXPECT_GT(Lookups(Tier::kRemote), 0u);
+    if (pass == 0) {
+      EXPECT_GT(Lookups(Tier::kRemote), 0u);
+    }
   }
   EXPECT_GT(Lookups(Tier::kNear), 0u);
   EXPECT_EQ(Lookups(Tier::kAbsent), 0u);

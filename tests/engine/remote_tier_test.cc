@@ -60,19 +60,9 @@ class RemoteTierTest : public ::testing::TestWithParam<DType> {
 
   // Writes rows [0, kRows) of the local table to the cluster, as fuserank-load-redis does.
   void LoadTable(const RemoteTier& tier) {
-    const EmbeddingTable& table = local_->tables()[kRemoteTable];
-    std::vector<std::string> keys;
-    for (int64_t id = 0; id < kRows; ++id) keys.push_back(tier.Key(kRemoteTable, id));
-    std::vector<remote::Command> commands;
-    for (int64_t id = 0; id < kRows; ++id) {
-      commands.push_back(
-          {keys[id],
-           std::string_view(reinterpret_cast<const char*>(table.data + id * table.row_bytes),
-                            table.row_bytes),
-           true});
-    }
-    ASSERT_TRUE(fuserank::testing::SetAllThroughNewClient(cluster_->seeds(), commands,
-                                                          std::chrono::seconds(10)));
+    ASSERT_TRUE(fuserank::testing::WriteTableRows(
+        local_->tables()[kRemoteTable], [&](int64_t id) { return tier.Key(kRemoteTable, id); },
+        cluster_->seeds()));
   }
 
   // One-worker CPU backends of the local model and of the remote one on `tier`.
@@ -94,13 +84,8 @@ class RemoteTierTest : public ::testing::TestWithParam<DType> {
     return tier;
   }
 
-  // The local batch of `requests`, and the same for the remote model (raw ids as keys).
   Batch RemoteBatch(const Batch& local) {
-    Batch batch = local;
-    batch.model = remote_;
-    batch.user.keys.assign(batch.user.rows.begin(), batch.user.rows.end());
-    batch.item.keys.assign(batch.item.rows.begin(), batch.item.rows.end());
-    return batch;
+    return fuserank::testing::WithRowsAsKeys(local, remote_);
   }
 
   std::vector<test::RefRequest> Requests(uint64_t seed) {

@@ -1,0 +1,49 @@
+#include "tests/e2e/remote_table_util.h"
+
+#include <chrono>
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model.h"
+#include "engine/remote/cluster_client.h"
+
+namespace fuserank::testing {
+
+::testing::AssertionResult WriteTableToCluster(const std::string& spec_path, int table_index,
+                                               const std::vector<std::string>& seeds) {
+  absl::StatusOr<std::shared_ptr<const engine::Model>> model = engine::Model::Load(spec_path);
+  if (!model.ok()) return ::testing::AssertionFailure() << model.status();
+  const engine::EmbeddingTable& table = (*model)->tables()[table_index];
+  std::vector<std::string> keys;  // the commands point into these
+  for (int64_t row = 0; row < table.rows; ++row) {
+    keys.push_back(absl::StrCat("fuserank:", table.name, ":", row));
+  }
+  std::vector<remote::Command> commands;
+  for (int64_t row = 0; row < table.rows; ++row) {
+    commands.push_back(
+        {keys[row],
+         std::string_view(reinterpret_cast<const char*>(table.data) + row * table.row_bytes,
+                          table.row_bytes),
+         true});
+  }
+  remote::ClusterOptions options;
+  options.seeds = seeds;
+  std::unique_ptr<remote::ClusterClient> client;
+  const absl::Status created = remote::ClusterClient::Create(options, &client);
+  if (!created.ok()) return ::testing::AssertionFailure() << created;
+  std::vector<remote::Reply> replies;
+  client->Run(commands, std::chrono::steady_clock::now() + std::chrono::seconds(20), &replies);
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i].state != remote::Reply::State::kValue) {
+      return ::testing::AssertionFailure() << commands[i].key << " was not stored";
+    }
+  }
+  if (replies.size() != commands.size()) {
+    return ::testing::AssertionFailure() << replies.size() << " replies to " << commands.size();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace fuserank::testing

@@ -1,0 +1,21 @@
+// What the e2e tests of storage: redis tables share: a local model's table written to a
+// Redis Cluster in the layout a redis table is served from (docs/remote-tables.md).
+#ifndef FUSERANK_TESTS_E2E_REMOTE_TABLE_UTIL_H_
+#define FUSERANK_TESTS_E2E_REMOTE_TABLE_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace fuserank::testing {
+
+// Writes every row of table `table_index` of the model at `spec_path` to the cluster at
+// `seeds`, as `fuserank:<table>:<row>` -> the row's bytes, within 20 s; a failure names
+// the first row that was not stored (or why the model or the cluster could not be used).
+::testing::AssertionResult WriteTableToCluster(const std::string& spec_path, int table_index,
+                                               const std::vector<std::string>& seeds);
+
+}  // namespace fuserank::testing
+
+#endif  // FUSERANK_TESTS_E2E_REMOTE_TABLE_UTIL_H_
