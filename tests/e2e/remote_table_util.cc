@@ -46,4 +46,26 @@ namespace fuserank::testing {
   return ::testing::AssertionSuccess();
 }
 
+v1::RankRequest RandomSmallSpecRequest(std::mt19937_64& rng, int64_t rows, int candidates) {
+  v1::RankRequest request;
+  v1::Feature* user = request.add_user_features();
+  user->set_name("user_0");
+  user->add_ids(static_cast<int64_t>(rng() % rows));
+  request.add_user_dense(0.25f);
+  request.add_user_dense(-0.5f);
+  for (int c = 0; c < candidates; ++c) {
+    v1::Candidate* candidate = request.add_candidates();
+    candidate->set_item_id(c);
+    for (const char* table : {"item_0", "item_1"}) {
+      v1::Feature* feature = candidate->add_features();
+      feature->set_name(table);
+      for (uint64_t k = 0; k <= rng() % 2; ++k) {
+        feature->add_ids(static_cast<int64_t>(rng() % rows));
+      }
+    }
+    for (float d : {0.5f, -1.0f, 2.0f}) candidate->add_dense(d);
+  }
+  return request;
+}
+
 }  // namespace fuserank::testing

@@ -3,9 +3,12 @@
 #ifndef FUSERANK_TESTS_E2E_REMOTE_TABLE_UTIL_H_
 #define FUSERANK_TESTS_E2E_REMOTE_TABLE_UTIL_H_
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "fuserank/v1/ranker.pb.h"
 #include "gtest/gtest.h"
 
 namespace fuserank::testing {
@@ -15,6 +18,10 @@ namespace fuserank::testing {
 // the first row that was not stored (or why the model or the cluster could not be used).
 ::testing::AssertionResult WriteTableToCluster(const std::string& spec_path, int table_index,
                                                const std::vector<std::string>& seeds);
+
+// A request for the model of SmallSpec(1, 2, rows, ...) (user_0; item_0 and item_1 with
+// one or two ids each; 2 user and 3 item dense values) with `candidates` candidates.
+v1::RankRequest RandomSmallSpecRequest(std::mt19937_64& rng, int64_t rows, int candidates);
 
 }  // namespace fuserank::testing
 
