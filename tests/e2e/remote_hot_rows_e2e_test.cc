@@ -79,12 +79,8 @@ class RemoteHotRowsE2eTest : public ::testing::Test {
     absl::StatusOr<std::string> b = testing::WriteTestModel(other, dir_ + "/b");
     ASSERT_TRUE(b.ok()) << b.status();
     local_b_ = *b;
-    testing::TestModel remote = model;
-    remote.spec.tables[kRemote].storage = engine::Storage::kRedis;
-    remote.spec.tables[kRemote].rows = 0;
-    remote.weights.erase("embeddings.item_1.weight");
-    remote.shapes.erase("embeddings.item_1.weight");
-    absl::StatusOr<std::string> remote_path = testing::WriteTestModel(remote, dir_ + "/remote");
+    absl::StatusOr<std::string> remote_path =
+        testing::WriteWithRedisTable(model, kRemote, dir_ + "/remote");
     ASSERT_TRUE(remote_path.ok()) << remote_path.status();
     remote_path_ = *remote_path;
   }

@@ -46,6 +46,17 @@ namespace fuserank::testing {
   return ::testing::AssertionSuccess();
 }
 
+absl::StatusOr<std::string> WriteWithRedisTable(TestModel model, int table,
+                                                const std::string& dir) {
+  engine::TableSpec& spec = model.spec.tables[table];
+  spec.storage = engine::Storage::kRedis;
+  spec.rows = 0;
+  const std::string weight = absl::StrCat("embeddings.", spec.name, ".weight");
+  model.weights.erase(weight);
+  model.shapes.erase(weight);
+  return WriteTestModel(model, dir);
+}
+
 v1::RankRequest RandomSmallSpecRequest(std::mt19937_64& rng, int64_t rows, int candidates) {
   v1::RankRequest request;
   v1::Feature* user = request.add_user_features();

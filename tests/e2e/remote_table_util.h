@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "fuserank/v1/ranker.pb.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_model.h"
 
 namespace fuserank::testing {
 
@@ -18,6 +20,10 @@ namespace fuserank::testing {
 // the first row that was not stored (or why the model or the cluster could not be used).
 ::testing::AssertionResult WriteTableToCluster(const std::string& spec_path, int table_index,
                                                const std::vector<std::string>& seeds);
+
+// Writes `model` into `dir` with table `table` as storage: redis (no rows, its weight left
+// out of the file); returns the spec's path, as WriteTestModel.
+absl::StatusOr<std::string> WriteWithRedisTable(TestModel model, int table, const std::string& dir);
 
 // A request for the model of SmallSpec(1, 2, rows, ...) (user_0; item_0 and item_1 with
 // one or two ids each; 2 user and 3 item dense values) with `candidates` candidates.

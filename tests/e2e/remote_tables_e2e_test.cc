@@ -66,12 +66,8 @@ class RemoteTablesE2eTest : public ::testing::Test {
     absl::StatusOr<std::string> local = testing::WriteTestModel(model_, dir_ + "/local");
     ASSERT_TRUE(local.ok()) << local.status();
     local_path_ = *local;
-    testing::TestModel remote = model_;
-    remote.spec.tables[kRemote].storage = engine::Storage::kRedis;
-    remote.spec.tables[kRemote].rows = 0;
-    remote.weights.erase("embeddings.item_1.weight");
-    remote.shapes.erase("embeddings.item_1.weight");
-    absl::StatusOr<std::string> remote_path = testing::WriteTestModel(remote, dir_ + "/remote");
+    absl::StatusOr<std::string> remote_path =
+        testing::WriteWithRedisTable(model_, kRemote, dir_ + "/remote");
     ASSERT_TRUE(remote_path.ok()) << remote_path.status();
     remote_path_ = *remote_path;
   }
