@@ -5,7 +5,8 @@
 # running beside the other would steal its CPU). Then the engine microbenchmarks and the
 # torch forward alone. Writes bench/out/*.json, docs/img/cpu_latency_throughput.png and
 # the generated section of docs/benchmarks.md (between the cpu-bench markers). Last, the
-# goodput-under-overload section (bench/run_overload_bench.sh, its own markers), the
+# goodput-under-overload section (bench/run_overload_bench.sh, its own markers), what a
+# refusal costs (bench/run_refusal_floor.sh, its own markers), the
 # storage: redis section (bench/run_remote_bench.sh, its own markers), the KServe v2
 # section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers),
 # the peers from PyPI: ONNX Runtime, PyTorch 2.x, fbgemm (bench/run_peer_bench.sh, its own)
@@ -217,8 +218,17 @@ if [[ "$WRITE_DOCS" == 1 ]]; then
   BUILD="$BUILD" MODEL="$MODEL" bash bench/run_overload_bench.sh >&2 ||
     log "run_overload_bench.sh failed: see bench/out/overload"
 else
-  BUILD="$BUILD" MODEL="$MODEL" DURATION=2 WARMUP=1 REPEATS=1 WRITE_DOCS=0 \
+  BUILD="$BUILD" MODEL="$MODEL" DURATION=2 WARMUP=1 REPEATS=1 OPEN_REPEATS=1 WRITE_DOCS=0 \
     bash bench/run_overload_bench.sh >&2 || log "run_overload_bench.sh failed: see bench/out/overload"
+fi
+
+log "what a refusal costs: bench/run_refusal_floor.sh"
+if [[ "$WRITE_DOCS" == 1 ]]; then
+  BUILD="$BUILD" MODEL="$MODEL" bash bench/run_refusal_floor.sh >&2 ||
+    log "run_refusal_floor.sh failed: see bench/out/refusal"
+else
+  BUILD="$BUILD" MODEL="$MODEL" DURATION=1 REPEATS=1 WRITE_DOCS=0 \
+    bash bench/run_refusal_floor.sh >&2 || log "run_refusal_floor.sh failed: see bench/out/refusal"
 fi
 
 log "storage: redis tables in a Redis Cluster: bench/run_remote_bench.sh"

@@ -2,17 +2,18 @@
 # Goodput under overload, run by `make bench` (from bench/run_cpu_bench.sh) or
 # alone: fuserank-server pinned to one core, fuserank-bench pinned to another (taskset),
 # the bench model at 256 candidates, engine.queue_capacity 64 (the setting the collapse was first measured with) and a
-# 50 ms queue budget (engine.max_queue_delay_ms), 2 s deadlines. Closed-loop
+# 150 ms queue budget (engine.max_queue_delay_ms: about two batch times of this model here), 2 s deadlines. Closed-loop
 # capacity first (the median of REPEATS runs at CONCURRENCY calls in flight, on a server
 # with no queue budget: CAPACITY_ENGINE), then, on a server with ENGINE,
-# open-loop Poisson arrivals at each of FACTORS x capacity, then 0.5x for the first second
-# after the 6x spike. Writes bench/out/overload/*.json and the section of docs/benchmarks.md
+# open-loop Poisson arrivals at each of FACTORS x capacity (OPEN_REPEATS runs of each, in
+# turn; the table shows the run with the median goodput and the range over all), then 0.5x
+# for the first second after the 6x spike. Writes bench/out/overload/*.json and the section of docs/benchmarks.md
 # between the overload-bench markers (WRITE_DOCS=0: neither, only the table on stdout).
 #
-# usage: bench/run_overload_bench.sh        (about 2 minutes)
+# usage: bench/run_overload_bench.sh        (about 4 minutes)
 # env:   BUILD=build  SERVER=$BUILD/bin/fuserank-server  MODEL=bench/out/model/bench.yaml
-#        DURATION=10 WARMUP=3 REPEATS=3 CONCURRENCY=64 FACTORS="0.9 1.5 3 6"
-#        SERVER_CPU=0 LOAD_CPU=1  ENGINE="{device: cpu, queue_capacity: 64, max_queue_delay_ms: 50}"
+#        DURATION=10 WARMUP=3 REPEATS=3 OPEN_REPEATS=3 CONCURRENCY=64 FACTORS="0.9 1.5 3 6"
+#        SERVER_CPU=0 LOAD_CPU=1  ENGINE="{device: cpu, queue_capacity: 64, max_queue_delay_ms: 150}"
 #        CAPACITY_ENGINE="{device: cpu, queue_capacity: 64}"
 #        LABEL=""
 #        WRITE_DOCS=1
@@ -27,11 +28,12 @@ MODEL=${MODEL:-bench/out/model/bench.yaml}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 REPEATS=${REPEATS:-3}
+OPEN_REPEATS=${OPEN_REPEATS:-3}
 CONCURRENCY=${CONCURRENCY:-64}
 FACTORS=${FACTORS:-0.9 1.5 3 6}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-ENGINE=${ENGINE:-"{device: cpu, queue_capacity: 64, max_queue_delay_ms: 50}"}
+ENGINE=${ENGINE:-"{device: cpu, queue_capacity: 64, max_queue_delay_ms: 150}"}
 CAPACITY_ENGINE=${CAPACITY_ENGINE:-"{device: cpu, queue_capacity: 64}"}
 LABEL=${LABEL:-}
 WRITE_DOCS=${WRITE_DOCS:-1}
@@ -41,16 +43,9 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/commands.txt
 
 log() { echo "run_overload_bench: $*" >&2; }
-for f in "$SERVER" "$BENCH"; do
-  [[ -x "$f" ]] || { log "$f is missing: build first (make build)"; exit 1; }
-done
-if [[ ! -f "$MODEL" ]]; then
-  log "generating the bench model"
-  bash bench/models/gen_bench_model.sh "$GEN" "$MODEL" >&2
-fi
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+source bench/bench_server_util.sh
+bench_require "$SERVER" "$BENCH"
+bench_model "$GEN" "$MODEL"
 
 PID=""
 trap '[[ -n "$PID" ]] && kill $PID 2>/dev/null || true' EXIT
@@ -68,13 +63,7 @@ EOF
   echo "taskset -c $SERVER_CPU $SERVER --config $OUT/server-$2.yaml" >>"$OUT/commands.txt"
   taskset -c "$SERVER_CPU" "$SERVER" --config "$OUT/server-$2.yaml" >"$OUT/server-$2.log" 2>&1 &
   PID=$!
-  for _ in $(seq 600); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0
-    kill -0 "$PID" 2>/dev/null || { log "the server exited:"; cat "$OUT/server-$2.log" >&2; exit 1; }
-    sleep 0.2
-  done
-  log "the server did not listen within 120 s"
-  exit 1
+  wait_listen "$PID" "$PORT" "$OUT/server-$2.log"
 }
 stop_server() {
   kill "$PID" 2>/dev/null || true
@@ -108,11 +97,16 @@ EOF
 log "capacity $CAPACITY requests/s (closed loop, $CONCURRENCY in flight)"
 stop_server
 start_server "$ENGINE" overload
-i=0
-for f in $FACTORS; do
-  i=$((i + 1))
-  rate=$("$PY" -c "print(round($f * $CAPACITY, 1))")
-  run "$OUT/open_p$i.json" --rate="$rate" --duration="$DURATION" --warmup="$WARMUP"
+# Repeats in turn (every factor once, then again), so that a slow spell of the machine
+# does not fall on one factor's runs only.
+for r in $(seq "$OPEN_REPEATS"); do
+  i=0
+  for f in $FACTORS; do
+    i=$((i + 1))
+    rate=$("$PY" -c "print(round($f * $CAPACITY, 1))")
+    run "$OUT/open_p${i}_r$r.json" --rate="$rate" --duration="$DURATION" --warmup="$WARMUP" \
+      --seed="$r"
+  done
 done
 # The spike, then the first second after it at half the capacity.
 rate=$("$PY" -c "print(round(6 * $CAPACITY, 1))")
@@ -123,9 +117,9 @@ LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
 stop_server
 
 "$PY" - "$OUT" "$CAPACITY" "$STARTED" "$LOADAVG_START" "$LOADAVG_END" "$WRITE_DOCS" \
-  "$LABEL" "$ENGINE" "$CONCURRENCY" "$CAPACITY_ENGINE" <<'EOF'
+  "$LABEL" "$ENGINE" "$CONCURRENCY" "$CAPACITY_ENGINE" "$OPEN_REPEATS" <<'EOF'
 import glob, json, os, platform, re, subprocess, sys
-out, capacity, started, load_start, load_end, write_docs, label, engine, concurrency, capacity_engine = sys.argv[1:]
+out, capacity, started, load_start, load_end, write_docs, label, engine, concurrency, capacity_engine, open_repeats = sys.argv[1:]
 capacity = float(capacity)
 def cpu():
     try:
@@ -135,16 +129,31 @@ def cpu():
     except OSError:
         pass
     return platform.processor()
-rows = []
-for path in sorted(glob.glob(f"{out}/open_p*.json")) + [f"{out}/after.json"]:
+def load(path):
     try:
-        d = json.load(open(path))
-    except ValueError:
-        continue
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return None
+# Per factor: the run with the median goodput (a whole row of one run), and the range.
+points = {}
+for path in glob.glob(f"{out}/open_p*_r*.json"):
+    d = load(path)
+    if d is not None:
+        points.setdefault(int(re.search(r"open_p(\d+)_r", path).group(1)), []).append(d)
+runs = []
+for i in sorted(points):
+    ds = sorted(points[i], key=lambda d: d["qps"])
+    runs.append((ds[(len(ds) - 1) // 2], ds[0]["qps"] / capacity, ds[-1]["qps"] / capacity, len(ds)))
+after = load(f"{out}/after.json")
+if after is not None:
+    runs.append((after, None, None, 1))
+rows = []
+for d, low, high, n in runs:
     factor = d["rate"] / capacity
     refused = d["errors_by_code"]
-    name = "0.5x, first second after a 6x spike" if path.endswith("after.json") else f"{factor:.1f}x"
-    rows.append((name, d["rate"], d["qps"], d["qps"] / capacity, d["p50_ms"], d["p99_ms"],
+    name = "0.5x, first second after a 6x spike" if low is None else f"{factor:.1f}x"
+    spread = "-" if low is None or n < 2 else f"{low:.2f}-{high:.2f} ({n} runs)"
+    rows.append((name, d["rate"], d["qps"], d["qps"] / capacity, spread, d["p50_ms"], d["p99_ms"],
                  d.get("refused_p99_ms"), ", ".join(f"{n:,} {c}" for c, n in sorted(refused.items())) or "none"))
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0
@@ -153,14 +162,14 @@ lines = [
     "",
     f"- Machine: {cpu()}, {os.cpu_count()} CPUs; server on one core and fuserank-bench on another (`taskset`); load average {load_start} at the start, {load_end} at the end (1, 5, 15 minutes; other work on the machine shows here).",
     f"- Server: `engine: {engine}`, every other key at its default; the bench model, 256 candidates per request, 2 s deadlines.",
-    f"- Capacity: {capacity:,.0f} requests/s, the median closed-loop rate at {concurrency} calls in flight on the server with `engine: {capacity_engine}` (no queue budget, which would refuse some of the closed loop's own calls). Goodput is OK answers per second over it; latencies count from the scheduled send (no coordinated omission); \"refused p99\" is the p99 of RESOURCE_EXHAUSTED answers as the client saw them.",
+    f"- Capacity: {capacity:,.0f} requests/s, the median closed-loop rate at {concurrency} calls in flight on the server with `engine: {capacity_engine}` (no queue budget, which would refuse some of the closed loop's own calls). Goodput is OK answers per second over it; latencies count from the scheduled send (no coordinated omission); \"refused p99\" is the p99 of RESOURCE_EXHAUSTED answers as the client saw them. Each overload row is the run with the median goodput of {open_repeats} runs made in turn (every factor once, then again), with the range of goodput over them.",
     "",
-    "| offered | requests/s | answered OK per s | goodput / capacity | p50 of OK | p99 of OK | refused p99 | not OK |",
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    "| offered | requests/s | answered OK per s | goodput / capacity | goodput range | p50 of OK | p99 of OK | refused p99 | not OK |",
+    "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
 ]
-for name, rate, qps, ratio, p50, p99, rp99, refused in rows:
+for name, rate, qps, ratio, spread, p50, p99, rp99, refused in rows:
     rp = "-" if rp99 in (None, 0) else f"{rp99:.2f} ms"
-    lines.append(f"| {name} | {rate:,.0f} | {qps:,.0f} | {ratio:.2f} | {p50:.2f} ms | {p99:.2f} ms | {rp} | {refused} |")
+    lines.append(f"| {name} | {rate:,.0f} | {qps:,.0f} | {ratio:.2f} | {spread} | {p50:.2f} ms | {p99:.2f} ms | {rp} | {refused} |")
 section = "\n".join(lines) + "\n"
 print(section)
 if write_docs == "1":

@@ -4,8 +4,10 @@
 #ifndef FUSERANK_ENGINE_BACKEND_H_
 #define FUSERANK_ENGINE_BACKEND_H_
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "engine/batch.h"
@@ -23,10 +25,11 @@ enum class CpuPrecision { kFp32, kBf16 };
 
 struct BackendOptions {
   int workers = defaults::kStreams;  // engine.streams: concurrent Run() calls (one per worker)
-  int cpu_threads = defaults::kCpuThreads;   // CPU backend: threads that split one large batch
-  int gpu = defaults::kGpu;                  // CUDA: device ordinal
-  bool cuda_graphs = defaults::kCudaGraphs;  // CUDA: replay a graph per batch-size bucket
-  bool allow_tf32 = defaults::kAllowTf32;    // CUDA: TF32 tensor-core math in the MLP
+  int cpu_threads = defaults::kCpuThreads;  // CPU backend: threads that split one large batch
+  int worker_nice = 0;       // CPU backend: its helper threads' nice steps (as BatcherOptions')
+  int gpu = defaults::kGpu;  // CUDA: device ordinal
+  bool cuda_graphs = defaults::kCudaGraphs;          // CUDA: replay a graph per batch-size bucket
+  bool allow_tf32 = defaults::kAllowTf32;            // CUDA: TF32 tensor-core math in the MLP
   CpuPrecision cpu_precision = CpuPrecision::kFp32;  // CPU backend: MLP arithmetic
   // CUDA: a worker waits for its batch asleep (true: cudaEventBlockingSync) or spinning
   // on a core (false: a few microseconds sooner, a core per busy worker).
@@ -62,6 +65,17 @@ class Backend {
   // device and the first error, for good: every later Run() returns it at once.
   // Thread-safe. The CPU engine is never failed.
   virtual absl::Status health() const { return absl::OkStatus(); }
+  // The batches a warm-up runs on every worker before the backend serves, in order, each
+  // given as its requests' candidate counts: enough that every buffer has grown and every
+  // per-shape resource (the CUDA backend's graphs) exists before the first real batch.
+  // `max_batch_candidates` bounds a batch, `max_request_candidates` a request. The CPU
+  // engine's default: one request of 1 candidate and one of up to 256 (every code path;
+  // its buffers grow on demand).
+  virtual std::vector<std::vector<int>> WarmupBatches(int max_batch_candidates,
+                                                      int max_request_candidates) const {
+    const int large = std::max(1, std::min({256, max_batch_candidates, max_request_candidates}));
+    return {{1}, {large}};
+  }
 };
 
 }  // namespace fuserank::engine

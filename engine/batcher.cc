@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/check.h"
+#include "engine/thread_priority.h"
+#include "spdlog/spdlog.h"
 
 namespace fuserank::engine {
 namespace {
@@ -207,6 +209,10 @@ void Batcher::CompleteDropped() {
 }
 
 void Batcher::WorkerLoop(int worker) {
+  // Below the threads that admit and refuse calls (engine/thread_priority.h).
+  if (absl::Status s = LowerCurrentThreadPriority(options_.worker_nice); !s.ok()) {
+    spdlog::warn("batcher worker {}: engine.worker_nice not applied: {}", worker, s.ToString());
+  }
   BatchResult result;  // reused: no allocation per batch once warm
   Slot& slot = slots_[worker];
   for (;;) {

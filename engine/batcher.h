@@ -80,6 +80,9 @@ struct BatcherOptions {
   int64_t max_batch_ids = defaults::kMaxBatchIds;       // user + item ids per batch
   int64_t max_queued_ids = defaults::kMaxQueuedIds;     // ids queued or admitted
   int max_queue_delay_ms = defaults::kMaxQueueDelayMs;  // 0: no age limit
+  // Workers' nice steps below the creator's (0..19; engine/thread_priority.h). 0 here: the
+  // engine alone leaves priorities as they are; the server passes engine.worker_nice.
+  int worker_nice = 0;
 };
 
 class Batcher;

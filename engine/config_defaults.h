@@ -35,6 +35,7 @@ inline constexpr int kMaxBatchIds = 4194304;
 inline constexpr int64_t kMaxQueuedIds = 16777216;
 inline constexpr bool kCudaGraphs = true;
 inline constexpr int kCpuThreads = 1;
+inline constexpr int kWorkerNice = 10;  // compute threads run this far below gRPC's
 inline constexpr bool kAllowTf32 = false;
 inline constexpr bool kCudaBlockingWait = true;
 

@@ -17,7 +17,8 @@
 
 namespace fuserank::engine::cuda_module {
 
-inline constexpr int kAbiVersion = 3;  // 2: BatchResult::graph_capture_failures; 3: health()
+// 2: BatchResult::graph_capture_failures; 3: health(); 4: WarmupBatches()
+inline constexpr int kAbiVersion = 4;
 inline constexpr char kModuleFileName[] = "libfuserank_cuda.so";
 inline constexpr char kProbeSymbol[] = "fuserank_cuda_probe";
 inline constexpr char kCreateSymbol[] = "fuserank_create_cuda_backend";

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/escape_text.h"
 #include "engine/model_memory.h"
+#include "engine/model_types.h"
 #include "engine/safetensors.h"
 #include "engine/status_macros.h"
 
@@ -26,7 +27,7 @@ bool NonFinite(uint32_t bits, uint32_t exponent) { return (bits & exponent) == e
 // scanned without branches so that a clean table (the usual case) streams at memory speed.
 int64_t FirstNonFinite(const std::byte* data, size_t n, DType dtype) {
   if (dtype == DType::kInt8) return -1;
-  const size_t width = dtype == DType::kF32 ? 4 : 2;
+  const size_t width = DTypeBytes(dtype);
   const uint32_t exponent = dtype == DType::kF32   ? 0x7F800000u
                             : dtype == DType::kF16 ? 0x7C00u
                                                    : 0x7F80u;

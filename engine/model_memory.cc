@@ -154,13 +154,11 @@ uint64_t NearCacheBytes(uint64_t rows, uint64_t row_bytes) {
   // As NearCache's constructor sizes its shards.
   const uint64_t shards = std::min<uint64_t>(NearCache::kMaxShards, rows);
   const uint64_t per_shard = rows / shards + (rows % shards != 0 ? 1 : 0);
-  // A key index reserved for per_shard keys: 2^k - 1 slots with room for them at the
-  // index's 7/8 load.
-  const uint64_t wanted = Add(Add(per_shard, per_shard / 7), 1);
-  uint64_t slots = 2;
-  while (slots < wanted && slots < (uint64_t{1} << 62)) slots *= 2;
+  // A key index at most half full: the power of two >= 2 x per_shard buckets.
+  const uint64_t buckets =
+      per_shard >= (uint64_t{1} << 61) ? (uint64_t{1} << 62) : NearCache::IndexBuckets(per_shard);
   uint64_t shard = Mul(per_shard, Add(row_bytes, NearCache::kEntryBytes));
-  shard = Add(shard, Add(Mul(slots, NearCache::kIndexSlotBytes), 16));
+  shard = Add(shard, Mul(buckets, NearCache::kIndexSlotBytes));
   shard = Add(shard, NearCache::kShardOverheadBytes);
   return Add(Mul(shards, shard), Mul(shards, sizeof(void*)));
 }

@@ -131,67 +131,6 @@ void EmitIntList(YAML::Emitter& out, const std::vector<int>& list) {
 
 }  // namespace
 
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "fp32";
-    case DType::kF16:
-      return "fp16";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kInt8:
-      return "int8";
-  }
-  return "?";
-}
-
-std::string_view InteractionName(Interaction interaction) {
-  switch (interaction) {
-    case Interaction::kConcat:
-      return "concat";
-    case Interaction::kDot:
-      return "dot";
-    case Interaction::kLinear:
-      return "linear";
-    case Interaction::kDcn:
-      return "dcn";
-  }
-  return "?";
-}
-
-bool ModelSpec::has_remote_tables() const {
-  for (const TableSpec& t : tables) {
-    if (t.remote()) return true;
-  }
-  return false;
-}
-
-int ModelSpec::z_width() const {
-  if (dense_total() == 0) return 0;
-  return bottom_mlp.empty() ? dense_total() : bottom_mlp.back();
-}
-
-int ModelSpec::concat_width() const {
-  int width = z_width();
-  for (const TableSpec& t : tables) width += t.dim;
-  return width;
-}
-
-int ModelSpec::interaction_width() const {
-  switch (interaction) {
-    case Interaction::kConcat:
-    case Interaction::kLinear:  // the cross is folded into top_mlp[0]
-    case Interaction::kDcn:     // x_L is as wide as x0 = concat(V)
-      return concat_width();
-    case Interaction::kDot: {
-      const int z = z_width();
-      const int n = static_cast<int>(tables.size()) + (z > 0 ? 1 : 0);
-      return z + n * (n - 1) / 2;
-    }
-  }
-  return 0;
-}
-
 absl::StatusOr<ModelSpec> ParseModelSpec(const std::string& yaml_text,
                                          const std::string& base_dir) {
   ErrorList errors;

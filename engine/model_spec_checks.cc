@@ -142,7 +142,7 @@ void CheckInteractionWidth(const ModelSpec& spec, ErrorList& problems) {
   }
   int64_t concat = spec.z_width();
   for (const TableSpec& t : spec.tables) concat += t.dim;
-  const int64_t n = spec.tables.size() + (spec.z_width() > 0 ? 1 : 0);
+  const int64_t n = spec.dot_vectors();
   if (concat > kMaxTotalWidth || n * (n - 1) / 2 > kMaxTotalWidth) {
     problems.Add("tables",
                  absl::StrCat("the interaction is too wide (limit ", kMaxTotalWidth, ")"));

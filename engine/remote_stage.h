@@ -63,6 +63,12 @@ class RemoteStage {
   std::vector<std::string> key_text_;
   std::vector<remote::Command> commands_;
   std::vector<remote::Reply> replies_;
+  // One table's keys not in its hot set, as NearCache::FindMany takes them: the key, where
+  // its row goes, its slot, and what the near cache answered.
+  std::vector<int64_t> near_ids_;
+  std::vector<std::byte*> near_rows_;
+  std::vector<int32_t> near_slots_;
+  std::vector<NearCache::Found> near_found_;
 };
 
 }  // namespace fuserank::engine

@@ -218,6 +218,9 @@ void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, int sample
       }
     }
     const HotSet* set = hot != nullptr && hot->table(t).size() > 0 ? &hot->table(t) : nullptr;
+    stage->near_ids_.clear();
+    stage->near_rows_.clear();
+    stage->near_slots_.clear();
     for (size_t s = 0; s < keys.size(); ++s) {
       std::byte* row = bytes.data() + s * value_bytes;
       if (hot != nullptr) {
@@ -229,7 +232,18 @@ void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, int sample
           continue;
         }
       }
-      switch (near_[t]->Find(keys[s].id, now, row)) {
+      stage->near_ids_.push_back(keys[s].id);
+      stage->near_rows_.push_back(row);
+      stage->near_slots_.push_back(static_cast<int32_t>(s));
+    }
+    // The rest from the near cache, their reads overlapped.
+    stage->near_found_.resize(stage->near_ids_.size());
+    near_[t]->FindMany(stage->near_ids_, now, stage->near_rows_,
+                       absl::MakeSpan(stage->near_found_));
+    for (size_t i = 0; i < stage->near_ids_.size(); ++i) {
+      const size_t s = static_cast<size_t>(stage->near_slots_[i]);
+      std::byte* row = stage->near_rows_[i];
+      switch (stage->near_found_[i]) {
         case NearCache::Found::kRow:
           keys[s].tier = Tier::kNear;
           break;

@@ -8,15 +8,16 @@
 
 namespace fuserank::kernels {
 
-enum class RowType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
+// kInt8: row-wise quantized rows in the device layout of kernels/int8_rows.h.
+enum class RowType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kInt8 = 3 };
 
 // One table as the lookup kernel reads it. Lives in device memory (an array of user
-// tables followed by item tables), written once when the model is uploaded.
+// tables followed by item tables), written once when the model is uploaded. The row type
+// is the launch's (LookupArgs::row_type), the same for every table of a model.
 struct LookupTable {
   const unsigned char* d_rows = nullptr;  // rows x row_bytes, 256-byte aligned
-  uint32_t row_bytes = 0;
+  uint32_t row_bytes = 0;  // of a device row (int8: Int8DeviceRowBytes, codes + scale/bias)
   int32_t dim = 0;
-  RowType type = RowType::kF32;
   int32_t mean = 0;     // 1: divide by the sum of the weights (0 when that sum is 0)
   int32_t vector = 0;   // 1: read 16-byte vectors (UseVectorLoads and row_bytes % 16 == 0)
   int32_t out_col = 0;  // first output column of this table's pooled vector

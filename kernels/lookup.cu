@@ -1,10 +1,13 @@
 // Fused pooled lookup: one lane group per bag, 16-byte row vectors where the row width
-// allows, kUnroll rows in flight per lane before the first add, fp32 accumulation.
+// allows, kUnroll rows in flight per lane before the first add, fp32 accumulation. The
+// row type (fp32, fp16, bf16, int8) is a template parameter of the kernel: the launcher
+// picks the instantiation, and no branch on the type runs per bag or row.
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "kernels/batch_layout.h"
+#include "kernels/int8_rows.h"
 #include "kernels/launch_error.h"
 #include "kernels/layout_math.h"
 #include "kernels/lookup.h"
@@ -25,15 +28,23 @@ __device__ __forceinline__ float2 F16Pair(uint32_t w) {
   return __half22float2(h);
 }
 
+// Per row type: the row's decode parameters (int8: scale and bias, read once per row),
+// one element, and one 16-byte vector added into kPerVector accumulators (w * x with one
+// fused multiply-add per element).
+struct NoParams {};
+
 template <RowType T>
 struct Row;
 template <>
 struct Row<RowType::kF32> {
   static constexpr int kPerVector = 4;
-  __device__ static float Element(const unsigned char* row, int e) {
+  static constexpr int kElemBytes = 4;
+  using Params = NoParams;
+  __device__ static Params LoadParams(const unsigned char*, int) { return {}; }
+  __device__ static float Element(const unsigned char* row, int e, Params) {
     return __ldg(reinterpret_cast<const float*>(row) + e);
   }
-  __device__ static void Add(int4 q, float w, float* acc) {
+  __device__ static void Add(int4 q, Params, float w, float* acc) {
     acc[0] = fmaf(w, __int_as_float(q.x), acc[0]);
     acc[1] = fmaf(w, __int_as_float(q.y), acc[1]);
     acc[2] = fmaf(w, __int_as_float(q.z), acc[2]);
@@ -43,10 +54,13 @@ struct Row<RowType::kF32> {
 template <>
 struct Row<RowType::kF16> {
   static constexpr int kPerVector = 8;
-  __device__ static float Element(const unsigned char* row, int e) {
+  static constexpr int kElemBytes = 2;
+  using Params = NoParams;
+  __device__ static Params LoadParams(const unsigned char*, int) { return {}; }
+  __device__ static float Element(const unsigned char* row, int e, Params) {
     return __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(row) + e)));
   }
-  __device__ static void Add(int4 q, float w, float* acc) {
+  __device__ static void Add(int4 q, Params, float w, float* acc) {
     const uint32_t words[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
                                static_cast<uint32_t>(q.z), static_cast<uint32_t>(q.w)};
 #pragma unroll
@@ -60,17 +74,45 @@ struct Row<RowType::kF16> {
 template <>
 struct Row<RowType::kBF16> {
   static constexpr int kPerVector = 8;
-  __device__ static float Element(const unsigned char* row, int e) {
+  static constexpr int kElemBytes = 2;
+  using Params = NoParams;
+  __device__ static Params LoadParams(const unsigned char*, int) { return {}; }
+  __device__ static float Element(const unsigned char* row, int e, Params) {
     const uint32_t bits = __ldg(reinterpret_cast<const unsigned short*>(row) + e);
     return __uint_as_float(bits << 16);
   }
-  __device__ static void Add(int4 q, float w, float* acc) {
+  __device__ static void Add(int4 q, Params, float w, float* acc) {
     const uint32_t words[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
                                static_cast<uint32_t>(q.z), static_cast<uint32_t>(q.w)};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       acc[2 * k] = fmaf(w, Bf16Lo(words[k]), acc[2 * k]);
       acc[2 * k + 1] = fmaf(w, Bf16Hi(words[k]), acc[2 * k + 1]);
+    }
+  }
+};
+template <>
+struct Row<RowType::kInt8> {
+  static constexpr int kPerVector = 16;
+  static constexpr int kElemBytes = 1;
+  using Params = float2;  // (scale, bias)
+  __device__ static Params LoadParams(const unsigned char* row, int dim) {
+    return __ldg(reinterpret_cast<const float2*>(row + Int8ParamsOffset(dim)));
+  }
+  __device__ static float Element(const unsigned char* row, int e, Params p) {
+    return DequantizeInt8(static_cast<int8_t>(__ldg(reinterpret_cast<const signed char*>(row) + e)),
+                          p.x, p.y);
+  }
+  __device__ static void Add(int4 q, Params p, float w, float* acc) {
+    const uint32_t words[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
+                               static_cast<uint32_t>(q.z), static_cast<uint32_t>(q.w)};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int8_t code = static_cast<int8_t>(static_cast<uint8_t>(words[k] >> (8 * b)));
+        acc[4 * k + b] = fmaf(w, DequantizeInt8(code, p.x, p.y), acc[4 * k + b]);
+      }
     }
   }
 };
@@ -93,35 +135,34 @@ __device__ __forceinline__ float Finish(float acc, float wsum, bool mean) {
 }
 
 template <RowType T>
-__device__ void PoolVectors(const Bag& bag, int units, bool mean, int lane, int lanes) {
-  constexpr int kE = Row<T>::kPerVector;
+__device__ void PoolVectors(const Bag& bag, int dim, int units, bool mean, int lane, int lanes) {
+  using R = Row<T>;
+  constexpr int kE = R::kPerVector;
   for (int v = lane; v < units; v += lanes) {
     float acc[kE] = {};
     float wsum = 0.0f;
     uint32_t j = bag.begin;
     for (; j + kUnroll <= bag.end; j += kUnroll) {
       int4 q[kUnroll];
+      typename R::Params p[kUnroll];
       float w[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int32_t row = bag.rows[j + u];
+        const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j + u]) * bag.stride;
         w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
-        q[u] = __ldg(
-            reinterpret_cast<const int4*>(bag.base + static_cast<size_t>(row) * bag.stride) + v);
+        q[u] = __ldg(reinterpret_cast<const int4*>(row) + v);
+        p[u] = R::LoadParams(row, dim);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        Row<T>::Add(q[u], w[u], acc);
+        R::Add(q[u], p[u], w[u], acc);
         wsum += w[u];
       }
     }
     for (; j < bag.end; ++j) {
-      const int32_t row = bag.rows[j];
+      const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j]) * bag.stride;
       const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
-      Row<T>::Add(
-          __ldg(reinterpret_cast<const int4*>(bag.base + static_cast<size_t>(row) * bag.stride) +
-                v),
-          w, acc);
+      R::Add(__ldg(reinterpret_cast<const int4*>(row) + v), R::LoadParams(row, dim), w, acc);
       wsum += w;
     }
     float* out = bag.out + v * kE;
@@ -141,6 +182,7 @@ __device__ void PoolVectors(const Bag& bag, int units, bool mean, int lane, int 
 
 template <RowType T>
 __device__ void PoolElements(const Bag& bag, int dim, bool mean, int lane, int lanes) {
+  using R = Row<T>;
   for (int e = lane; e < dim; e += lanes) {
     float acc = 0.0f;
     float wsum = 0.0f;
@@ -150,9 +192,9 @@ __device__ void PoolElements(const Bag& bag, int dim, bool mean, int lane, int l
       float w[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int32_t row = bag.rows[j + u];
+        const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j + u]) * bag.stride;
         w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
-        x[u] = Row<T>::Element(bag.base + static_cast<size_t>(row) * bag.stride, e);
+        x[u] = R::Element(row, e, R::LoadParams(row, dim));
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -161,9 +203,9 @@ __device__ void PoolElements(const Bag& bag, int dim, bool mean, int lane, int l
       }
     }
     for (; j < bag.end; ++j) {
-      const int32_t row = bag.rows[j];
+      const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j]) * bag.stride;
       const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
-      acc = fmaf(w, Row<T>::Element(bag.base + static_cast<size_t>(row) * bag.stride, e), acc);
+      acc = fmaf(w, R::Element(row, e, R::LoadParams(row, dim)), acc);
       wsum += w;
     }
     bag.out[e] = Finish(acc, wsum, mean);
@@ -171,15 +213,6 @@ __device__ void PoolElements(const Bag& bag, int dim, bool mean, int lane, int l
 }
 
 template <RowType T>
-__device__ void PoolBagOfType(const Bag& bag, const LookupTable& t, int lane, int lanes) {
-  if (t.vector) {
-    constexpr int kElemBytes = T == RowType::kF32 ? 4 : 2;
-    PoolVectors<T>(bag, t.dim * kElemBytes / 16, t.mean != 0, lane, lanes);
-  } else {
-    PoolElements<T>(bag, t.dim, t.mean != 0, lane, lanes);
-  }
-}
-
 __device__ void PoolBag(Bag bag, const LookupTable& t, const LookupArgs& a, int lane, int lanes) {
   if (a.d_gathered != nullptr) {
     bag.base = a.d_gathered;
@@ -188,20 +221,15 @@ __device__ void PoolBag(Bag bag, const LookupTable& t, const LookupArgs& a, int 
     bag.base = t.d_rows;
     bag.stride = t.row_bytes;
   }
-  switch (t.type) {
-    case RowType::kF32:
-      PoolBagOfType<RowType::kF32>(bag, t, lane, lanes);
-      break;
-    case RowType::kF16:
-      PoolBagOfType<RowType::kF16>(bag, t, lane, lanes);
-      break;
-    case RowType::kBF16:
-      PoolBagOfType<RowType::kBF16>(bag, t, lane, lanes);
-      break;
+  if (t.vector) {
+    PoolVectors<T>(bag, t.dim, t.dim * Row<T>::kElemBytes / 16, t.mean != 0, lane, lanes);
+  } else {
+    PoolElements<T>(bag, t.dim, t.mean != 0, lane, lanes);
   }
 }
 
-template <int kLanes>
+// Every table of a model has the one row type T (its embedding dtype).
+template <int kLanes, RowType T>
 __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs a) {
   const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
   const uint32_t item_bags = h->num_item_bags;
@@ -225,7 +253,7 @@ __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs 
                     begin[task],
                     begin[task + 1],
                     a.d_item_out + static_cast<size_t>(c) * a.item_ld + t.out_col};
-      PoolBag(bag, t, a, lane, kLanes);
+      PoolBag<T>(bag, t, a, lane, kLanes);
     } else if (task < item_bags + user_bags) {
       const uint32_t b = task - item_bags;
       const uint32_t r = b / a.user_tables;
@@ -238,7 +266,7 @@ __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs 
                     begin[b],
                     begin[b + 1],
                     a.d_user_out + static_cast<size_t>(r) * a.user_ld + t.out_col};
-      PoolBag(bag, t, a, lane, kLanes);
+      PoolBag<T>(bag, t, a, lane, kLanes);
     } else {
       const uint32_t c = task - item_bags - user_bags;
       const uint32_t r =
@@ -291,6 +319,27 @@ uint32_t Blocks(uint64_t groups, int groups_per_block) {
   return static_cast<uint32_t>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
+template <RowType T>
+cudaError_t LaunchOfType(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
+  switch (a.lanes) {
+    case 4:
+      PooledLookupKernel<4, T><<<Blocks(tasks, kThreads / 4), kThreads, 0, stream>>>(a);
+      break;
+    case 8:
+      PooledLookupKernel<8, T><<<Blocks(tasks, kThreads / 8), kThreads, 0, stream>>>(a);
+      break;
+    case 16:
+      PooledLookupKernel<16, T><<<Blocks(tasks, kThreads / 16), kThreads, 0, stream>>>(a);
+      break;
+    case 32:
+      PooledLookupKernel<32, T><<<Blocks(tasks, kThreads / 32), kThreads, 0, stream>>>(a);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t LaunchPooledLookup(const LookupArgs& a, cudaStream_t stream) {
@@ -306,23 +355,17 @@ cudaError_t LaunchPooledLookup(const LookupArgs& a, cudaStream_t stream) {
                          (a.d_dense_out != nullptr ? a.max_candidates : 0);
   if (tasks == 0) return cudaSuccess;
   ClearStaleLaunchError();
-  switch (a.lanes) {
-    case 4:
-      PooledLookupKernel<4><<<Blocks(tasks, kThreads / 4), kThreads, 0, stream>>>(a);
-      break;
-    case 8:
-      PooledLookupKernel<8><<<Blocks(tasks, kThreads / 8), kThreads, 0, stream>>>(a);
-      break;
-    case 16:
-      PooledLookupKernel<16><<<Blocks(tasks, kThreads / 16), kThreads, 0, stream>>>(a);
-      break;
-    case 32:
-      PooledLookupKernel<32><<<Blocks(tasks, kThreads / 32), kThreads, 0, stream>>>(a);
-      break;
-    default:
-      return cudaErrorInvalidValue;
+  switch (a.row_type) {
+    case RowType::kF32:
+      return LaunchOfType<RowType::kF32>(a, tasks, stream);
+    case RowType::kF16:
+      return LaunchOfType<RowType::kF16>(a, tasks, stream);
+    case RowType::kBF16:
+      return LaunchOfType<RowType::kBF16>(a, tasks, stream);
+    case RowType::kInt8:
+      return LaunchOfType<RowType::kInt8>(a, tasks, stream);
   }
-  return cudaGetLastError();
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchGatherUniqueRows(const GatherArgs& a, cudaStream_t stream) {

@@ -39,6 +39,9 @@ struct LookupArgs {
   uint32_t max_candidates = 0;
   uint32_t max_requests = 0;
   int lanes = 8;  // LookupLanes(): 4, 8, 16 or 32
+  // The row type of every table (a model has one embedding dtype): the kernel is compiled
+  // once per type, so no branch on the type runs per bag or per row.
+  RowType row_type = RowType::kF32;
 };
 
 // Pools every bag and writes the dense rows. max_candidates == 0: returns at once.
@@ -53,7 +56,8 @@ struct GatherArgs {
 };
 
 // Id-reorder pass: copies each unique (table, row) once, in sorted order, into
-// d_gathered. max_unique == 0: returns at once.
+// d_gathered (a device row as the tables hold it: int8 rows with their scale and bias).
+// max_unique == 0: returns at once.
 cudaError_t LaunchGatherUniqueRows(const GatherArgs& args, cudaStream_t stream);
 
 }  // namespace fuserank::kernels

@@ -71,6 +71,7 @@ struct EngineConfig {
   int queue_capacity = defaults::kQueueCapacity;
   // The queue's latency budget; 0: deadlines only.
   int max_queue_delay_ms = defaults::kMaxQueueDelayMs;
+  int worker_nice = defaults::kWorkerNice;
   int max_batch_ids = defaults::kMaxBatchIds;  // ids (user + item) in one merged batch
   // Ids of the requests queued or being admitted.
   int64_t max_queued_ids = defaults::kMaxQueuedIds;

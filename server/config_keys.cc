@@ -195,6 +195,9 @@ std::vector<ConfigKey> BuildKeys() {
                        "capture and replay a CUDA graph per batch-size bucket"));
   keys.push_back(Ranged("engine.cpu_threads", FUSERANK_MEMBER(engine.cpu_threads), 1, 1024,
                         "CPU engine: threads that split one batch"));
+  keys.push_back(Ranged("engine.worker_nice", FUSERANK_MEMBER(engine.worker_nice), 0, 19,
+                        "nice steps the compute threads run below gRPC's, so that calls are read "
+                        "and refused at once on a saturated CPU. 0: same priority"));
   keys.push_back(Plain("engine.allow_tf32", FUSERANK_MEMBER(engine.allow_tf32),
                        "CUDA: TF32 tensor-core math in the MLP"));
   ConfigKey precision = Enum<engine::CpuPrecision>(

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -53,6 +54,11 @@ class GuardedBackend final : public engine::Backend {
   // OK unless the device failed and engine.on_device_failure is fail: then UNAVAILABLE,
   // what every batch gets.
   absl::Status health() const override;
+  // The primary's: the warm-up runs before any batch could fail it.
+  std::vector<std::vector<int>> WarmupBatches(int max_batch_candidates,
+                                              int max_request_candidates) const override {
+    return primary_->WarmupBatches(max_batch_candidates, max_request_candidates);
+  }
 
   // True once the device failed (either policy).
   bool device_failed() const { return reacted_.load(std::memory_order_acquire); }

@@ -23,6 +23,7 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.on_device_failure = engine.on_device_failure;
   options.backend.workers = engine.streams;
   options.backend.cpu_threads = engine.cpu_threads;
+  options.backend.worker_nice = engine.worker_nice;
   options.backend.gpu = engine.gpu;
   options.backend.cuda_graphs = engine.cuda_graphs;
   options.backend.allow_tf32 = engine.allow_tf32;
@@ -46,6 +47,7 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.batcher.max_batch_ids = config.engine.max_batch_ids;
   options.batcher.max_queued_ids = config.engine.max_queued_ids;
   options.batcher.max_queue_delay_ms = config.engine.max_queue_delay_ms;
+  options.batcher.worker_nice = config.engine.worker_nice;
   options.remote = config.remote;
   return options;
 }
@@ -100,7 +102,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   if (options.warm_up) {
     TouchTablePages(*served->model);
     const absl::Status warm =
-        WarmUpBackend(served->model, served->backend.get(), options.backend.max_batch_candidates);
+        WarmUpBackend(served->model, served->backend.get(), options.backend.max_batch_candidates,
+                      options.limits.max_candidates);
     if (!warm.ok()) {
       return WithContext(
           warm, absl::StrCat("model '", served->name, "' version '", served->version(), "'"));

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 
@@ -25,33 +24,25 @@ void AppendOneRowBags(const engine::Model& model, const std::vector<int>& tables
   }
 }
 
-// Candidate counts that reach every code path a real batch can take.
-std::vector<int> WarmupSizes(const engine::Backend& backend, int max_batch_candidates) {
-  const int max = std::max(1, max_batch_candidates);
-  std::vector<int> sizes;
-  if (absl::StartsWith(backend.device(), "cuda")) {
-    // One graph per power-of-two bucket from 16 (kernels/layout_math.h) up to the max.
-    for (int n = 16; n < max; n *= 2) sizes.push_back(n);
-    sizes.push_back(max);
-  } else {
-    sizes = {1, std::min(max, 256)};  // every code path; buffers grow on demand after
-  }
-  return sizes;
-}
-
 }  // namespace
 
-engine::Batch SyntheticBatch(const std::shared_ptr<const engine::Model>& model, int candidates) {
+engine::Batch SyntheticBatch(const std::shared_ptr<const engine::Model>& model,
+                             const std::vector<int>& requests) {
   engine::Batch batch;
   batch.model = model;
   const engine::ModelSpec& spec = model->spec();
-  batch.candidate_begin = {0, static_cast<uint32_t>(candidates)};
-  batch.top_k = {static_cast<uint32_t>(candidates)};
-  AppendOneRowBags(*model, model->user_tables(), 0, &batch.user);
-  batch.user_dense.assign(spec.dense_user, 0.5f);
-  for (int c = 0; c < candidates; ++c) {
-    AppendOneRowBags(*model, model->item_tables(), c + 1, &batch.item);
+  int candidates = 0;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const int count = requests[r];
+    AppendOneRowBags(*model, model->user_tables(), static_cast<int>(r), &batch.user);
+    for (int c = 0; c < count; ++c) {
+      AppendOneRowBags(*model, model->item_tables(), candidates + c + 1, &batch.item);
+    }
+    candidates += count;
+    batch.candidate_begin.push_back(static_cast<uint32_t>(candidates));
+    batch.top_k.push_back(static_cast<uint32_t>(count));
   }
+  batch.user_dense.assign(requests.size() * spec.dense_user, 0.5f);
   batch.item_dense.assign(static_cast<size_t>(candidates) * spec.dense_item, 0.5f);
   return batch;
 }
@@ -76,10 +67,13 @@ uint64_t TouchTablePages(const engine::Model& model) {
 }
 
 absl::Status WarmUpBackend(const std::shared_ptr<const engine::Model>& model,
-                           engine::Backend* backend, int max_batch_candidates) {
+                           engine::Backend* backend, int max_batch_candidates,
+                           int max_request_candidates) {
   engine::BatchResult result;
-  for (int candidates : WarmupSizes(*backend, max_batch_candidates)) {
-    const engine::Batch batch = SyntheticBatch(model, candidates);
+  for (const std::vector<int>& requests :
+       backend->WarmupBatches(max_batch_candidates, max_request_candidates)) {
+    const engine::Batch batch = SyntheticBatch(model, requests);
+    const int candidates = batch.num_candidates();
     for (int worker = 0; worker < backend->num_workers(); ++worker) {
       result.Clear();
       const absl::Status run = backend->Run(worker, batch, &result);

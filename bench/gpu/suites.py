@@ -31,6 +31,7 @@ EXEMPT = ["CudaBackendTest.WithoutAGpuCreationSaysWhy"]
 MEMCHECK = [
     "Tables/LookupKernelTest.*/fp16_dim12_reorder",
     "Tables/LookupKernelTest.*/fp32_dim8_misaligned",
+    "Tables/LookupKernelTest.*/int8_dim12_reorder",
     "Widths/DotKernelTest.*/dim12_noz",
     "Sizes/TopKKernelTest.*/127_128_129_ties",
     "Sizes/TopKKernelTest.*/1_2_100_129_ties_nans",

@@ -161,23 +161,28 @@ def print_kernel_tables(ours, torch):
     lookups = [r for r in ours if r.get("bench") == "lookup"]
     if lookups:
         print("fused lookup (128-byte rows, L2 flushed)   target: >= 80% of copy at >= 64k lookups")
-        print(f"{'lookups':>9} {'bag':>3} {'ids':>7} {'reorder':>7} {'us':>9} {'GB/s':>7} {'%copy':>6}")
+        print(f"{'lookups':>9} {'bag':>3} {'ids':>7} {'reorder':>7} {'us':>9} {'GB/s':>7} {'%copy':>6}"
+              f" {'host us':>9} {'dev+host':>9}")
         for r in lookups:
             print(f"{r['lookups']:9.0f} {r['bag']:3.0f} {r['ids']:>7} {r['reorder']:7.0f} "
-                  f"{r['us']:9.1f} {r['gbps']:7.0f} {r['pct_of_copy']:6.0f}")
-    batches = {(r["candidates"], r["graphs"], r["reorder"]): r for r in ours if r.get("bench") == "batch"}
+                  f"{r['us']:9.1f} {r['gbps']:7.0f} {r['pct_of_copy']:6.0f}"
+                  f" {r.get('host_pack_us', 0):9.1f} {r.get('us_with_host_pack', 0):9.1f}")
+    batches = {(r["candidates"], r["graphs"], r["reorder"], r.get("stage_events", 1)): r
+               for r in ours if r.get("bench") == "batch"}
     peers = {(r["candidates"], r["mode"]): r for r in torch if r.get("bench") == "torch"}
     if not (batches or peers):
         return
-    print("device us per batch, 1 request   targets: torch eager / ours >= 5, torch graph / ours >= 1.5")
+    print("device us per batch, 1 request, a pool of 64 distinct batches cycled   targets: torch eager / ours >= 5, torch graph / ours >= 1.5")
     print(f"{'cand':>5} {'graphs':>8} {'no graph':>9} {'launch':>6} {'torch eg':>9} {'torch gr':>9} "
-          f"{'eager/us':>9} {'graph/us':>9}")
+          f"{'eager/us':>9} {'graph/us':>9} {'no events':>9}")
 
     def us(row):
         return f"{row['device_us']:9.1f}" if "device_us" in row else f"{'-':>9}"
 
     for n in (16, 256, 1024):
-        g, ng = batches.get((n, 1, 0), {}), batches.get((n, 0, 0), {})
+        g, ng = batches.get((n, 1, 0, 1), {}), batches.get((n, 0, 0, 1), {})
+        # The same graphs without their stage event nodes: what the nodes cost.
+        quiet = batches.get((n, 1, 0, 0), {})
         te, tg = peers.get((n, "eager"), {}), peers.get((n, "graph"), {})
         ours_us = g.get("device_us")
 
@@ -185,7 +190,7 @@ def print_kernel_tables(ours, torch):
             return f"{peer['device_us'] / ours_us:9.1f}" if ours_us and "device_us" in peer else f"{'-':>9}"
 
         print(f"{n:5d} {us(g)[1:]:>8} {us(ng)} {g.get('launches', 0):6.0f} {us(te)} {us(tg)} "
-              f"{ratio(te)} {ratio(tg)}")
+              f"{ratio(te)} {ratio(tg)} {us(quiet)}")
 
 
 def summarize_bench(out):

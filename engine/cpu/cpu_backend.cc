@@ -57,7 +57,7 @@ class CpuBackend final : public Backend {
     const size_t tables = model_->tables().size();
     for (int w = 0; w < std::max(1, options.workers); ++w) {
       auto worker = std::make_unique<Worker>();
-      worker->pool = std::make_unique<CpuThreadPool>(threads);
+      worker->pool = std::make_unique<CpuThreadPool>(threads, options.worker_nice);
       worker->scratch.resize(threads);
       if (hot_rows_ != nullptr) {
         for (int t = 0; t < threads; ++t) {

@@ -5,13 +5,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model_types.h"
 
 namespace fuserank::engine {
 namespace {
-
-size_t ElementBytes(DType dtype) {
-  return dtype == DType::kF32 ? 4 : dtype == DType::kInt8 ? 1 : 2;
-}
 
 // Checks that `layers` chain from `in` inputs and that every tensor has its shape.
 absl::Status CheckLayers(const std::vector<DenseLayer>& layers, int in, const char* what) {
@@ -34,7 +31,8 @@ absl::Status CheckTables(const Model& model) {
     // A storage: redis table's rows (and int8 qparams) are staged per batch
     // (engine/remote_stage.h).
     const bool local_rows = table.remote || (table.rows > 0 && table.data != nullptr);
-    if (table.dim <= 0 || !local_rows || table.row_bytes < table.dim * ElementBytes(table.dtype) ||
+    if (table.dim <= 0 || !local_rows ||
+        table.row_bytes < static_cast<size_t>(table.dim) * DTypeBytes(table.dtype) ||
         (table.dtype == DType::kInt8 && !table.remote && table.qparams == nullptr)) {
       return absl::InvalidArgumentError(
           absl::StrCat("table '", table.name, "': bad shape or storage for the CPU"));

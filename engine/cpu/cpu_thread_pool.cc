@@ -1,9 +1,20 @@
 #include "engine/cpu/cpu_thread_pool.h"
 
+#include "engine/thread_priority.h"
+#include "spdlog/spdlog.h"
+
 namespace fuserank::engine {
 
-CpuThreadPool::CpuThreadPool(int threads) {
-  for (int t = 1; t < threads; ++t) helpers_.emplace_back([this, t] { HelperLoop(t); });
+CpuThreadPool::CpuThreadPool(int threads, int nice) {
+  for (int t = 1; t < threads; ++t) {
+    helpers_.emplace_back([this, t, nice] {
+      if (absl::Status s = LowerCurrentThreadPriority(nice); !s.ok()) {
+        spdlog::warn("cpu engine helper thread {}: engine.worker_nice not applied: {}", t,
+                     s.ToString());
+      }
+      HelperLoop(t);
+    });
+  }
 }
 
 CpuThreadPool::~CpuThreadPool() {

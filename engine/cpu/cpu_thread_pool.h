@@ -17,8 +17,9 @@ namespace fuserank::engine {
 
 class CpuThreadPool {
  public:
-  // `threads` >= 1 counts the caller: threads - 1 helpers are started.
-  explicit CpuThreadPool(int threads);
+  // `threads` >= 1 counts the caller: threads - 1 helpers are started, each `nice` steps
+  // below the constructing thread's priority (engine.worker_nice, engine/thread_priority.h).
+  explicit CpuThreadPool(int threads, int nice = 0);
   ~CpuThreadPool();
   CpuThreadPool(const CpuThreadPool&) = delete;
   CpuThreadPool& operator=(const CpuThreadPool&) = delete;

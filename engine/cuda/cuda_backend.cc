@@ -21,9 +21,9 @@ constexpr size_t kDefaultDotSharedBytes = 48 * 1024;
 // The dot kernel stages a warp's vectors in shared memory: 48 KiB per block by default,
 // and up to the device's opt-in limit (227 KiB on Hopper) for wider models. Returns the
 // block budget the kernel must be launched with (0 when the model has no dot).
-absl::StatusOr<size_t> DotSharedBudget(const GpuLayout& g, int gpu) {
+absl::StatusOr<size_t> DotSharedBudget(const ModelSpec& spec, const GpuLayout& g, int gpu) {
   if (g.interaction != Interaction::kDot) return size_t{0};
-  const int n = g.user_tables + g.item_tables + (g.z_width > 0 ? 1 : 0);
+  const int n = spec.dot_vectors();
   const size_t per_warp = kernels::DotSharedBytesPerWarp(n, g.dim);
   if (per_warp <= kDefaultDotSharedBytes) return kDefaultDotSharedBytes;
   int optin = 0;
@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
   b->model_ = std::move(model);
   const Model& m = *b->model_;
   ASSIGN_OR_RETURN(GpuLayout layout, ComputeGpuLayout(m));
-  ASSIGN_OR_RETURN(const size_t dot_shared_bytes, DotSharedBudget(layout, options.gpu));
+  ASSIGN_OR_RETURN(const size_t dot_shared_bytes, DotSharedBudget(m.spec(), layout, options.gpu));
   ASSIGN_OR_RETURN(b->device_model_, DeviceModel::Upload(m, layout));
 
   BackendShared& sh = b->shared_;
@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
   sh.cuda_graphs = options.cuda_graphs;
   sh.blocking_wait = options.cuda_blocking_wait;
   sh.reorder_ids = cuda_options.reorder_ids;
+  sh.graph_stage_events = cuda_options.graph_stage_events;
   sh.dot_shared_bytes = dot_shared_bytes;
   sh.max_bucket = kernels::CandidateBucket(static_cast<uint32_t>(options.max_batch_candidates));
   for (uint32_t n = kernels::kMinCandidateBucket; n <= sh.max_bucket; n *= 2)

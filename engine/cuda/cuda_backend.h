@@ -19,6 +19,7 @@
 #include "engine/cuda/cuda_worker.h"
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/mlp_plan.h"
+#include "engine/cuda/warmup_batches.h"
 #include "engine/model.h"
 
 namespace fuserank::engine::cuda {
@@ -28,6 +29,9 @@ struct CudaOptions {
   // Sort and deduplicate (table, row) per batch and read each row once (off by default;
   // a measurement decides). The module reads FUSERANK_CUDA_REORDER_IDS=1.
   bool reorder_ids = false;
+  // Event record nodes between a graph's stages, so replayed batches report their stage
+  // times (on by default; the GPU bench turns it off to measure what the nodes cost).
+  bool graph_stage_events = true;
   size_t workspace_bytes = size_t{8} << 20;  // cuBLASLt workspace per worker
 };
 
@@ -35,7 +39,8 @@ class CudaBackend final : public Backend {
  public:
   // Probes options.gpu, uploads the model and creates options.workers workers.
   // FAILED_PRECONDITION without a usable GPU; UNIMPLEMENTED for what the GPU path does
-  // not serve (int8 tables); RESOURCE_EXHAUSTED when device memory runs out.
+  // not serve (a dot interaction wider than the device's shared memory per block);
+  // RESOURCE_EXHAUSTED when device memory runs out.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(std::shared_ptr<const Model> model,
                                                              const BackendOptions& options,
                                                              const CudaOptions& cuda_options);
@@ -46,6 +51,11 @@ class CudaBackend final : public Backend {
   // After a device fault (engine/device_fault.h) every call returns health() at once.
   absl::Status Run(int worker, const Batch& batch, BatchResult* result) override;
   absl::Status health() const override;
+  // Every (candidate bucket, top-K shape) a batch can reach (engine/cuda/warmup_batches.h).
+  std::vector<std::vector<int>> WarmupBatches(int max_batch_candidates,
+                                              int max_request_candidates) const override {
+    return CudaWarmupBatches(max_batch_candidates, max_request_candidates);
+  }
 
   // Counters of one worker (read between batches of that worker).
   const WorkerStats& stats(int worker) const { return workers_[worker]->stats(); }

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/status_macros.h"
-#include "engine/topk.h"
 #include "kernels/batch_layout.h"
 #include "kernels/interaction.h"
 #include "kernels/layout_math.h"
@@ -28,11 +27,6 @@ static_assert(sizeof(kernels::ScoredPair) == sizeof(ScoredIndex) &&
 constexpr size_t kInitialStagingBytes = 256 * 1024;
 
 size_t Floats(uint32_t rows, int ld) { return sizeof(float) * rows * static_cast<size_t>(ld); }
-
-double Seconds(cudaEvent_t a, cudaEvent_t b) {
-  float ms = 0.0f;
-  return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms * 1e-3 : 0.0;
-}
 
 }  // namespace
 
@@ -160,6 +154,7 @@ absl::Status CudaWorker::EnqueueLookup(uint32_t bucket) {
   la.max_candidates = bucket;
   la.max_requests = bucket;
   la.lanes = g.lanes;
+  la.row_type = g.row_type;
   RETURN_IF_CUDA_ERROR(kernels::LaunchPooledLookup(la, s), "pooled lookup");
   ++launches_;
   return absl::OkStatus();
@@ -215,11 +210,17 @@ absl::Status CudaWorker::EnqueueTopK(uint32_t bucket, int shape) {
   return absl::OkStatus();
 }
 
-absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool timed) {
+absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_graph) {
   const uint32_t bucket = shared_->buckets[bucket_index];
   cudaStream_t s = stream_.get();
+  // In a capture a plain record is only an ordering point; cudaEventRecordExternal makes it
+  // a node of the graph that records the event each time the graph runs.
   auto mark = [&](int e) -> absl::Status {
-    if (timed) RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[e].get(), s), "cudaEventRecord");
+    if (in_graph && !shared_->graph_stage_events) return absl::OkStatus();
+    RETURN_IF_CUDA_ERROR(
+        cudaEventRecordWithFlags(events_[e].get(), s,
+                                 in_graph ? cudaEventRecordExternal : cudaEventRecordDefault),
+        "cudaEventRecord");
     return absl::OkStatus();
   };
   void* ws = workspace_.get();
@@ -247,7 +248,7 @@ absl::Status CudaWorker::Capture(int bucket_index, int shape) {
   RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
                        "cudaStreamBeginCapture");
   const int launches = launches_;
-  const absl::Status enqueued = EnqueueForward(bucket_index, shape, /*timed=*/false);
+  const absl::Status enqueued = EnqueueForward(bucket_index, shape, /*in_graph=*/true);
   launches_ = launches;
   cudaGraph_t raw = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(s, &raw);
@@ -291,7 +292,7 @@ void CudaWorker::MaybeCapture(int bucket_index, int shape, BatchResult* result) 
 }
 
 absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_index, int shape,
-                                 bool replay, bool timed) {
+                                 bool replay) {
   cudaStream_t s = stream_.get();
   RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[0].get(), s), "cudaEventRecord");
   RETURN_IF_CUDA_ERROR(
@@ -303,7 +304,7 @@ absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_inde
     ++launches_;
     ++stats_.graph_launches;
   } else {
-    RETURN_IF_ERROR(EnqueueForward(bucket_index, shape, timed));
+    RETURN_IF_ERROR(EnqueueForward(bucket_index, shape, /*in_graph=*/false));
   }
   RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(h_out_.get(), d_out_.get(),
                                        size_t{h.total_results} * sizeof(kernels::ScoredPair),
@@ -342,59 +343,18 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   const bool use_graphs = shared_->cuda_graphs;
   const bool replay =
       use_graphs && static_cast<bool>(graphs_[bucket_index * kernels::kNumTopKShapes + shape].exec);
-  const bool timed = !replay;
   launches_ = 0;
-  RETURN_IF_ERROR(Execute(h, bucket_index, shape, replay, timed));
+  RETURN_IF_ERROR(Execute(h, bucket_index, shape, replay));
   result->items.resize(h.total_results);
   std::memcpy(result->items.data(), h_out_.get(), h.total_results * sizeof(kernels::ScoredPair));
   if (h.max_segment > kernels::kMaxTopKSegment) RankLongRequestsOnHost(batch, result);
-  FillStageTimes(timed, result);
+  FillStageTimes(/*staged=*/!replay || shared_->graph_stage_events, result);
   ++stats_.batches;
   stats_.last_launches = launches_;
   stats_.last_used_graph = replay;
   if (use_graphs && !replay) MaybeCapture(bucket_index, shape, result);
   RecordLookups();
   return absl::OkStatus();
-}
-
-void CudaWorker::RecordLookups() {
-  if (shared_->hot_rows == nullptr) return;
-  const std::vector<uint64_t>& ids = packer_.ids_per_table();
-  for (size_t k = 0; k < ids.size(); ++k) {
-    shared_->hot_rows->RecordLookups(shared_->layout.lookup_spec_index[k], /*hits=*/0, ids[k]);
-  }
-}
-
-void CudaWorker::FillStageTimes(bool timed, BatchResult* result) {
-  cudaEvent_t e[6];
-  for (int i = 0; i < 6; ++i) e[i] = events_[i].get();
-  stats_.last_device_seconds = Seconds(e[0], e[5]);
-  StageTimes& st = result->stages;
-  if (timed) {
-    st.lookup = Seconds(e[0], e[1]);  // copy in, gather, lookup
-    st.dnn = Seconds(e[1], e[2]) + Seconds(e[3], e[4]);
-    st.cross = Seconds(e[2], e[3]);
-    st.topk = Seconds(e[4], e[5]);  // top-K and copy out
-  } else {
-    // One graph: its stages cannot be told apart, so the whole batch counts as dnn.
-    st.dnn = stats_.last_device_seconds;
-  }
-}
-
-void CudaWorker::RankLongRequestsOnHost(const Batch& batch, BatchResult* result) {
-  const float* logits = h_logits_.get<float>();
-  for (int r = 0; r < batch.num_requests(); ++r) {
-    const uint32_t begin = batch.candidate_begin[r];
-    const uint32_t count = batch.candidate_begin[r + 1] - begin;
-    if (count <= kernels::kMaxTopKSegment) continue;
-    scratch_score_.resize(count);
-    for (uint32_t i = 0; i < count; ++i)
-      scratch_score_[i] = kernels::ScoreOfLogit(logits[begin + i]);
-    const uint32_t k = result->result_begin[r + 1] - result->result_begin[r];
-    // The engine's top-K: the one order rule (score descending, NaN last, ties by index).
-    TopK(scratch_score_.data(), static_cast<int>(count), static_cast<int>(k),
-         result->items.data() + result->result_begin[r]);
-  }
 }
 
 }  // namespace fuserank::engine::cuda

@@ -30,9 +30,10 @@ struct BackendShared {
   bool cuda_graphs = true;
   bool blocking_wait = true;  // engine.cuda_wait: block
   bool reorder_ids = false;
-  size_t dot_shared_bytes = 0;    // the dot kernel's shared-memory budget per block
-  uint32_t max_bucket = 0;        // CandidateBucket(max_batch_candidates)
-  std::vector<uint32_t> buckets;  // kMinCandidateBucket, doubling, up to max_bucket
+  bool graph_stage_events = true;  // CudaOptions::graph_stage_events
+  size_t dot_shared_bytes = 0;     // the dot kernel's shared-memory budget per block
+  uint32_t max_bucket = 0;         // CandidateBucket(max_batch_candidates)
+  std::vector<uint32_t> buckets;   // kMinCandidateBucket, doubling, up to max_bucket
   size_t workspace_bytes = 0;
   GpuLayout layout;
   PackInfo pack_info;
@@ -81,15 +82,16 @@ class CudaWorker {
   // Grows the staging and gather buffers for `h`, all or nothing: on failure the worker
   // keeps its old buffers (and graphs) and serves later batches that fit them.
   absl::Status EnsureStaging(const kernels::PackedHeader& h);
-  // Enqueues the whole forward pass for `bucket_index` (graph capture or eager). With
-  // `timed`, records stage events 1..4 between the stages.
-  absl::Status EnqueueForward(int bucket_index, int shape, bool timed);
+  // Enqueues the whole forward pass for `bucket_index` (graph capture or eager), with the
+  // stage events 1..4 recorded between its stages: on the stream when eager, as event
+  // record nodes of the graph when `in_graph` (capture), so that a replayed batch's stages
+  // are timed as an eager one's are.
+  absl::Status EnqueueForward(int bucket_index, int shape, bool in_graph);
   absl::Status EnqueueLookup(uint32_t bucket);
   absl::Status EnqueueInteraction(uint32_t bucket);
   absl::Status EnqueueTopK(uint32_t bucket, int shape);
   // The copy in, the graph or the eager forward pass, the copies out, and the wait.
-  absl::Status Execute(const kernels::PackedHeader& h, int bucket_index, int shape, bool replay,
-                       bool timed);
+  absl::Status Execute(const kernels::PackedHeader& h, int bucket_index, int shape, bool replay);
   absl::Status Capture(int bucket_index, int shape);
   // After an eager batch: captures its key's graph when the retry policy says so; a failed
   // capture is counted in `result` and logged (once per key at warning level).
@@ -97,7 +99,9 @@ class CudaWorker {
   void RankLongRequestsOnHost(const Batch& batch, BatchResult* result);
   // Adds the batch's lookups to the hot-row counters (all misses: no hot tier on the GPU).
   void RecordLookups();
-  void FillStageTimes(bool timed, BatchResult* result);
+  // The batch's device time and, when `staged` (eager, or a graph with stage events), its
+  // stages from the six events; else the whole device time as dnn.
+  void FillStageTimes(bool staged, BatchResult* result);
 
   const BackendShared* shared_;
   BatchPacker packer_;

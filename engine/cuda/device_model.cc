@@ -2,10 +2,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/device_rows.h"
 #include "engine/status_macros.h"
 
 namespace fuserank::engine::cuda {
@@ -17,6 +21,27 @@ absl::StatusOr<DeviceBuffer> Upload(const void* src, size_t bytes, const std::st
   if (bytes > 0) {
     RETURN_IF_CUDA_ERROR(cudaMemcpy(buffer.get(), src, bytes, cudaMemcpyHostToDevice),
                          absl::StrCat("cudaMemcpy ", what));
+  }
+  return buffer;
+}
+
+// Rows of an int8 table repacked per chunk (PackInt8Rows) into a host buffer of at most
+// ~16 MiB and copied on, so a large table never needs a second whole host copy.
+absl::StatusOr<DeviceBuffer> UploadInt8Rows(const EmbeddingTable& t, const std::string& what) {
+  const size_t row_bytes = DeviceRowBytes(t);
+  ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                   DeviceBuffer::Allocate(static_cast<size_t>(t.rows) * row_bytes, what));
+  const int64_t chunk_rows = std::max<int64_t>(1, (size_t{16} << 20) / row_bytes);
+  std::vector<std::byte> chunk;
+  for (int64_t first = 0; first < t.rows; first += chunk_rows) {
+    const int64_t count = std::min(chunk_rows, t.rows - first);
+    chunk.resize(static_cast<size_t>(count) * row_bytes);
+    PackInt8Rows(t, first, count, chunk.data());
+    // Synchronous from pageable memory: `chunk` may be reused as soon as this returns.
+    RETURN_IF_CUDA_ERROR(
+        cudaMemcpy(buffer.get<std::byte>() + static_cast<size_t>(first) * row_bytes, chunk.data(),
+                   chunk.size(), cudaMemcpyHostToDevice),
+        absl::StrCat("cudaMemcpy ", what));
   }
   return buffer;
 }
@@ -34,9 +59,10 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& mo
   std::vector<kernels::LookupTable> desc = layout.lookup;
   for (size_t k = 0; k < desc.size(); ++k) {
     const EmbeddingTable& t = model.tables()[layout.lookup_spec_index[k]];
-    const size_t bytes = static_cast<size_t>(t.rows) * t.row_bytes;
-    ASSIGN_OR_RETURN(DeviceBuffer rows,
-                     cuda::Upload(t.data, bytes, absl::StrCat("table '", t.name, "'")));
+    const size_t bytes = static_cast<size_t>(t.rows) * DeviceRowBytes(t);
+    const std::string what = absl::StrCat("table '", t.name, "'");
+    ASSIGN_OR_RETURN(DeviceBuffer rows, DeviceRowsAreStored(t) ? cuda::Upload(t.data, bytes, what)
+                                                               : UploadInt8Rows(t, what));
     desc[k].d_rows = rows.get<unsigned char>();
     dm->table_bytes_ += bytes;
     dm->tables_.push_back(std::move(rows));

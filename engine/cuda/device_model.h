@@ -1,5 +1,6 @@
-// A model's read-only state on one GPU: embedding tables copied to device memory as
-// stored (fp32, fp16 or bf16), the lookup descriptors and interaction slot lists, and
+// A model's read-only state on one GPU: embedding tables in device memory (fp32, fp16
+// and bf16 as stored; int8 with each row's scale and bias beside its codes:
+// engine/cuda/device_rows.h), the lookup descriptors and interaction slot lists, and
 // the MLP weights and biases. Uploaded once at backend creation; then immutable and
 // shared by every worker.
 #ifndef FUSERANK_ENGINE_CUDA_DEVICE_MODEL_H_

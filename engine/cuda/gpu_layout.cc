@@ -4,7 +4,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda/device_rows.h"
+#include "engine/model_types.h"
 #include "engine/status_macros.h"
+#include "kernels/layout_math.h"
 
 namespace fuserank::engine::cuda {
 
@@ -14,12 +17,14 @@ kernels::RowType RowTypeOf(DType dtype) {
       return kernels::RowType::kF16;
     case DType::kBF16:
       return kernels::RowType::kBF16;
+    case DType::kInt8:
+      return kernels::RowType::kInt8;
     default:
       return kernels::RowType::kF32;
   }
 }
 
-int ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+int PaddedLd(int width) { return static_cast<int>(kernels::RoundUp(std::max(width, 1), 4)); }
 
 std::vector<float> PitchedRows(absl::Span<const float> src, int rows, int cols, int ld) {
   std::vector<float> out(static_cast<size_t>(rows) * ld, 0.0f);
@@ -41,27 +46,35 @@ absl::Status SetDense(const Model& model, GpuLayout* g) {
   g->dense_user = spec.dense_user;
   g->dense_item = spec.dense_item;
   g->bottom_mlp = !model.bottom_mlp().empty();
-  const int dense = spec.dense_user + spec.dense_item;
+  const int dense = spec.dense_total();
   if (g->bottom_mlp && dense == 0) return absl::InternalError("bottom MLP without dense features");
-  g->z_width = g->bottom_mlp ? model.bottom_mlp().back().out : dense;
+  g->z_width = spec.z_width();
   g->x_ld = g->bottom_mlp ? PaddedLd(dense) : 0;
   if (g->bottom_mlp && model.bottom_mlp().front().in != dense) {
     return absl::InternalError("bottom MLP input width is not the dense width");
   }
+  if (g->bottom_mlp && model.bottom_mlp().back().out != g->z_width) {
+    return absl::InternalError("bottom MLP output width is not the spec's z width");
+  }
   return absl::OkStatus();
 }
 
-// The lookup's lane group and the reorder pass's row stride; int8 is refused here.
+// The row type, the lookup's lane group and the reorder pass's row stride (of device
+// rows: an int8 row carries its scale and bias).
 absl::Status SetLookupShape(const Model& model, GpuLayout* g) {
   int max_units = 1;
   size_t max_row_bytes = 0;
+  g->row_type = RowTypeOf(model.spec().embedding_dtype);
   for (const EmbeddingTable& t : model.tables()) {
-    if (t.dtype == DType::kInt8) {
-      return absl::UnimplementedError(
-          absl::StrCat("table '", t.name, "': int8 tables are not served by the CUDA backend"));
+    if (t.dtype != model.spec().embedding_dtype) {
+      return absl::InternalError(
+          absl::StrCat("table '", t.name, "': its dtype is not the model's embedding_dtype"));
     }
-    max_units = std::max(max_units, kernels::RowUnits(t.dim, ElementBytes(t.dtype)));
-    max_row_bytes = std::max(max_row_bytes, t.row_bytes);
+    if (t.dtype == DType::kInt8 && t.qparams == nullptr) {
+      return absl::InternalError(absl::StrCat("table '", t.name, "': int8 without qparams"));
+    }
+    max_units = std::max(max_units, kernels::RowUnits(t.dim, DTypeBytes(t.dtype)));
+    max_row_bytes = std::max(max_row_bytes, DeviceRowBytes(t));
   }
   g->lanes = kernels::LookupLanes(max_units);
   g->gather_stride = kernels::RoundUp(static_cast<uint32_t>(max_row_bytes), 16);
@@ -77,10 +90,10 @@ absl::Status SetColumns(const Model& model, GpuLayout* g, std::vector<int>* out_
   std::vector<int> h_col(tables.size(), 0);
   int user_width = 0;
   int item_width = 0;
-  int concat_width = g->z_width;
+  int h_next = g->z_width;  // concat(V): z, then every table in spec order
   for (size_t s = 0; s < tables.size(); ++s) {
-    h_col[s] = concat_width;
-    concat_width += tables[s].dim;
+    h_col[s] = h_next;
+    h_next += tables[s].dim;
   }
   for (int s : model.user_tables()) {
     (*out_col)[s] = user_width;
@@ -92,6 +105,8 @@ absl::Status SetColumns(const Model& model, GpuLayout* g, std::vector<int>* out_
     item_width += tables[s].dim;
   }
   g->user_ld = PaddedLd(user_width);
+  // dot: z, then the dot of every pair of vectors; concat, linear, dcn: concat(V).
+  g->h_width = model.spec().interaction_width();
   if (dot) {
     g->dim = tables.empty() ? g->z_width : tables.front().dim;
     for (const EmbeddingTable& t : tables) {
@@ -100,14 +115,11 @@ absl::Status SetColumns(const Model& model, GpuLayout* g, std::vector<int>* out_
     if (g->z_width != 0 && g->z_width != g->dim) {
       return absl::InternalError("dot interaction: z width differs from the table width");
     }
-    const int n = static_cast<int>(tables.size()) + (g->z_width > 0 ? 1 : 0);
-    g->h_width = g->z_width + static_cast<int>(kernels::NumPairs(n));
     g->item_ld = PaddedLd(item_width);
     for (size_t s = 0; s < tables.size(); ++s) {
       g->dot_slots.push_back({tables[s].side == Side::kUser ? 1 : 0, (*out_col)[s]});
     }
   } else {
-    g->h_width = concat_width;
     for (int s : model.user_tables()) {
       g->concat_slots.push_back({(*out_col)[s], h_col[s], tables[s].dim});
     }
@@ -143,11 +155,10 @@ absl::StatusOr<GpuLayout> ComputeGpuLayout(const Model& model) {
   auto add = [&](int s) {
     const EmbeddingTable& t = tables[s];
     kernels::LookupTable d;
-    d.row_bytes = static_cast<uint32_t>(t.row_bytes);
+    d.row_bytes = static_cast<uint32_t>(DeviceRowBytes(t));
     d.dim = t.dim;
-    d.type = RowTypeOf(t.dtype);
     d.mean = t.pooling == Pooling::kMean ? 1 : 0;
-    d.vector = kernels::UseVectorLoads(t.dim, ElementBytes(t.dtype)) && t.row_bytes % 16 == 0;
+    d.vector = kernels::UseVectorLoads(t.dim, DTypeBytes(t.dtype)) && d.row_bytes % 16 == 0;
     d.out_col = out_col[s];
     g.lookup.push_back(d);
     g.lookup_spec_index.push_back(s);

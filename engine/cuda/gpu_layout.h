@@ -5,14 +5,13 @@
 #ifndef FUSERANK_ENGINE_CUDA_GPU_LAYOUT_H_
 #define FUSERANK_ENGINE_CUDA_GPU_LAYOUT_H_
 
-#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/model.h"
 #include "kernels/descriptors.h"
-#include "kernels/layout_math.h"
 
 namespace fuserank::engine::cuda {
 
@@ -35,7 +34,8 @@ struct GpuLayout {
   int dcn_rank = 0;    // 0: full rank
   int dcn_t_ld = 0;    // low rank: pitch of V_l x_l [candidates, dcn_t_ld]
   int lanes = 4;       // lookup lane group
-  uint32_t gather_stride = 0;  // id-reorder pass: bytes per gathered row
+  kernels::RowType row_type = kernels::RowType::kF32;  // every table's (embedding_dtype)
+  uint32_t gather_stride = 0;  // id-reorder pass: bytes per gathered device row
   // Lookup descriptors without device pointers, user tables then item tables.
   std::vector<kernels::LookupTable> lookup;
   std::vector<int> lookup_spec_index;             // spec index of lookup[k]
@@ -44,17 +44,17 @@ struct GpuLayout {
 };
 
 // Padded row pitch: 16-byte aligned rows for the lookup stores and cuBLASLt.
-inline int PaddedLd(int width) { return static_cast<int>(kernels::RoundUp(std::max(width, 1), 4)); }
+int PaddedLd(int width);
 
 // The [rows, cols] row-major matrix `src` with its rows `ld` (>= cols) floats apart, the
 // pad zero-filled: how an MLP weight is uploaded (MlpLayerShape::w_ld).
 std::vector<float> PitchedRows(absl::Span<const float> src, int rows, int cols, int ld);
 
+// The lookup kernel's row type of a table's dtype (fp32, fp16, bf16, int8).
 kernels::RowType RowTypeOf(DType dtype);
-int ElementBytes(DType dtype);
 
-// Fails (UNIMPLEMENTED / INTERNAL) for what the GPU path does not serve: int8 tables, or
-// a model whose layer widths contradict its tables.
+// Fails (INTERNAL) for a model whose layer widths contradict its tables, whose tables
+// differ in dtype, or whose int8 tables lack their (scale, bias) pairs.
 absl::StatusOr<GpuLayout> ComputeGpuLayout(const Model& model);
 
 }  // namespace fuserank::engine::cuda

@@ -1,9 +1,8 @@
-// Model loading: every tensor checked against the spec (dtype, shape, missing, extra),
-// fp32/fp16/bf16 tables, the linear cross folded exactly, and tables served from the
-// mapping rather than copied.
+// Model loading: every part of the spec built from tensors or mapped from the weights file
+// in fp32/fp16/bf16, the linear cross folded exactly, load errors naming the file, and
+// fuserank-gen-model's output loading. Tensors refused against the spec:
+// model_tensor_checks_test.cc.
 #include "engine/model.h"
-
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -14,119 +13,20 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu/cpu_dtype.h"
 #include "engine/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/engine/model_test_util.h"
 
 namespace fuserank::engine {
 namespace {
 
+using test::ModelTestDir;
+using test::RandomWeights;
+using test::TestSpec;
+using test::Weights;
+using test::WriteModel;
 using ::testing::HasSubstr;
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            ("fuserank_model_test_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-// Tensors built in memory, each also kept as float values for reference math.
-struct Weights {
-  std::map<std::string, std::vector<std::byte>> bytes;
-  std::map<std::string, std::vector<float>> values;  // as stored (after dtype rounding)
-  TensorMap tensors;
-
-  void Add(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
-           std::vector<float> v) {
-    std::vector<std::byte>& b = bytes[name];
-    const size_t element = SafetensorsDTypeSize(dtype);
-    b.resize(v.size() * element);
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (dtype == "F32") {
-        std::memcpy(&b[i * 4], &v[i], 4);
-      } else {
-        const uint16_t h = dtype == "F16" ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
-        v[i] = dtype == "F16" ? HalfToFloat(h) : BFloat16ToFloat(h);
-        std::memcpy(&b[i * 2], &h, 2);
-      }
-    }
-    values[name] = std::move(v);
-    tensors[name] = TensorView{dtype, std::move(shape), b.data(), b.size()};
-  }
-  void Remove(const std::string& name) { tensors.erase(name); }
-};
-
-ModelSpec TestSpec(DType dtype, Interaction interaction) {
-  ModelSpec spec;
-  spec.name = "test";
-  spec.version = "3";
-  spec.weights_path = "test.safetensors";
-  spec.embedding_dtype = dtype;
-  spec.tables = {{"user_a", Side::kUser, 50, 8, Pooling::kSum, Oov::kModulo},
-                 {"item_a", Side::kItem, 40, 8, Pooling::kMean, Oov::kReject},
-                 {"user_b", Side::kUser, 30, 8, Pooling::kSum, Oov::kModulo}};
-  spec.dense_user = 3;
-  spec.dense_item = 2;
-  spec.bottom_mlp = {16, 8};
-  spec.interaction = interaction;
-  spec.cross_dim = interaction == Interaction::kLinear ? 10 : 0;
-  spec.top_mlp = {12, 6, 1};
-  return spec;
-}
-
-Weights RandomWeights(const ModelSpec& spec, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto random = [&](size_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng);
-    return v;
-  };
-  Weights w;
-  const std::string dtype(SafetensorsDType(spec.embedding_dtype));
-  for (const TableSpec& t : spec.tables) {
-    w.Add("embeddings." + t.name + ".weight", dtype, {t.rows, t.dim}, random(t.rows * t.dim));
-  }
-  auto layer = [&](const std::string& prefix, int in, int out) {
-    w.Add(prefix + ".weight", "F32", {out, in}, random(static_cast<size_t>(out) * in));
-    w.Add(prefix + ".bias", "F32", {out}, random(out));
-  };
-  int in = spec.dense_total();
-  for (size_t i = 0; i < spec.bottom_mlp.size(); ++i) {
-    layer("bottom_mlp." + std::to_string(i), in, spec.bottom_mlp[i]);
-    in = spec.bottom_mlp[i];
-  }
-  in = spec.interaction_width();
-  if (spec.interaction == Interaction::kLinear) {
-    layer("cross", spec.concat_width(), spec.cross_dim);
-    in = spec.cross_dim;
-  }
-  for (size_t i = 0; i < spec.top_mlp.size(); ++i) {
-    layer("top_mlp." + std::to_string(i), in, spec.top_mlp[i]);
-    in = spec.top_mlp[i];
-  }
-  return w;
-}
-
-// Writes spec + weights into `dir`; returns the spec path.
-std::string WriteModel(const TempDir& dir, ModelSpec spec, const TensorMap& tensors) {
-  spec.weights_path = dir.File(spec.name + ".safetensors");
-  std::vector<std::pair<std::string, TensorView>> list(tensors.begin(), tensors.end());
-  EXPECT_TRUE(WriteSafetensors(spec.weights_path, list).ok());
-  const std::string path = dir.File(spec.name + ".yaml");
-  std::ofstream(path) << ModelSpecToYaml(spec);
-  return path;
-}
 
 void ExpectModelMatches(const Model& model, const ModelSpec& spec, const Weights& w) {
   ASSERT_EQ(model.tables().size(), spec.tables.size());
@@ -189,7 +89,7 @@ TEST_P(ModelDTypeTest, FromTensorsCopiesEveryPart) {
 TEST_P(ModelDTypeTest, LoadMapsTheWeightsFile) {
   const ModelSpec spec = TestSpec(GetParam(), Interaction::kConcat);
   const Weights w = RandomWeights(spec, 12);
-  TempDir dir;
+  ModelTestDir dir;
   const std::string path = WriteModel(dir, spec, w.tensors);
   absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(path);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -205,83 +105,6 @@ TEST_P(ModelDTypeTest, LoadMapsTheWeightsFile) {
 INSTANTIATE_TEST_SUITE_P(DTypes, ModelDTypeTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
-
-absl::Status BuildWith(const Weights& w, DType dtype = DType::kF32) {
-  return Model::FromTensors(TestSpec(dtype, Interaction::kDot), w.tensors).status();
-}
-
-TEST(ModelTest, RefusesWrongTableDtype) {
-  Weights w = RandomWeights(TestSpec(DType::kF16, Interaction::kDot), 1);
-  absl::Status status = BuildWith(w, DType::kF32);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(
-      status.message(),
-      HasSubstr("tensor 'embeddings.user_a.weight': expected F32 [50, 8], got F16 [50, 8]"));
-}
-
-TEST(ModelTest, RefusesWrongDenseDtype) {
-  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 1);
-  w.tensors["top_mlp.1.bias"].dtype = "F64";
-  w.tensors["top_mlp.1.bias"].nbytes *= 2;
-  EXPECT_THAT(BuildWith(w).message(),
-              HasSubstr("tensor 'top_mlp.1.bias': expected F32 [6], got F64 [6]"));
-}
-
-TEST(ModelTest, RefusesWrongShape) {
-  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 2);
-  w.tensors["bottom_mlp.1.weight"].shape = {16, 8};  // transposed
-  EXPECT_THAT(BuildWith(w).message(),
-              HasSubstr("tensor 'bottom_mlp.1.weight': expected F32 [8, 16], got F32 [16, 8]"));
-}
-
-TEST(ModelTest, RefusesByteCountThatDisagreesWithShape) {
-  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 2);
-  w.tensors["top_mlp.2.weight"].nbytes -= 4;
-  EXPECT_THAT(BuildWith(w).message(), HasSubstr("tensor 'top_mlp.2.weight': holds 20 bytes"));
-}
-
-TEST(ModelTest, RefusesMissingTensor) {
-  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 3);
-  w.Remove("embeddings.item_a.weight");
-  w.Remove("top_mlp.0.bias");
-  absl::Status status = BuildWith(w);
-  EXPECT_THAT(status.message(),
-              HasSubstr("tensor 'embeddings.item_a.weight' is missing (expected F32 [40, 8])"));
-  EXPECT_THAT(status.message(), HasSubstr("tensor 'top_mlp.0.bias' is missing"));
-}
-
-TEST(ModelTest, RefusesTensorsNotInTheSpec) {
-  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 4);
-  w.tensors["top_mlp.3.weight"] = w.tensors["top_mlp.2.weight"];
-  absl::Status status = BuildWith(w);
-  EXPECT_THAT(status.message(), HasSubstr("tensors not in the spec: 'top_mlp.3.weight'"));
-  // A typo'd name is both missing and extra.
-  w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 4);
-  w.tensors["embeddings.usera.weight"] = w.tensors["embeddings.user_a.weight"];
-  w.Remove("embeddings.user_a.weight");
-  status = BuildWith(w);
-  EXPECT_THAT(status.message(), HasSubstr("'embeddings.user_a.weight' is missing"));
-  EXPECT_THAT(status.message(), HasSubstr("not in the spec: 'embeddings.usera.weight'"));
-}
-
-TEST(ModelTest, RefusesNonFiniteDenseWeights) {
-  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 5);
-  const float nan = std::nanf("");
-  std::memcpy(w.bytes["bottom_mlp.0.weight"].data() + 4 * 7, &nan, 4);
-  EXPECT_THAT(BuildWith(w).message(), HasSubstr("tensor 'bottom_mlp.0.weight': element 7 is nan"));
-}
-
-TEST(ModelTest, RefusesInvalidSpecAndInt8WithoutQuantizedTensors) {
-  Weights w = RandomWeights(TestSpec(DType::kF32, Interaction::kDot), 6);
-  ModelSpec spec = TestSpec(DType::kF32, Interaction::kDot);
-  spec.top_mlp.back() = 2;
-  EXPECT_THAT(Model::FromTensors(spec, w.tensors).status().message(), HasSubstr("top_mlp[2]"));
-  spec = TestSpec(DType::kInt8, Interaction::kDot);
-  absl::Status status = Model::FromTensors(spec, w.tensors).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("tensor 'embeddings.user_a.weight': expected I8"));
-  EXPECT_THAT(status.message(), HasSubstr("tensor 'embeddings.user_a.qparams' is missing"));
-}
 
 TEST(ModelTest, FoldsLinearCrossIntoFirstTopLayer) {
   const uint32_t seed = 977;
@@ -323,7 +146,7 @@ TEST(ModelTest, FoldsLinearCrossIntoFirstTopLayer) {
 TEST(ModelTest, LoadErrorsNameTheFile) {
   const ModelSpec spec = TestSpec(DType::kF32, Interaction::kDot);
   Weights w = RandomWeights(spec, 7);
-  TempDir dir;
+  ModelTestDir dir;
   w.tensors["top_mlp.0.weight"].shape = {12, 18};
   w.tensors["top_mlp.0.weight"].nbytes = 12 * 18 * 4;
   w.bytes["top_mlp.0.weight"].resize(12 * 18 * 4);
@@ -357,7 +180,7 @@ TEST(ModelTest, LoadErrorsNameTheFile) {
 TEST(ModelTest, GeneratedModelsLoad) {
   const std::string gen = std::string(FUSERANK_BINARY_DIR) + "/bin/fuserank-gen-model";
   if (!std::filesystem::exists(gen)) GTEST_SKIP() << "build fuserank-gen-model first: " << gen;
-  TempDir dir;
+  ModelTestDir dir;
   const std::string flags[] = {
       "--user_tables=2 --item_tables=3 --rows=100,200,300,400,500 --dim=16 --dense_user=4 "
       "--dense_item=3 --bottom_mlp=64,16 --interaction=dot --top_mlp=64,32,1",

@@ -1,6 +1,7 @@
 // The fused lookup kernel (and its id-reorder gather pass) against the CPU engine's
-// PooledLookup, table by table, on seeded random batches: fp32/fp16/bf16, dims 4, 12,
-// 100 and 128 (vector and element paths), sum/mean, with and without weights, empty bags
+// PooledLookup, table by table, on seeded random batches: fp32/fp16/bf16/int8 (row-wise
+// scale and bias), dims 4, 12, 100 and 128 (int8 also 16; vector and element paths),
+// sum/mean, with and without weights, empty bags
 // and repeated ids, 1 and 4096+ candidates over several requests, every lane-group size.
 // Outputs are poisoned first; columns no table owns must stay poisoned.
 #include "kernels/lookup.h"
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "kernels/layout_math.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
+#include "tests/engine/cpu/cpu_test_models_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/testing/test_model.h"
 #include "tests/testing/test_seed.h"
@@ -75,12 +77,18 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
   spec.tables[1].pooling = Pooling::kMean;
   spec.tables[4].pooling = Pooling::kMean;
   std::swap(spec.tables[1], spec.tables[2]);  // user, item, user, item, item
-  auto model_or = fuserank::testing::BuildTestModel(fuserank::testing::MakeRandomModel(spec, seed));
+  // int8: codes with a drawn (scale, bias) per row; else the test model's values as stored.
+  fuserank::testing::TestModel test_model;
+  auto model_or =
+      p.dtype == DType::kInt8
+          ? engine::test::BuildVariantModel(spec, seed, rng, &test_model)
+          : fuserank::testing::BuildTestModel(fuserank::testing::MakeRandomModel(spec, seed));
   ASSERT_TRUE(model_or.ok()) << model_or.status();
   std::shared_ptr<const Model> model = *model_or;
   auto layout_or = ComputeGpuLayout(*model);
   ASSERT_TRUE(layout_or.ok()) << layout_or.status();
   const GpuLayout& g = *layout_or;
+  ASSERT_EQ(g.row_type, RowTypeOf(p.dtype));
   auto dm = DeviceModel::Upload(*model, g);
   ASSERT_TRUE(dm.ok()) << dm.status();
 
@@ -182,6 +190,7 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       a.max_candidates = bucket;
       a.max_requests = bucket;
       a.lanes = lanes;
+      a.row_type = g.row_type;
       ASSERT_EQ(kernels::LaunchPooledLookup(a, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       ExpectBlock(download(d_user, want_user.size(), "user block"), want_user, r, g.user_ld,
@@ -204,10 +213,19 @@ std::vector<LookupCase> AllCases() {
       }
     }
   }
-  // The vector path (fp32 dim % 4 == 0, fp16 dim % 8 == 0) into unaligned output rows.
+  // int8: dims 16 and 128 read 16-byte vectors of codes, the others element by element;
+  // every row carries its scale and bias (reorder: gathered with them).
+  for (int dim : {4, 12, 16, 100, 128}) {
+    for (Mode mode : {Mode::kUnweighted, Mode::kWeighted, Mode::kReorder}) {
+      cases.push_back({DType::kInt8, dim, mode});
+    }
+  }
+  // The vector path (fp32 dim % 4 == 0, fp16 dim % 8 == 0, int8 dim % 16 == 0) into
+  // unaligned output rows.
   for (DType dtype : {DType::kF32, DType::kF16}) {
     for (int dim : {8, 128}) cases.push_back({dtype, dim, Mode::kMisaligned});
   }
+  for (int dim : {16, 128}) cases.push_back({DType::kInt8, dim, Mode::kMisaligned});
   return cases;
 }
 

@@ -1,6 +1,6 @@
 // The CUDA backend end to end against the CPU backend (top-K lists) and the double
 // reference (every score), tolerance 1e-5: dot / concat / linear / dcn (low and full
-// rank), fp32 / fp16 / bf16,
+// rank), fp32 / fp16 / bf16 / int8,
 // dims 4, 12, 100 and 128, graphs on and off, the id-reorder pass, batches of 1 and 4096
 // candidates, several requests (one empty), and a 5000-candidate request (top-K on the
 // host). Each batch runs twice: the second run replays the captured graph (one launch)
@@ -17,6 +17,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
+#include "tests/engine/cpu/cpu_test_models_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/testing/test_model.h"
 #include "tests/testing/test_seed.h"
@@ -67,8 +68,15 @@ TestSetup MakeModel(const PipelineCase& p, uint64_t seed) {
   }
   spec.top_mlp = {32, 16, 1};
   TestSetup s;
-  s.test_model = fuserank::testing::MakeRandomModel(spec, seed);
-  auto model = fuserank::testing::BuildTestModel(s.test_model);
+  absl::StatusOr<std::shared_ptr<const Model>> model;
+  if (p.dtype == DType::kInt8) {
+    // Codes with a drawn (scale, bias) per row; the test model holds their values.
+    std::mt19937_64 rng(seed);
+    model = engine::test::BuildVariantModel(spec, seed, rng, &s.test_model);
+  } else {
+    s.test_model = fuserank::testing::MakeRandomModel(spec, seed);
+    model = fuserank::testing::BuildTestModel(s.test_model);
+  }
   EXPECT_TRUE(model.ok()) << model.status();
   if (model.ok()) s.model = *model;
   return s;
@@ -177,7 +185,14 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{Interaction::kConcat, DType::kF16, 8, false, true, false, 3, 0},
                       // 51 vectors of 256: 52 KB of shared memory per warp, above the
                       // default 48 KiB (the kernel opts in to the device's limit).
-                      PipelineCase{Interaction::kDot, DType::kF32, 256, true, true, false, 20, 30}),
+                      PipelineCase{Interaction::kDot, DType::kF32, 256, true, true, false, 20, 30},
+                      // int8 tables (row-wise scale and bias): vector (dims 32, 128) and
+                      // element (12, 100) paths, graphs on and off, reorder.
+                      PipelineCase{Interaction::kDot, DType::kInt8, 32, true},
+                      PipelineCase{Interaction::kDot, DType::kInt8, 12, false, true, true},
+                      PipelineCase{Interaction::kConcat, DType::kInt8, 128, true, false, true},
+                      PipelineCase{Interaction::kLinear, DType::kInt8, 100, false},
+                      PipelineCase{Interaction::kDcn, DType::kInt8, 16, true}),
     CaseName);
 
 // One model on a one-worker CUDA backend (graphs on) and on the CPU backend, and batches

@@ -88,9 +88,10 @@ TEST(GoodputTest, OverloadIsShedAtTheDoorWithoutCollapse) {
   const std::string dir = testing::TempDir("goodput");
   absl::StatusOr<std::string> path = testing::WriteTestModel(model, dir);
   ASSERT_TRUE(path.ok()) << path.status();
-  // The setting, a queue of 64, everything else at its default; the overload runs
-  // add a queue latency budget of 50 ms. Capacity is measured without it: at 64 calls in
-  // flight the budget would refuse some of the closed loop's own calls.
+  // A queue of 64 (the setting overload collapse was first measured with), everything else
+  // at its default; the overload runs add a queue latency budget of 50 ms. Capacity is
+  // measured without it: at 64 calls in flight the budget would refuse some of the closed
+  // loop's own calls.
   auto write_config = [&](const std::string& name, const std::string& extra) {
     const std::string path_out = absl::StrCat(dir, "/server_", name, ".yaml");
     std::ofstream(path_out) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"\", "

@@ -1,0 +1,162 @@
+"""Tests of tools/fuserank_export.py's state_dict path without a server: TorchRec-named
+state_dicts with a mapping export like the module they came from, and every problem of a
+state_dict, a mapping or the command line is an error naming the key or the layer.
+
+Run: /usr/bin/python3 tests/tools/export_state_dict_test.py   (ctest: export_state_dict_tests,
+label unit)
+"""
+
+import os
+import sys
+import unittest
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# First: it exits 77 (skipped) without torch.
+from export_test_util import ExportTestBase  # noqa: E402
+import torch  # noqa: E402
+
+import export_fixtures as fx  # noqa: E402
+import fuserank_export as fe  # noqa: E402  (tools/ is on sys.path via export_fixtures)
+
+
+class StateDictExportTest(ExportTestBase):
+    def _save(self, sd, mapping, stem="sd"):
+        sd_path = os.path.join(self.tmp, f"{stem}.pt")
+        map_path = os.path.join(self.tmp, f"{stem}_mapping.yaml")
+        torch.save(sd, sd_path)
+        with open(map_path, "w") as f:
+            yaml.safe_dump(mapping, f)
+        return sd_path, map_path
+
+    def test_torchrec_names_export_like_the_module(self):
+        for seed, interaction in enumerate(("dot", "linear", "dcn", "dcn_full"), start=61):
+            with self.subTest(interaction=interaction, seed=seed):
+                model = fx.make_model(interaction, seed)
+                sd_path, map_path = self._save(*fx.torchrec_state_dict(model))
+                out = os.path.join(self.tmp, f"sd_{interaction}", "m.yaml")
+                proc = self.run_cli("--state-dict", sd_path, "--mapping", map_path, "--out",
+                                    out, "--name", "m", "--version", "2", "--dtype", "fp32")
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assert_scores_match(model, out, seed)
+                module_out = os.path.join(self.tmp, f"mod_{interaction}", "m.yaml")
+                fe.export_module(model, module_out, version="2")
+                for suffix in (".yaml", ".safetensors"):
+                    with open(out.replace(".yaml", suffix), "rb") as a, \
+                            open(module_out.replace(".yaml", suffix), "rb") as b:
+                        self.assertEqual(a.read(), b.read(), f"{suffix} differs")
+
+    def test_explicit_layer_list_in_the_mapping(self):
+        model = fx.make_model("concat", 63)
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["top_mlp"] = ["over_arch.model.0._mlp.0._linear",
+                              "over_arch.model.0._mlp.1._linear", "over_arch.model.1"]
+        sd_path, map_path = self._save(sd, mapping)
+        out = os.path.join(self.tmp, "list.yaml")
+        status, stderr = self.run_main("--state-dict", sd_path, "--mapping", map_path,
+                                       "--out", out)
+        self.assertEqual(status, 0, stderr)
+        self.assert_scores_match(model, out, 63)
+
+    def assert_cli_error(self, sd, mapping, *needles):
+        sd_path, map_path = self._save(sd, mapping)
+        out = os.path.join(self.tmp, "bad", "m.yaml")
+        status, stderr = self.run_main("--state-dict", sd_path, "--mapping", map_path,
+                                       "--out", out)
+        self.assertEqual(status, 2, stderr)
+        for needle in needles:
+            self.assertIn(needle, stderr)
+        self.assertFalse(os.path.exists(out), "a failed export must not leave a spec behind")
+
+    def test_missing_tensor_is_an_error_naming_the_key(self):
+        model = fx.make_model("dot", 64)
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["dense_arch.model._mlp.1._linear.bias"]
+        self.assert_cli_error(sd, mapping, "bottom_mlp.1.bias",
+                              "dense_arch.model._mlp.1._linear.bias")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["sparse_arch.embedding_bag_collection.embedding_bags.t_item_id.weight"]
+        self.assert_cli_error(sd, mapping, "tables[2] (item_id)",
+                              "embedding_bags.t_item_id.weight")
+
+    def test_dcn_problems_name_the_layer(self):
+        model = fx.make_model("dcn", 66)
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["inter_arch.crossnet.W_kernels.1"] = torch.zeros(5, 25)  # V's orientation
+        self.assert_cli_error(sd, mapping, "dcn.1.U.weight", "expected shape [25, 5]",
+                              "[5, 25]")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["inter_arch.crossnet.V_kernels.2"]
+        self.assert_cli_error(sd, mapping, "layer 2 needs V_kernels.2 and W_kernels.2")
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["interaction"] = "concat"
+        self.assert_cli_error(sd, mapping, "dcn", "present, but interaction is 'concat'")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del mapping["dcn"]
+        self.assert_cli_error(sd, mapping, "dcn: missing")
+        sd, mapping = fx.torchrec_state_dict(model)
+        for l in range(3):  # VectorCrossNet: kernels.<l> [N, 1]
+            for k in ("V_kernels", "W_kernels"):
+                del sd[f"inter_arch.crossnet.{k}.{l}"]
+            sd[f"inter_arch.crossnet.kernels.{l}"] = torch.zeros(25, 1)
+        self.assert_cli_error(sd, mapping, "VectorCrossNet")
+
+    def test_wrong_shape_is_an_error_naming_the_tensor(self):
+        model = fx.make_model("dot", 65)
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["over_arch.model.0._mlp.1._linear.weight"] = torch.zeros(8, 15)
+        self.assert_cli_error(sd, mapping, "top_mlp.1.weight",
+                              "over_arch.model.0._mlp.1._linear", "15 inputs")
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["sparse_arch.embedding_bag_collection.embedding_bags.t_user_hist.weight"] = \
+            torch.zeros(40, 7)
+        self.assert_cli_error(sd, mapping, "embeddings.user_hist.weight", "dim 7")
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["dense_arch.model._mlp.0._linear.bias"] = torch.zeros(3)
+        self.assert_cli_error(sd, mapping, "bottom_mlp.0.bias", "[16]")
+
+    def test_bad_values_and_mappings_are_errors(self):
+        model = fx.make_model("linear", 66)
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["inter_arch.cross.weight"][2, 3] = float("nan")
+        self.assert_cli_error(sd, mapping, "inter_arch.cross.weight", "nan")
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["tables"][0]["side"] = "both"
+        self.assert_cli_error(sd, mapping, "user_id", "side")
+        sd, mapping = fx.torchrec_state_dict(model)
+        mapping["bottom_layers"] = "x"
+        self.assert_cli_error(sd, mapping, "bottom_layers", "unknown key")
+        sd, mapping = fx.torchrec_state_dict(model)
+        del mapping["cross"]
+        self.assert_cli_error(sd, mapping, "cross: missing")
+        sd, mapping = fx.torchrec_state_dict(model)
+        sd["over_arch.model.0._mlp.0.norm.weight"] = torch.ones(16)
+        self.assert_cli_error(sd, mapping, "over_arch.model.0._mlp.0.norm.weight")
+
+    def test_usage_errors_exit_2(self):
+        proc = self.run_cli("--state-dict", "x.pt", "--out", os.path.join(self.tmp, "a.yaml"))
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("--mapping", proc.stderr)
+        missing = os.path.join(self.tmp, "nope.pt")
+        status, stderr = self.run_main("--state-dict", missing, "--mapping", missing, "--out",
+                                       "a.yaml")
+        self.assertEqual(status, 2)
+        self.assertIn("nope.pt", stderr)
+
+    def test_cli_error_exits_2_naming_the_key(self):
+        model = fx.make_model("dot", 67)
+        sd, mapping = fx.torchrec_state_dict(model)
+        del sd["over_arch.model.1.bias"]
+        sd_path, map_path = self._save(sd, mapping)
+        proc = self.run_cli("--state-dict", sd_path, "--mapping", map_path, "--out",
+                            os.path.join(self.tmp, "m.yaml"))
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("fuserank_export: error: top_mlp.2.bias: state_dict key "
+                      "'over_arch.model.1.bias' not found", proc.stderr)
+
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
