@@ -85,7 +85,9 @@ TEST(NearCacheTest, ChurnNeverLosesOrMixesUpAKey) {
       if (f == Found::kMiss) continue;
       ++held;
       EXPECT_EQ(f, k % 11 == 0 ? Found::kAbsent : Found::kRow) << "key " << k * 3;
-      if (f == Found::kRow) EXPECT_EQ(out, ValueOf(k * 3)) << "key " << k * 3;
+      if (f == Found::kRow) {
+        EXPECT_EQ(out, ValueOf(k * 3)) << "key " << k * 3;
+      }
     }
     // Every slot holds one of the keys (each shard met about 50 times its slots).
     EXPECT_EQ(held, slots) << capacity;
@@ -128,7 +130,9 @@ TEST(NearCacheTest, FindManyAnswersAsFindDoes) {
         ++rows;
       }
     }
-    if (n >= 100) EXPECT_GT(rows, 0) << "the test found no row at all";
+    if (n >= 100) {
+      EXPECT_GT(rows, 0) << "the test found no row at all";
+    }
   }
 }
 

@@ -97,7 +97,9 @@ TEST(SafetensorsTest, RoundTripsEveryDtypeThroughAFile) {
     EXPECT_EQ(got.shape, want.shape);
     ASSERT_EQ(got.nbytes, want.nbytes);
     EXPECT_TRUE((*file)->Contains(got.data) || got.nbytes == 0);
-    if (want.nbytes > 0) EXPECT_EQ(std::memcmp(got.data, want.data, want.nbytes), 0);
+    if (want.nbytes > 0) {
+      EXPECT_EQ(std::memcmp(got.data, want.data, want.nbytes), 0);
+    }
     // Widest dtype first: every tensor sits at a multiple of its element size.
     EXPECT_EQ(reinterpret_cast<uintptr_t>(got.data) % SafetensorsDTypeSize(got.dtype), 0u);
   }

@@ -141,17 +141,21 @@ TEST(GoodputTest, OverloadIsShedAtTheDoorWithoutCollapse) {
         p.name.c_str(), p.offered, p.goodput, p.goodput / capacity, p.ok_p99_ms, p.refused_p99_ms,
         p.errors.c_str());
   }
-  // Loose bounds: the collapse before admission control was 0.16 at 1.5x and 0.06 at 3x, with OK
-  // answers seconds late; each point here is 2 s on a shared machine.
-  EXPECT_GT(points[1].goodput, 0.6 * capacity) << "1.5x";
-  EXPECT_GT(points[2].goodput, 0.4 * capacity) << "3x";
-  EXPECT_GT(points[3].goodput, 0.25 * capacity) << "6x";
-  // At 1.5x and 3x no answer waits for long. At 6x refusing alone can take most of a core
-  // shared with other work, and the transport then queues: only goodput is checked there.
+  // Loose bounds: the collapse before admission control was 0.16 at 1.5x, 0.06 at 3x and 0.12
+  // at 6x, with OK answers 1.7 s, 2.8 s and 7.8 s late (p50). Each point here is 2 s on a
+  // shared 2-core machine whose speed drifts between the capacity run and these: over 21
+  // runs on one such machine the lowest goodput seen was 0.56 at 1.5x, 0.37 at 3x and 0.08
+  // at 6x (docs/benchmarks.md, "Goodput under overload"), so the bounds sit below that.
+  EXPECT_GT(points[1].goodput, 0.4 * capacity) << "1.5x";
+  EXPECT_GT(points[2].goodput, 0.25 * capacity) << "3x";
+  EXPECT_GT(points[3].goodput, 0.04 * capacity) << "6x";
+  // No answer waits for long. At 6x refusing alone takes most of a core here, and the
+  // transport then queues calls in front of the door (up to 0.6 s seen): a looser bound.
   for (size_t i = 1; i < 3; ++i) {
     EXPECT_LT(points[i].ok_p99_ms, 1000) << points[i].name << ": OK answers queued for long";
     EXPECT_LT(points[i].refused_p99_ms, 500) << points[i].name << ": refusals were not at once";
   }
+  EXPECT_LT(points[3].ok_p99_ms, 1500) << "6x: OK answers queued for long";
   EXPECT_GT(points[4].goodput, 0.4 * capacity) << "after the spike";
   EXPECT_LT(points[4].ok_p99_ms, 4 * std::max(points[0].ok_p99_ms, 5.0)) << "after the spike";
   EXPECT_EQ(server->Stop(), 0);

@@ -12,6 +12,7 @@
 #include "fuserank/v1/ranker.pb.h"
 #include "gtest/gtest.h"
 #include "tests/server/wire_test_util.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank::server {
 namespace {
@@ -239,8 +240,8 @@ TEST(RankRequestViewTest, NestsGroupsAsDeepAsProtobufAllows) {
 // Random requests, built field by field with every wire type, then mutated: a flipped,
 // inserted or removed byte, or a cut. Both parsers must agree on each.
 TEST(RankRequestViewTest, AgreesWithProtobufOnRandomAndMutatedBytes) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   int accepted = 0;
   constexpr int kInputs = 20000;

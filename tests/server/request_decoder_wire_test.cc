@@ -19,6 +19,7 @@
 #include "server/request_scan.h"
 #include "tests/server/wire_test_util.h"
 #include "tests/testing/test_model.h"
+#include "tests/testing/test_seed.h"
 
 namespace fuserank::server {
 namespace {
@@ -109,8 +110,8 @@ absl::Status OldDecode(const bench::BaselineRankDecoder& decoder, const std::str
 }
 
 TEST(RequestDecoderWireTest, GivesTheOldDecodersStatusAndBatchOnRandomBytes) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const std::shared_ptr<const engine::Model> model = WireModel();
   const RequestDecoder decoder(model, kLimits);

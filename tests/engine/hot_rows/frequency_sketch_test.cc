@@ -110,7 +110,9 @@ TEST(FrequencySketchTest, DecayMakesARowThatStoppedDropOut) {
     }
     const std::vector<int32_t> top = Rows(sketch.TopN(5));
     const bool old_in_top = std::find(top.begin(), top.end(), kOld) != top.end();
-    if (period == 0) EXPECT_EQ(top[0], kOld) << "the old row starts as the hottest";
+    if (period == 0) {
+      EXPECT_EQ(top[0], kOld) << "the old row starts as the hottest";
+    }
     if (old_in_top) periods_in_top = period + 1;
     sketch.Decay();
   }
