@@ -92,6 +92,42 @@ done
 log "tables loaded: $(grep -c 'rows written' "$OUT/load.log") ($OUT/load.log)"
 
 declare -A VARIANT=([local]="" [tables_11pct]="item_0,item_1" [all]="all")
+# measure NAME ZIPF SEED TRAFFIC PORT METRICS_PORT: one measured window of fuserank-bench
+# (the pool of SEED) and the server's tier counters over it, into results/NAME_zZIPF_TRAFFIC.json.
+measure() {
+  local name=$1 zipf=$2 seed=$3 traffic=$4 port=$5 metrics=$6
+  local result=$OUT/results/${name}_zipf${zipf}_${traffic}.json
+  curl -s "http://127.0.0.1:$metrics/metrics" >"$result.metrics0"
+  if "$BENCH" --model="$MODEL" --target="127.0.0.1:$port" --candidates="$CANDIDATES" \
+    --zipf="$zipf" --concurrency=4 --duration="$DURATION" --warmup=1 --seed="$seed" --json \
+    2>>"$OUT/bench.err" | tail -n 1 >"$result.bench"; then
+    curl -s "http://127.0.0.1:$metrics/metrics" >"$result.metrics"
+    "$PY" - "$result.bench" "$result.metrics0" "$result.metrics" "$name" "$zipf" "$traffic" \
+      >"$result" <<'PYEOF'
+import json, re, sys
+bench = json.load(open(sys.argv[1]))
+before, after = open(sys.argv[2]).read(), open(sys.argv[3]).read()
+def total(pattern):
+    get = lambda text: sum(float(m.group(1))
+                           for m in re.finditer(pattern + r"\S* (\S+)$", text, re.M))
+    return get(after) - get(before)
+tiers = {t: total(r'^fuserank_embedding_tier_lookups_total\{[^}]*tier="%s"' % t)
+         for t in ("near", "remote", "absent")}
+lookups = sum(tiers.values())
+fetches = total(r"^fuserank_remote_fetches_total")
+trips = total(r"^fuserank_remote_round_trips_total")
+print(json.dumps({"variant": sys.argv[4], "zipf": float(sys.argv[5]), "traffic": sys.argv[6],
+                  "qps": bench["qps"], "p50_ms": bench["p50_ms"], "p99_ms": bench["p99_ms"],
+                  "near_hit_rate": tiers["near"] / lookups if lookups else None,
+                  "round_trips_per_fetch": trips / fetches if fetches else None,
+                  "fetches": fetches}))
+PYEOF
+    log "$name zipf $zipf $traffic: $(cat "$result")"
+  else
+    log "fuserank-bench failed ($name, zipf $zipf, $traffic): $OUT/bench.err"
+  fi
+}
+
 for name in local tables_11pct all; do
   spec=$MODEL
   if [[ -n "${VARIANT[$name]}" ]]; then
@@ -114,43 +150,17 @@ YAML
     pid=$!
     PIDS+=("$pid")
     wait_port "$pid" "$port" || { log "server ($name) did not start: $OUT/server.log"; exit 1; }
-    result=$OUT/results/${name}_zipf${zipf}.json
     # The bench reads the local spec: the same tables and rows, whatever their storage. A
     # first run warms the near cache: the measured run's own pool of requests (same seed),
-    # long enough to send each of them at least once, so the measured window meets a warm
-    # cache (every key it asks for seen once). The counters are read before and after the
-    # measured run.
+    # long enough to send each of them at least once, so the first measured window meets a
+    # warm cache (every key it asks for seen once). The second measured window sends a new
+    # pool (another seed) from the same Zipf law: its hot keys are cached, its tail keys are
+    # first sightings and fetched. The counters are read before and after each window.
     "$BENCH" --model="$MODEL" --target="127.0.0.1:$port" --candidates="$CANDIDATES" \
       --zipf="$zipf" --concurrency=4 --duration="$WARMUP" --warmup=0 --seed=1 \
       >/dev/null 2>>"$OUT/bench.err" || true
-    curl -s "http://127.0.0.1:$metrics/metrics" >"$result.metrics0"
-    if "$BENCH" --model="$MODEL" --target="127.0.0.1:$port" --candidates="$CANDIDATES" \
-      --zipf="$zipf" --concurrency=4 --duration="$DURATION" --warmup=1 --json \
-      2>>"$OUT/bench.err" | tail -n 1 >"$result.bench"; then
-      curl -s "http://127.0.0.1:$metrics/metrics" >"$result.metrics"
-      "$PY" - "$result.bench" "$result.metrics0" "$result.metrics" "$name" "$zipf" >"$result" <<'PYEOF'
-import json, re, sys
-bench = json.load(open(sys.argv[1]))
-before, after = open(sys.argv[2]).read(), open(sys.argv[3]).read()
-def total(pattern):
-    get = lambda text: sum(float(m.group(1))
-                           for m in re.finditer(pattern + r"\S* (\S+)$", text, re.M))
-    return get(after) - get(before)
-tiers = {t: total(r'^fuserank_embedding_tier_lookups_total\{[^}]*tier="%s"' % t)
-         for t in ("near", "remote", "absent")}
-lookups = sum(tiers.values())
-fetches = total(r"^fuserank_remote_fetches_total")
-trips = total(r"^fuserank_remote_round_trips_total")
-print(json.dumps({"variant": sys.argv[4], "zipf": float(sys.argv[5]), "qps": bench["qps"],
-                  "p50_ms": bench["p50_ms"], "p99_ms": bench["p99_ms"],
-                  "near_hit_rate": tiers["near"] / lookups if lookups else None,
-                  "round_trips_per_fetch": trips / fetches if fetches else None,
-                  "fetches": fetches}))
-PYEOF
-      log "$name zipf $zipf: $(cat "$result")"
-    else
-      log "fuserank-bench failed ($name, zipf $zipf): $OUT/bench.err"
-    fi
+    measure "$name" "$zipf" 1 replayed "$port" "$metrics"
+    measure "$name" "$zipf" 3 new "$port" "$metrics"
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -163,21 +173,30 @@ results, doc, candidates, duration = sys.argv[1:5]
 rows = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(results, "*.json")))]
 order = {"local": 0, "tables_11pct": 1, "all": 2}
 label = {"local": "0% (all local)", "tables_11pct": "~11% (item_0, item_1)", "all": "100% (all 26 tables)"}
-rows.sort(key=lambda r: (order[r["variant"]], r["zipf"]))
+traffic_order = {"replayed": 0, "new": 1}
+traffic_label = {"replayed": "replayed pool (every key seen)", "new": "new pool (tail keys first seen)"}
+rows.sort(key=lambda r: (r["zipf"], traffic_order[r["traffic"]], order[r["variant"]]))
+local_p99 = {(r["zipf"], r["traffic"]): r["p99_ms"] for r in rows if r["variant"] == "local"}
 fmt = lambda v, f: "-" if v is None else f % v
 lines = ["<!-- remote-bench:begin -->",
          "Generated by `bench/run_remote_bench.sh` (`make bench`) on %s, %s, %d cores; closed loop, "
-         "4 calls in flight, %s candidates, %s s measured per run; near cache 262144 rows per "
-         "table, TTL 600 s; the counters are those of the measured window, after a warm-up run of the same pool of 512 requests (a warm near cache)." % (
+         "4 calls in flight, %s candidates, %s s measured per window; near cache 262144 rows per "
+         "table, TTL 600 s. Each server is warmed with the first window's pool of 512 requests, "
+         "then measured twice: that pool replayed (a warm near cache), then a new pool from the "
+         "same Zipf law (seed 3), whose tail keys the cache has not seen. The counters are "
+         "those of each measured window." % (
              time.strftime("%Y-%m-%d", time.gmtime()), platform.processor() or platform.machine(),
              os.cpu_count(), candidates, duration),
          "",
-         "| remote share of lookups | Zipf | qps | p50 ms | p99 ms | near-cache hit rate | round trips per fetching batch |",
-         "| --- | --- | --- | --- | --- | --- | --- |"]
+         "| Zipf | traffic | remote share of lookups | qps | p50 ms | p99 ms | p99 / all-local | near-cache hit rate | round trips per fetching batch |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 for r in rows:
-    lines.append("| %s | %s | %.1f | %.2f | %.2f | %s | %s |" % (
-        label[r["variant"]], r["zipf"], r["qps"], r["p50_ms"], r["p99_ms"],
-        fmt(r["near_hit_rate"], "%.3f"), fmt(r["round_trips_per_fetch"], "%.2f")))
+    base = local_p99.get((r["zipf"], r["traffic"]))
+    ratio = "-" if r["variant"] == "local" or not base else "%.2fx" % (r["p99_ms"] / base)
+    lines.append("| %s | %s | %s | %.1f | %.2f | %.2f | %s | %s | %s |" % (
+        r["zipf"], traffic_label[r["traffic"]], label[r["variant"]], r["qps"], r["p50_ms"],
+        r["p99_ms"], ratio, fmt(r["near_hit_rate"], "%.3f"),
+        fmt(r["round_trips_per_fetch"], "%.2f")))
 lines.append("<!-- remote-bench:end -->")
 text = open(doc).read()
 begin, end = "<!-- remote-bench:begin -->", "<!-- remote-bench:end -->"
