@@ -1,5 +1,6 @@
-// Fused pooled lookup: one lane group per bag, 16-byte row vectors where the row width
-// allows, kUnroll rows in flight per lane before the first add, fp32 accumulation. The
+// Fused pooled lookup: a lane group per bag (or per bags_per_group bags, whose first rows
+// it loads together), 16-byte row vectors where the row width allows, kUnroll rows in
+// flight per lane before the first add, fp32 accumulation. The
 // row type (fp32, fp16, bf16, int8) is a template parameter of the kernel: the launcher
 // picks the instantiation, and no branch on the type runs per bag or row.
 #include <cuda_fp16.h>
@@ -134,49 +135,63 @@ __device__ __forceinline__ float Finish(float acc, float wsum, bool mean) {
   return wsum != 0.0f ? SaturateFinite(acc / wsum) : 0.0f;
 }
 
+// Adds rows [j, bag.end) of `bag`, 16-byte vector v of each, into acc and wsum, kUnroll
+// rows in flight before their adds, in row order (the order fixes the result's bits).
+template <RowType T>
+__device__ __forceinline__ void AccumulateVector(const Bag& bag, uint32_t j, int dim, int v,
+                                                 float* acc, float& wsum) {
+  using R = Row<T>;
+  for (; j + kUnroll <= bag.end; j += kUnroll) {
+    int4 q[kUnroll];
+    typename R::Params p[kUnroll];
+    float w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j + u]) * bag.stride;
+      w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
+      q[u] = __ldg(reinterpret_cast<const int4*>(row) + v);
+      p[u] = R::LoadParams(row, dim);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      R::Add(q[u], p[u], w[u], acc);
+      wsum += w[u];
+    }
+  }
+  for (; j < bag.end; ++j) {
+    const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j]) * bag.stride;
+    const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
+    R::Add(__ldg(reinterpret_cast<const int4*>(row) + v), R::LoadParams(row, dim), w, acc);
+    wsum += w;
+  }
+}
+
+// Writes vector v of the pooled row: 16-byte stores where the output allows.
+template <int kE>
+__device__ __forceinline__ void StoreVector(float* row_out, int v, const float* acc, float wsum,
+                                            bool mean) {
+  float* out = row_out + v * kE;
+  if ((reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+#pragma unroll
+    for (int k = 0; k < kE; k += 4) {
+      *reinterpret_cast<float4*>(out + k) =
+          make_float4(Finish(acc[k], wsum, mean), Finish(acc[k + 1], wsum, mean),
+                      Finish(acc[k + 2], wsum, mean), Finish(acc[k + 3], wsum, mean));
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kE; ++k) out[k] = Finish(acc[k], wsum, mean);
+  }
+}
+
 template <RowType T>
 __device__ void PoolVectors(const Bag& bag, int dim, int units, bool mean, int lane, int lanes) {
-  using R = Row<T>;
-  constexpr int kE = R::kPerVector;
+  constexpr int kE = Row<T>::kPerVector;
   for (int v = lane; v < units; v += lanes) {
     float acc[kE] = {};
     float wsum = 0.0f;
-    uint32_t j = bag.begin;
-    for (; j + kUnroll <= bag.end; j += kUnroll) {
-      int4 q[kUnroll];
-      typename R::Params p[kUnroll];
-      float w[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j + u]) * bag.stride;
-        w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
-        q[u] = __ldg(reinterpret_cast<const int4*>(row) + v);
-        p[u] = R::LoadParams(row, dim);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        R::Add(q[u], p[u], w[u], acc);
-        wsum += w[u];
-      }
-    }
-    for (; j < bag.end; ++j) {
-      const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j]) * bag.stride;
-      const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
-      R::Add(__ldg(reinterpret_cast<const int4*>(row) + v), R::LoadParams(row, dim), w, acc);
-      wsum += w;
-    }
-    float* out = bag.out + v * kE;
-    if ((reinterpret_cast<uintptr_t>(out) & 15) == 0) {
-#pragma unroll
-      for (int k = 0; k < kE; k += 4) {
-        *reinterpret_cast<float4*>(out + k) =
-            make_float4(Finish(acc[k], wsum, mean), Finish(acc[k + 1], wsum, mean),
-                        Finish(acc[k + 2], wsum, mean), Finish(acc[k + 3], wsum, mean));
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < kE; ++k) out[k] = Finish(acc[k], wsum, mean);
-    }
+    AccumulateVector<T>(bag, bag.begin, dim, v, acc, wsum);
+    StoreVector<kE>(bag.out, v, acc, wsum, mean);
   }
 }
 
@@ -212,8 +227,8 @@ __device__ void PoolElements(const Bag& bag, int dim, bool mean, int lane, int l
   }
 }
 
-template <RowType T>
-__device__ void PoolBag(Bag bag, const LookupTable& t, const LookupArgs& a, int lane, int lanes) {
+// Where the bag's rows are read: the table, or the gathered unique rows (id reorder).
+__device__ __forceinline__ void SetRowSource(Bag& bag, const LookupTable& t, const LookupArgs& a) {
   if (a.d_gathered != nullptr) {
     bag.base = a.d_gathered;
     bag.stride = a.gather_stride;
@@ -221,6 +236,10 @@ __device__ void PoolBag(Bag bag, const LookupTable& t, const LookupArgs& a, int 
     bag.base = t.d_rows;
     bag.stride = t.row_bytes;
   }
+}
+
+template <RowType T>
+__device__ void PoolBag(const Bag& bag, const LookupTable& t, int lane, int lanes) {
   if (t.vector) {
     PoolVectors<T>(bag, t.dim, t.dim * Row<T>::kElemBytes / 16, t.mean != 0, lane, lanes);
   } else {
@@ -228,56 +247,128 @@ __device__ void PoolBag(Bag bag, const LookupTable& t, const LookupArgs& a, int 
   }
 }
 
-// Every table of a model has the one row type T (its embedding dtype).
-template <int kLanes, RowType T>
-__global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs a) {
-  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
+// Task `task` of the launch: an item bag, a user bag (true: *bag and *t filled) or the
+// dense row of a candidate (false: written here).
+template <int kLanes>
+__device__ __forceinline__ bool TakeTask(const LookupArgs& a, const PackedHeader* h,
+                                         uint32_t task, bool weighted, int lane, Bag* bag,
+                                         LookupTable* t) {
   const uint32_t item_bags = h->num_item_bags;
   const uint32_t user_bags = h->num_user_bags;
-  const uint32_t candidates = h->num_candidates;
-  const uint32_t dense_tasks = a.d_dense_out != nullptr ? candidates : 0;
-  const uint32_t total = item_bags + user_bags + dense_tasks;
+  if (task < item_bags) {
+    const uint32_t c = task / a.item_tables;
+    *t = a.d_tables[a.user_tables + task % a.item_tables];
+    const uint32_t* begin = Section<uint32_t>(a.d_batch, h->item_bag_begin);
+    *bag = Bag{nullptr,
+               0,
+               Section<int32_t>(a.d_batch, h->item_rows),
+               weighted ? Section<float>(a.d_batch, h->item_weights) : nullptr,
+               begin[task],
+               begin[task + 1],
+               a.d_item_out + static_cast<size_t>(c) * a.item_ld + t->out_col};
+    SetRowSource(*bag, *t, a);
+    return true;
+  }
+  if (task < item_bags + user_bags) {
+    const uint32_t b = task - item_bags;
+    const uint32_t r = b / a.user_tables;
+    *t = a.d_tables[b % a.user_tables];
+    const uint32_t* begin = Section<uint32_t>(a.d_batch, h->user_bag_begin);
+    *bag = Bag{nullptr,
+               0,
+               Section<int32_t>(a.d_batch, h->user_rows),
+               weighted ? Section<float>(a.d_batch, h->user_weights) : nullptr,
+               begin[b],
+               begin[b + 1],
+               a.d_user_out + static_cast<size_t>(r) * a.user_ld + t->out_col};
+    SetRowSource(*bag, *t, a);
+    return true;
+  }
+  const uint32_t c = task - item_bags - user_bags;
+  const uint32_t r =
+      RequestOfCandidate(Section<uint32_t>(a.d_batch, h->candidate_begin), h->num_requests, c);
+  const float* user =
+      Section<float>(a.d_batch, h->user_dense) + static_cast<size_t>(r) * a.dense_user;
+  const float* item =
+      Section<float>(a.d_batch, h->item_dense) + static_cast<size_t>(c) * a.dense_item;
+  float* out = a.d_dense_out + static_cast<size_t>(c) * a.dense_ld;
+  for (int e = lane; e < a.dense_user + a.dense_item; e += kLanes) {
+    out[e] = e < a.dense_user ? user[e] : item[e - a.dense_user];
+  }
+  return false;
+}
+
+// True when lane `lane` reads one 16-byte vector of each row of table t, the whole row
+// being at most one vector per lane of the group.
+template <RowType T, int kLanes>
+__device__ __forceinline__ bool OneVectorPerLane(const LookupTable& t, int lane) {
+  const int units = t.dim * Row<T>::kElemBytes / 16;
+  return t.vector && units <= kLanes && lane < units;
+}
+
+// Every table of a model has the one row type T (its embedding dtype). A lane group takes
+// kBags tasks per step: first, first + groups, ... With kBags > 1 the step runs in two
+// passes: the first loads the first row of each bag that is one vector per lane, so a lane
+// has kBags loads in flight even when every bag holds one id (one-hot features, the common
+// case, otherwise leave one load per lane in flight); the second decodes each task again
+// (its descriptors are in L1 by then, and holding them would cost registers) and pools the
+// bag as PoolVectors does, the preloaded row first, so every pooled value is summed in the
+// same order, to the same bits, for any kBags.
+template <int kLanes, RowType T, int kBags>
+__global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs a) {
+  using R = Row<T>;
+  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
+  const uint32_t dense_tasks = a.d_dense_out != nullptr ? h->num_candidates : 0;
+  const uint32_t bag_tasks = h->num_item_bags + h->num_user_bags;
+  const uint32_t total = bag_tasks + dense_tasks;
   const bool weighted = h->has_weights != 0;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
   const uint32_t groups = gridDim.x * (kThreads / kLanes);
-  for (uint32_t task = (blockIdx.x * kThreads + threadIdx.x) / kLanes; task < total;
-       task += groups) {
-    if (task < item_bags) {
-      const uint32_t c = task / a.item_tables;
-      const LookupTable t = a.d_tables[a.user_tables + task % a.item_tables];
-      const uint32_t* begin = Section<uint32_t>(a.d_batch, h->item_bag_begin);
-      const Bag bag{nullptr,
-                    0,
-                    Section<int32_t>(a.d_batch, h->item_rows),
-                    weighted ? Section<float>(a.d_batch, h->item_weights) : nullptr,
-                    begin[task],
-                    begin[task + 1],
-                    a.d_item_out + static_cast<size_t>(c) * a.item_ld + t.out_col};
-      PoolBag<T>(bag, t, a, lane, kLanes);
-    } else if (task < item_bags + user_bags) {
-      const uint32_t b = task - item_bags;
-      const uint32_t r = b / a.user_tables;
-      const LookupTable t = a.d_tables[b % a.user_tables];
-      const uint32_t* begin = Section<uint32_t>(a.d_batch, h->user_bag_begin);
-      const Bag bag{nullptr,
-                    0,
-                    Section<int32_t>(a.d_batch, h->user_rows),
-                    weighted ? Section<float>(a.d_batch, h->user_weights) : nullptr,
-                    begin[b],
-                    begin[b + 1],
-                    a.d_user_out + static_cast<size_t>(r) * a.user_ld + t.out_col};
-      PoolBag<T>(bag, t, a, lane, kLanes);
+  for (uint32_t first = (blockIdx.x * kThreads + threadIdx.x) / kLanes; first < total;
+       first += groups * kBags) {
+    if constexpr (kBags == 1) {
+      Bag bag;
+      LookupTable t;
+      if (TakeTask<kLanes>(a, h, first, weighted, lane, &bag, &t)) PoolBag<T>(bag, t, lane, kLanes);
     } else {
-      const uint32_t c = task - item_bags - user_bags;
-      const uint32_t r =
-          RequestOfCandidate(Section<uint32_t>(a.d_batch, h->candidate_begin), h->num_requests, c);
-      const float* user =
-          Section<float>(a.d_batch, h->user_dense) + static_cast<size_t>(r) * a.dense_user;
-      const float* item =
-          Section<float>(a.d_batch, h->item_dense) + static_cast<size_t>(c) * a.dense_item;
-      float* out = a.d_dense_out + static_cast<size_t>(c) * a.dense_ld;
-      for (int e = lane; e < a.dense_user + a.dense_item; e += kLanes) {
-        out[e] = e < a.dense_user ? user[e] : item[e - a.dense_user];
+      bool pre[kBags];
+      int4 q[kBags];
+      typename R::Params p[kBags];
+      float w[kBags];
+#pragma unroll
+      for (int k = 0; k < kBags; ++k) {
+        const uint32_t task = first + k * groups;
+        Bag bag;
+        LookupTable t;
+        pre[k] = task < total && TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t) &&
+                 OneVectorPerLane<T, kLanes>(t, lane) && bag.begin < bag.end;
+        if (pre[k]) {
+          const unsigned char* row =
+              bag.base + static_cast<size_t>(bag.rows[bag.begin]) * bag.stride;
+          w[k] = bag.weights != nullptr ? bag.weights[bag.begin] : 1.0f;
+          q[k] = __ldg(reinterpret_cast<const int4*>(row) + lane);
+          p[k] = R::LoadParams(row, t.dim);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kBags; ++k) {
+        const uint32_t task = first + k * groups;
+        if (task >= bag_tasks) continue;  // a dense row (written by the first pass) or none
+        Bag bag;
+        LookupTable t;
+        TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t);
+        if (!OneVectorPerLane<T, kLanes>(t, lane)) {
+          if (!t.vector || t.dim * R::kElemBytes / 16 > kLanes) PoolBag<T>(bag, t, lane, kLanes);
+          continue;  // else: a lane past the row's vectors
+        }
+        float acc[R::kPerVector] = {};
+        float wsum = 0.0f;
+        if (pre[k]) {
+          R::Add(q[k], p[k], w[k], acc);
+          wsum += w[k];
+          AccumulateVector<T>(bag, bag.begin + 1, t.dim, lane, acc, wsum);
+        }
+        StoreVector<R::kPerVector>(bag.out, lane, acc, wsum, t.mean != 0);
       }
     }
   }
@@ -319,25 +410,39 @@ uint32_t Blocks(uint64_t groups, int groups_per_block) {
   return static_cast<uint32_t>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-template <RowType T>
-cudaError_t LaunchOfType(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
+// One lane group per kBags tasks.
+template <RowType T, int kBags>
+cudaError_t LaunchOfShape(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
+  const uint64_t groups = (tasks + kBags - 1) / kBags;
   switch (a.lanes) {
     case 4:
-      PooledLookupKernel<4, T><<<Blocks(tasks, kThreads / 4), kThreads, 0, stream>>>(a);
+      PooledLookupKernel<4, T, kBags><<<Blocks(groups, kThreads / 4), kThreads, 0, stream>>>(a);
       break;
     case 8:
-      PooledLookupKernel<8, T><<<Blocks(tasks, kThreads / 8), kThreads, 0, stream>>>(a);
+      PooledLookupKernel<8, T, kBags><<<Blocks(groups, kThreads / 8), kThreads, 0, stream>>>(a);
       break;
     case 16:
-      PooledLookupKernel<16, T><<<Blocks(tasks, kThreads / 16), kThreads, 0, stream>>>(a);
+      PooledLookupKernel<16, T, kBags><<<Blocks(groups, kThreads / 16), kThreads, 0, stream>>>(a);
       break;
     case 32:
-      PooledLookupKernel<32, T><<<Blocks(tasks, kThreads / 32), kThreads, 0, stream>>>(a);
+      PooledLookupKernel<32, T, kBags><<<Blocks(groups, kThreads / 32), kThreads, 0, stream>>>(a);
       break;
     default:
       return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+template <RowType T>
+cudaError_t LaunchOfType(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
+  switch (a.bags_per_group) {
+    case 1:
+      return LaunchOfShape<T, 1>(a, tasks, stream);
+    case 4:
+      return LaunchOfShape<T, 4>(a, tasks, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace

@@ -3,7 +3,11 @@
 
 usage: e2e_report.py load CANDIDATES CONCURRENCY [MODEL] < fuserank-bench --json's last line
        e2e_report.py metrics PORT DEVICE
+       e2e_report.py stages PORT STATE_FILE
 Each prints one JSON line; exit 1 when the load point had errors or the check failed.
+`stages` prints the mean of each fuserank_stage_duration_seconds stage and of a call as
+the server sees it (us), the mean batch size in candidates and requests, over the samples since the scrape saved in
+STATE_FILE (all of them when it does not exist), and saves this scrape there.
 """
 
 import json
@@ -63,11 +67,54 @@ def metrics(port, device):
     return 0 if ok else 1
 
 
+def stages(port, state_file):
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    except OSError as e:
+        print(json.dumps({"bench": "stages", "problem": f"scrape failed: {e}"}))
+        return 1
+    now = {}
+    for name in ("fuserank_stage_duration_seconds_sum", "fuserank_stage_duration_seconds_count",
+                 "fuserank_batch_candidates_sum", "fuserank_batch_candidates_count",
+                 "fuserank_requests_total", "fuserank_request_duration_seconds_sum",
+                 "fuserank_request_duration_seconds_count"):
+        for labels, v in series(text, name).items():
+            now[name + labels] = now.get(name + labels, 0) + v
+    try:
+        with open(state_file) as f:
+            before = json.load(f)
+    except (OSError, ValueError):
+        before = {}
+    with open(state_file, "w") as f:
+        json.dump(now, f)
+    delta = {k: v - before.get(k, 0) for k, v in now.items()}
+    row = {"bench": "stages"}
+    for key, count in delta.items():
+        m = re.match(r'fuserank_stage_duration_seconds_count\{stage="([a-z_]+)"\}', key)
+        if m and count > 0:
+            total = delta.get(key.replace("_count", "_sum"), 0)
+            row[m.group(1) + "_us"] = round(total / count * 1e6, 1)
+    calls = sum(v for k, v in delta.items() if k.startswith("fuserank_request_duration_seconds_count"))
+    if calls > 0:
+        call_s = sum(v for k, v in delta.items() if k.startswith("fuserank_request_duration_seconds_sum"))
+        row["request_us"] = round(call_s / calls * 1e6, 1)
+    batches = sum(v for k, v in delta.items() if k.startswith("fuserank_batch_candidates_count"))
+    cands = sum(v for k, v in delta.items() if k.startswith("fuserank_batch_candidates_sum"))
+    requests = sum(v for k, v in delta.items() if k.startswith("fuserank_requests_total"))
+    if batches > 0:
+        row["batch_candidates"] = round(cands / batches, 1)
+        row["batch_requests"] = round(requests / batches, 2)
+    print(json.dumps(row))
+    return 0
+
+
 def main(argv):
     if len(argv) in (4, 5) and argv[1] == "load":
         return load(int(argv[2]), int(argv[3]), *argv[4:])
     if len(argv) == 4 and argv[1] == "metrics":
         return metrics(int(argv[2]), argv[3])
+    if len(argv) == 4 and argv[1] == "stages":
+        return stages(int(argv[2]), argv[3])
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -10,6 +10,7 @@
 #include "engine/batch.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/device_memory.h"
+#include "kernels/int8_rows.h"
 #include "kernels/layout_math.h"
 #include "kernels/lookup.h"
 
@@ -23,8 +24,45 @@ using engine::cuda::PackInfo;
 
 constexpr int kTables = 18;
 constexpr int kRows = 200000;
-constexpr int kDim = 32;  // fp32: 128-byte rows
-constexpr uint32_t kRowBytes = kDim * 4;
+
+// One row format: the row type and dim of every table, the bytes of a device row, and the
+// bytes of it a lookup must read (int8: the codes and the scale and bias, not the padding).
+struct Format {
+  kernels::RowType type;
+  const char* name;
+  int dim;
+  uint32_t row_bytes;
+  uint32_t read_bytes;
+  int lanes;
+  bool vector;
+};
+
+Format MakeFormat(kernels::RowType type, int dim) {
+  Format f{type, "", dim, 0, 0, 0, false};
+  int elem = 4;
+  switch (type) {
+    case kernels::RowType::kF32:
+      f.name = "fp32";
+      break;
+    case kernels::RowType::kF16:
+      f.name = "fp16";
+      elem = 2;
+      break;
+    case kernels::RowType::kBF16:
+      f.name = "bf16";
+      elem = 2;
+      break;
+    case kernels::RowType::kInt8:
+      f.name = "int8";
+      elem = 1;
+      break;
+  }
+  f.row_bytes = type == kernels::RowType::kInt8 ? kernels::Int8DeviceRowBytes(dim) : dim * elem;
+  f.read_bytes = dim * elem + (type == kernels::RowType::kInt8 ? 8 : 0);
+  f.vector = kernels::UseVectorLoads(dim, elem) && f.row_bytes % 16 == 0;
+  f.lanes = kernels::LookupLanes(kernels::RowUnits(dim, elem));
+  return f;
+}
 
 DeviceBuffer MustAllocate(size_t bytes, const char* what) {
   auto b = DeviceBuffer::Allocate(bytes, what);
@@ -61,7 +99,8 @@ struct Config {
   bool reorder;
 };
 
-void RunOne(DeviceTimer& timer, const DeviceBuffer& desc, const Config& cfg, double copy_gbps) {
+void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const Config& cfg,
+            int bags_per_group, double copy_gbps) {
   std::mt19937_64 rng(42);
   const Zipf zipf(kRows, 1.05);
   Batch batch;
@@ -101,10 +140,10 @@ void RunOne(DeviceTimer& timer, const DeviceBuffer& desc, const Config& cfg, dou
   DeviceBuffer d_batch = MustAllocate(packed.size(), "batch");
   Check(cudaMemcpy(d_batch.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice), "copy");
   Check(cudaDeviceSynchronize(), "copy");  // the timer's stream does not wait for it
-  const int ld = kTables * kDim;
+  const int ld = kTables * f.dim;
   DeviceBuffer out = MustAllocate(size_t{cfg.candidates} * ld * 4, "output");
   DeviceBuffer gathered;
-  if (cfg.reorder) gathered = MustAllocate(size_t{h->num_unique} * kRowBytes + 16, "gathered");
+  if (cfg.reorder) gathered = MustAllocate(size_t{h->num_unique} * f.row_bytes + 16, "gathered");
 
   kernels::LookupArgs a;
   a.d_batch = d_batch.get<unsigned char>();
@@ -114,16 +153,17 @@ void RunOne(DeviceTimer& timer, const DeviceBuffer& desc, const Config& cfg, dou
   a.item_ld = ld;
   a.max_candidates = cfg.candidates;
   a.max_requests = 1;
-  a.lanes = kernels::LookupLanes(kernels::RowUnits(kDim, 4));
-  a.row_type = kernels::RowType::kF32;
+  a.lanes = f.lanes;
+  a.row_type = f.type;
+  a.bags_per_group = bags_per_group;
   kernels::GatherArgs ga;
   if (cfg.reorder) {
     a.d_gathered = gathered.get<unsigned char>();
-    a.gather_stride = kRowBytes;
+    a.gather_stride = f.row_bytes;
     ga.d_batch = a.d_batch;
     ga.d_tables = a.d_tables;
     ga.d_gathered = gathered.get<unsigned char>();
-    ga.stride = kRowBytes;
+    ga.stride = f.row_bytes;
     ga.max_unique = h->num_unique;
   }
   const double t = timer.Time(
@@ -134,14 +174,18 @@ void RunOne(DeviceTimer& timer, const DeviceBuffer& desc, const Config& cfg, dou
       20);
   const double lookups = static_cast<double>(batch.item.rows.size());
   // Rows read and their indices, bag offsets read, pooled vectors written.
-  const double bytes = lookups * (kRowBytes + 4) + bags * (4.0 + kRowBytes);
+  const double bytes = lookups * (f.read_bytes + 4) + bags * (4.0 + f.dim * 4.0);
   const double gbps = bytes / t / 1e9;
   std::printf(
-      "lookup %8.0f lookups bag %d %-7s reorder %d: %8.1f us %7.0f GB/s (%3.0f%% of copy);"
-      " host pack %8.1f us, device + host %8.1f us\n",
-      lookups, cfg.bag, cfg.zipf ? "zipf" : "uniform", cfg.reorder ? 1 : 0, t * 1e6, gbps,
-      100 * gbps / copy_gbps, host_pack * 1e6, (t + host_pack) * 1e6);
+      "lookup %s dim %3d %8.0f lookups bag %d %-7s reorder %d bags/group %d: %8.1f us %7.0f GB/s"
+      " (%3.0f%% of copy); host pack %8.1f us, device + host %8.1f us\n",
+      f.name, f.dim, lookups, cfg.bag, cfg.zipf ? "zipf" : "uniform", cfg.reorder ? 1 : 0,
+      bags_per_group, t * 1e6, gbps, 100 * gbps / copy_gbps, host_pack * 1e6,
+      (t + host_pack) * 1e6);
   JsonLine("lookup")
+      .Add("dtype", f.name)
+      .Add("dim", f.dim)
+      .Add("bags_per_group", bags_per_group)
       .Add("lookups", lookups)
       .Add("bag", cfg.bag)
       .Add("ids", cfg.zipf ? "zipf" : "uniform")
@@ -155,30 +199,62 @@ void RunOne(DeviceTimer& timer, const DeviceBuffer& desc, const Config& cfg, dou
       .Print();
 }
 
+// The tables of one format, filled with a non-zero byte pattern (never time on zeros), and
+// their descriptors; freed when it goes.
+struct TableSet {
+  std::vector<DeviceBuffer> tables;
+  DeviceBuffer d_desc;
+};
+
+TableSet MakeTables(const Format& f) {
+  TableSet set;
+  std::vector<kernels::LookupTable> desc(kTables);
+  for (int t = 0; t < kTables; ++t) {
+    set.tables.push_back(MustAllocate(size_t{kRows} * f.row_bytes, "table"));
+    Check(cudaMemset(set.tables.back().get(), 0x3c + t, size_t{kRows} * f.row_bytes), "fill");
+    desc[t].d_rows = set.tables.back().get<unsigned char>();
+    desc[t].row_bytes = f.row_bytes;
+    desc[t].dim = f.dim;
+    desc[t].vector = f.vector ? 1 : 0;
+    desc[t].out_col = t * f.dim;
+  }
+  set.d_desc = MustAllocate(desc.size() * sizeof(desc[0]), "descriptors");
+  Check(cudaMemcpy(set.d_desc.get(), desc.data(), desc.size() * sizeof(desc[0]),
+                   cudaMemcpyHostToDevice),
+        "copy descriptors");
+  Check(cudaDeviceSynchronize(), "copy descriptors");
+  return set;
+}
+
 }  // namespace
 
 void RunLookupBenches(DeviceTimer& timer, double copy_gbps) {
-  std::vector<DeviceBuffer> tables;
-  std::vector<kernels::LookupTable> desc(kTables);
-  for (int t = 0; t < kTables; ++t) {
-    tables.push_back(MustAllocate(size_t{kRows} * kRowBytes, "table"));
-    desc[t].d_rows = tables.back().get<unsigned char>();
-    desc[t].row_bytes = kRowBytes;
-    desc[t].dim = kDim;
-    desc[t].vector = 1;
-    desc[t].out_col = t * kDim;
+  // fp32 dim 32 (128-byte rows, the bench model's): every shape, each with one and four bags
+  // per lane group, side by side.
+  const Format f32 = MakeFormat(kernels::RowType::kF32, 32);
+  {
+    const TableSet set = MakeTables(f32);
+    const Config configs[] = {
+        {4096, 1, false, false}, {16384, 1, false, false}, {65536, 1, false, false},
+        {8192, 8, false, false}, {16384, 1, true, false},  {16384, 1, true, true},
+        {8192, 8, true, false},  {8192, 8, true, true},
+    };
+    for (const Config& c : configs) {
+      for (int k : {1, 4}) RunOne(timer, f32, set.d_desc, c, k, copy_gbps);
+    }
   }
-  DeviceBuffer d_desc = MustAllocate(desc.size() * sizeof(desc[0]), "descriptors");
-  Check(
-      cudaMemcpy(d_desc.get(), desc.data(), desc.size() * sizeof(desc[0]), cudaMemcpyHostToDevice),
-      "copy descriptors");
-  Check(cudaDeviceSynchronize(), "copy descriptors");
-  const Config configs[] = {
-      {4096, 1, false, false}, {16384, 1, false, false}, {65536, 1, false, false},
-      {8192, 8, false, false}, {16384, 1, true, false},  {16384, 1, true, true},
-      {8192, 8, true, false},  {8192, 8, true, true},
-  };
-  for (const Config& c : configs) RunOne(timer, d_desc, c, copy_gbps);
+  // The other formats the target names: fp32 dim 128, fp16 and int8 rows, one-hot and 8-id
+  // bags of uniform ids, 295k lookups or more.
+  for (const Format& f : {MakeFormat(kernels::RowType::kF32, 128),
+                          MakeFormat(kernels::RowType::kF16, 32),
+                          MakeFormat(kernels::RowType::kF16, 128),
+                          MakeFormat(kernels::RowType::kInt8, 32),
+                          MakeFormat(kernels::RowType::kInt8, 128)}) {
+    const TableSet set = MakeTables(f);
+    for (const Config& c : {Config{16384, 1, false, false}, Config{8192, 8, false, false}}) {
+      for (int k : {1, 4}) RunOne(timer, f, set.d_desc, c, k, copy_gbps);
+    }
+  }
 }
 
 }  // namespace fuserank::bench

@@ -4,7 +4,9 @@
 #      16/256/1024 candidates with graphs on and off, launches per batch;
 #   2. the PyTorch peer on the same GPU, eager and CUDA-graphed (the image's own PyTorch);
 #   3. the server end to end on the GPU (server_e2e.sh): scores against the same server on
-#      the CPU, closed-loop load through gRPC, and a /metrics check.
+#      the CPU, closed-loop load through gRPC, and a /metrics check;
+#   4. the server under engine settings (server_sweep.sh): qps, p99 and where a call's time
+#      goes, at 256 candidates.
 # The table and the verdict (summarize.py bench) come last; the exit status matches.
 # Environment: OUT (logs), BUNDLE, CHECK_BUDGET_S (280: the whole run's time budget).
 set -uo pipefail
@@ -19,5 +21,6 @@ step gpu_bench 100 gpu_bench.log "$BUNDLE/bin/fuserank-gpu-bench"
 step torch_peer 70 torch_peer.log env LD_LIBRARY_PATH="$IMAGE_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 \
   python3 "$HERE/torch_peer_gpu.py"
 step server_e2e 150 server_e2e.log env BIN="$BUNDLE/bin" E2E_DEVICE=cuda bash "$HERE/server_e2e.sh"
+step server_sweep 120 server_sweep.log env BIN="$BUNDLE/bin" E2E_DEVICE=cuda bash "$HERE/server_sweep.sh"
 python3 "$HERE/summarize.py" bench "$OUT" | tee "$OUT/summary.txt"
 exit "${PIPESTATUS[0]}"

@@ -22,11 +22,8 @@ QUICK=${E2E_QUICK:-0}
 WORK=${WORK:-$(mktemp -d /tmp/fuserank-e2e.XXXXXX)}
 PORT=${PORT_BASE:-18700}
 mkdir -p "$WORK"
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null' EXIT
+source "$HERE/e2e_lib.sh"
 failed=0
-
-log() { echo "server_e2e: $*" >&2; }
 
 # problem KIND NAME TEXT: a JSON line for a step that could not run (summarize.py fails it).
 problem() {
@@ -37,38 +34,6 @@ gen() {  # gen NAME FLAGS...: a seeded model at $WORK/NAME.yaml
   local name=$1
   shift
   "$BIN/fuserank-gen-model" --out="$WORK/$name.yaml" --seed=11 "$@" >/dev/null
-}
-
-# serve NAME DEVICE MODEL PORT: starts a server in the background and waits until it listens.
-serve() {
-  local name=$1 device=$2 model=$3 port=$4
-  cat >"$WORK/$name.config.yaml" <<YAML
-server: {listen: "127.0.0.1:$port", admin_listen: "", metrics_listen: "127.0.0.1:$((port + 1))"}
-engine: {device: $device, streams: 4}
-model: {path: "$model", watch_interval_seconds: 0}
-logging: {level: warn}
-YAML
-  "$BIN/fuserank-server" --config "$WORK/$name.config.yaml" >"$WORK/$name.log" 2>&1 &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 1 600); do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      START_ERROR="$name exited: $(tail -n 1 "$WORK/$name.log" | cut -c1-400)"
-      log "$START_ERROR"
-      return 1
-    fi
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  START_ERROR="$name does not listen on $port after 60 s"
-  log "$START_ERROR"
-  return 1
-}
-
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  pids=()
 }
 
 # compare NAME: the model NAME on DEVICE against the CPU; leaves the DEVICE server running.

@@ -160,11 +160,13 @@ def print_kernel_tables(ours, torch):
         print(f"device-to-device copy: {copy:.0f} GB/s")
     lookups = [r for r in ours if r.get("bench") == "lookup"]
     if lookups:
-        print("fused lookup (128-byte rows, L2 flushed)   target: >= 80% of copy at >= 64k lookups")
-        print(f"{'lookups':>9} {'bag':>3} {'ids':>7} {'reorder':>7} {'us':>9} {'GB/s':>7} {'%copy':>6}"
-              f" {'host us':>9} {'dev+host':>9}")
+        print("fused lookup (L2 flushed)   target: >= 80% of copy at >= 64k lookups")
+        print(f"{'rows':>8} {'lookups':>9} {'bag':>3} {'ids':>7} {'reorder':>7} {'b/g':>3} {'us':>9}"
+              f" {'GB/s':>7} {'%copy':>6} {'host us':>9} {'dev+host':>9}")
         for r in lookups:
-            print(f"{r['lookups']:9.0f} {r['bag']:3.0f} {r['ids']:>7} {r['reorder']:7.0f} "
+            rows = f"{r.get('dtype', 'fp32')} {r.get('dim', 32):.0f}"
+            print(f"{rows:>8} {r['lookups']:9.0f} {r['bag']:3.0f} {r['ids']:>7} {r['reorder']:7.0f} "
+                  f"{r.get('bags_per_group', 1):3.0f} "
                   f"{r['us']:9.1f} {r['gbps']:7.0f} {r['pct_of_copy']:6.0f}"
                   f" {r.get('host_pack_us', 0):9.1f} {r.get('us_with_host_pack', 0):9.1f}")
     batches = {(r["candidates"], r["graphs"], r["reorder"], r.get("stage_events", 1)): r
@@ -241,8 +243,11 @@ def summarize_bench(out):
             print(f"/metrics: {'ok' if r.get('ok') else 'FAIL'} {'; '.join(r.get('problems', []))}")
             if not r.get("ok"):
                 failures.append("metrics: " + "; ".join(r.get("problems", [])))
-    for name in ("gpu_bench", "torch_peer", "server_e2e"):
+    print_sweep(json_lines(os.path.join(out, "server_sweep.log")))
+    for name in ("gpu_bench", "torch_peer", "server_e2e", "server_sweep"):
         step = steps.get(name)
+        if name == "server_sweep" and step is None:
+            continue  # a run from before the sweep existed
         if step is None:
             failures.append(f"{name}: not run")
         elif step[0] != 0:
@@ -253,6 +258,27 @@ def summarize_bench(out):
         failures = failures[:6] + [f"and {len(failures) - 6} more (summary.txt)"]
     return verdict(failures, f"{len(compares)} models compared within {MAX_SCORE_DIFF}; "
                              f"{len(loads)} load points")
+
+
+def print_sweep(rows):
+    """The server_sweep.sh table: settings x concurrency, with the server's stage means."""
+    rows = [r for r in rows if r.get("bench") == "sweep"]
+    if not rows:
+        return
+    print("server on cuda, 256 candidates, engine settings   target: >= 10000 qps at p99 <= 1 ms")
+    print(f"  {'setting':>24} {'conc':>4} {'qps':>7} {'p50 ms':>7} {'p99 ms':>7} {'cores':>5}"
+          f" {'call':>6} {'decode':>6} {'queue':>6} {'device':>6} {'encode':>6} {'batch':>5}")
+    for r in rows:
+        if "problem" in r:
+            print(f"  {r.get('setting', '?'):>24} not run: {r['problem'][:150]}")
+            continue
+        device = sum(r.get(k, 0) for k in ("lookup_us", "cross_us", "dnn_us", "topk_us"))
+        print(f"  {r['setting']:>24} {r['concurrency']:4} {r['qps']:7.0f} {r['p50_ms']:7.3f}"
+              f" {r['p99_ms']:7.3f} {r.get('cpu_busy_cores', 0):5.1f} {r.get('request_us', 0):6.0f}"
+              f" {r.get('decode_us', 0):6.0f} {r.get('queue_us', 0):6.0f} {device:6.0f}"
+              f" {r.get('encode_us', 0):6.0f} {r.get('batch_requests', 0):5.2f}")
+    print("  (call, decode, queue, device = lookup+cross+dnn+top-K stage events, encode: server means"
+          " in us; batch: requests per batch; cores: busy cores of the machine, client included)")
 
 
 def main(argv):

@@ -148,6 +148,36 @@ class ServerEndToEnd(unittest.TestCase):
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
+    def test_the_settings_sweep_on_the_cpu(self):
+        missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model")
+                   if binary(b) is None]
+        if missing:
+            self.skipTest(f"not built: {missing}")
+        work = tempfile.mkdtemp(prefix="fuserank-sweep-test.")
+        try:
+            env = dict(os.environ, BIN=BIN, E2E_DEVICE="cpu", SWEEP_QUICK="1", WORK=work,
+                       PORT_BASE=str(20000 + 4 * (os.getpid() % 3000) + 2))
+            p = subprocess.run(["bash", os.path.join(GPU, "server_sweep.sh")], env=env,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+            self.assertEqual([r["setting"] for r in rows], ["default", "wait 0"], p.stdout)
+            for r in rows:
+                self.assertEqual(r["errors"], 0, r)
+                self.assertGreater(r["qps"], 0, r)
+                # the server's own view of the calls the load sent, stage by stage
+                for key in ("request_us", "decode_us", "queue_us", "dnn_us", "encode_us",
+                            "batch_requests"):
+                    self.assertGreater(r.get(key, 0), 0, (key, r))
+            summary = subprocess.run(
+                [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import summarize;"
+                 " import json; summarize.print_sweep([json.loads(l) for l in sys.stdin])", GPU],
+                input="\n".join(json.dumps(r) for r in rows), capture_output=True, text=True)
+            self.assertEqual(summary.returncode, 0, summary.stderr)
+            self.assertIn("wait 0", summary.stdout)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]

@@ -1,12 +1,14 @@
 // The fused lookup kernel (and its id-reorder gather pass) against the CPU engine's
 // PooledLookup, table by table, on seeded random batches: fp32/fp16/bf16/int8 (row-wise
 // scale and bias), dims 4, 12, 100 and 128 (int8 also 16; vector and element paths),
-// sum/mean, with and without weights, empty bags
-// and repeated ids, 1 and 4096+ candidates over several requests, every lane-group size.
+// sum/mean, with and without weights, empty bags and repeated ids, 1 and 4096+ candidates
+// over several requests, one-hot batches, every lane-group size with one and four bags per
+// group.
 // Outputs are poisoned first; columns no table owns must stay poisoned.
 #include "kernels/lookup.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,12 +94,18 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
   auto dm = DeviceModel::Upload(*model, g);
   ASSERT_TRUE(dm.ok()) << dm.status();
 
-  for (const std::vector<int>& sizes : {std::vector<int>{1}, std::vector<int>{4096, 3, 0, 17}}) {
+  // Bags of 0-9 ids (past the kernel's 4-row unroll, with a tail), and of 0 or 1 (the
+  // one-hot batches the lane group's first-rows-together pass is for).
+  struct Sizes {
+    std::vector<int> candidates;
+    int max_bag;
+  };
+  for (const Sizes& sizes : {Sizes{{1}, 9}, Sizes{{4096, 3, 0, 17}, 9}, Sizes{{700, 5}, 1}}) {
     std::vector<test::RefRequest> requests;
-    for (int n : sizes) {
+    for (int n : sizes.candidates) {
       engine::test::RequestShape shape;
       shape.candidates = n;
-      shape.max_bag = 9;  // past the kernel's 4-row unroll, with a tail
+      shape.max_bag = sizes.max_bag;
       shape.weights = p.mode != Mode::kUnweighted;
       requests.push_back(engine::test::RandomRequest(spec, shape, rng));
     }
@@ -165,8 +173,12 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       }
       return v;
     };
-    for (int lanes : {4, 8, 16, 32}) {
-      SCOPED_TRACE(::testing::Message() << "lanes " << lanes << ", candidates " << n);
+    std::vector<float> one_user, one_item;  // the last one-bag-per-group blocks
+    for (auto [lanes, bags_per_group] : {std::pair{4, 1}, std::pair{4, 4}, std::pair{8, 1},
+                                         std::pair{8, 4}, std::pair{16, 1}, std::pair{16, 4},
+                                         std::pair{32, 1}, std::pair{32, 4}}) {
+      SCOPED_TRACE(::testing::Message() << "lanes " << lanes << ", bags per group "
+                                        << bags_per_group << ", candidates " << n);
       DeviceBuffer d_user = gpu_test::Poisoned((want_user.size() + shift) * sizeof(float));
       DeviceBuffer d_item = gpu_test::Poisoned((want_item.size() + shift) * sizeof(float));
       DeviceBuffer d_x = gpu_test::Poisoned(want_x.size() * sizeof(float));
@@ -190,16 +202,27 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       a.max_candidates = bucket;
       a.max_requests = bucket;
       a.lanes = lanes;
+      a.bags_per_group = bags_per_group;
       a.row_type = g.row_type;
       ASSERT_EQ(kernels::LaunchPooledLookup(a, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      ExpectBlock(download(d_user, want_user.size(), "user block"), want_user, r, g.user_ld,
-                  user_cols, "user block");
-      ExpectBlock(download(d_item, want_item.size(), "item block"), want_item, n, g.item_ld,
-                  item_cols, "item block");
+      std::vector<float> got_user = download(d_user, want_user.size(), "user block");
+      std::vector<float> got_item = download(d_item, want_item.size(), "item block");
+      ExpectBlock(got_user, want_user, r, g.user_ld, user_cols, "user block");
+      ExpectBlock(got_item, want_item, n, g.item_ld, item_cols, "item block");
       ExpectBlock(gpu_test::Download<float>(d_x, want_x.size()), want_x, n, g.x_ld, {{0, dense}},
                   "dense rows");
       if (HasFatalFailure()) return;
+      // Four bags per group pool every bag in the same order as one: the same bits.
+      if (bags_per_group == 1) {
+        one_user = std::move(got_user);
+        one_item = std::move(got_item);
+      } else {
+        ASSERT_EQ(std::memcmp(got_user.data(), one_user.data(), got_user.size() * sizeof(float)), 0)
+            << "user block differs from one bag per group";
+        ASSERT_EQ(std::memcmp(got_item.data(), one_item.data(), got_item.size() * sizeof(float)), 0)
+            << "item block differs from one bag per group";
+      }
     }
   }
 }
