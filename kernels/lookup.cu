@@ -1,8 +1,9 @@
-// Fused pooled lookup: a lane group per bag (or per bags_per_group bags, whose first rows
-// it loads together), 16-byte row vectors where the row width allows, kUnroll rows in
-// flight per lane before the first add, fp32 accumulation. The
-// row type (fp32, fp16, bf16, int8) is a template parameter of the kernel: the launcher
-// picks the instantiation, and no branch on the type runs per bag or row.
+// Fused pooled lookup: one lane group per bag, 16-byte row vectors where the row width
+// allows, kUnroll rows in flight per lane before the first add, fp32 accumulation; with
+// LookupArgs::prefetch_ids, a lane group reads the ids of several bags at once and issues
+// their rows together (PrefetchingLookupKernel). The row type (fp32, fp16, bf16, int8) is a
+// template parameter of the kernel: the launcher picks the instantiation, and no branch on
+// the type runs per bag or row.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -135,38 +136,7 @@ __device__ __forceinline__ float Finish(float acc, float wsum, bool mean) {
   return wsum != 0.0f ? SaturateFinite(acc / wsum) : 0.0f;
 }
 
-// Adds rows [j, bag.end) of `bag`, 16-byte vector v of each, into acc and wsum, kUnroll
-// rows in flight before their adds, in row order (the order fixes the result's bits).
-template <RowType T>
-__device__ __forceinline__ void AccumulateVector(const Bag& bag, uint32_t j, int dim, int v,
-                                                 float* acc, float& wsum) {
-  using R = Row<T>;
-  for (; j + kUnroll <= bag.end; j += kUnroll) {
-    int4 q[kUnroll];
-    typename R::Params p[kUnroll];
-    float w[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j + u]) * bag.stride;
-      w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
-      q[u] = __ldg(reinterpret_cast<const int4*>(row) + v);
-      p[u] = R::LoadParams(row, dim);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      R::Add(q[u], p[u], w[u], acc);
-      wsum += w[u];
-    }
-  }
-  for (; j < bag.end; ++j) {
-    const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j]) * bag.stride;
-    const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
-    R::Add(__ldg(reinterpret_cast<const int4*>(row) + v), R::LoadParams(row, dim), w, acc);
-    wsum += w;
-  }
-}
-
-// Writes vector v of the pooled row: 16-byte stores where the output allows.
+// Writes vector v of a pooled row: 16-byte stores where the output allows.
 template <int kE>
 __device__ __forceinline__ void StoreVector(float* row_out, int v, const float* acc, float wsum,
                                             bool mean) {
@@ -186,11 +156,35 @@ __device__ __forceinline__ void StoreVector(float* row_out, int v, const float* 
 
 template <RowType T>
 __device__ void PoolVectors(const Bag& bag, int dim, int units, bool mean, int lane, int lanes) {
-  constexpr int kE = Row<T>::kPerVector;
+  using R = Row<T>;
+  constexpr int kE = R::kPerVector;
   for (int v = lane; v < units; v += lanes) {
     float acc[kE] = {};
     float wsum = 0.0f;
-    AccumulateVector<T>(bag, bag.begin, dim, v, acc, wsum);
+    uint32_t j = bag.begin;
+    for (; j + kUnroll <= bag.end; j += kUnroll) {
+      int4 q[kUnroll];
+      typename R::Params p[kUnroll];
+      float w[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j + u]) * bag.stride;
+        w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
+        q[u] = __ldg(reinterpret_cast<const int4*>(row) + v);
+        p[u] = R::LoadParams(row, dim);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        R::Add(q[u], p[u], w[u], acc);
+        wsum += w[u];
+      }
+    }
+    for (; j < bag.end; ++j) {
+      const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j]) * bag.stride;
+      const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
+      R::Add(__ldg(reinterpret_cast<const int4*>(row) + v), R::LoadParams(row, dim), w, acc);
+      wsum += w;
+    }
     StoreVector<kE>(bag.out, v, acc, wsum, mean);
   }
 }
@@ -298,78 +292,152 @@ __device__ __forceinline__ bool TakeTask(const LookupArgs& a, const PackedHeader
   return false;
 }
 
-// True when lane `lane` reads one 16-byte vector of each row of table t, the whole row
-// being at most one vector per lane of the group.
-template <RowType T, int kLanes>
-__device__ __forceinline__ bool OneVectorPerLane(const LookupTable& t, int lane) {
-  const int units = t.dim * Row<T>::kElemBytes / 16;
-  return t.vector && units <= kLanes && lane < units;
-}
-
-// Every table of a model has the one row type T (its embedding dtype). A lane group takes
-// kBags tasks per step: first, first + groups, ... With kBags > 1 the step runs in two
-// passes: the first loads the first row of each bag that is one vector per lane, so a lane
-// has kBags loads in flight even when every bag holds one id (one-hot features, the common
-// case, otherwise leave one load per lane in flight); the second decodes each task again
-// (its descriptors are in L1 by then, and holding them would cost registers) and pools the
-// bag as PoolVectors does, the preloaded row first, so every pooled value is summed in the
-// same order, to the same bits, for any kBags.
-template <int kLanes, RowType T, int kBags>
+// Every table of a model has the one row type T (its embedding dtype): one lane group per
+// task, one task after another.
+template <int kLanes, RowType T>
 __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs a) {
-  using R = Row<T>;
   const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
   const uint32_t dense_tasks = a.d_dense_out != nullptr ? h->num_candidates : 0;
-  const uint32_t bag_tasks = h->num_item_bags + h->num_user_bags;
-  const uint32_t total = bag_tasks + dense_tasks;
+  const uint32_t total = h->num_item_bags + h->num_user_bags + dense_tasks;
   const bool weighted = h->has_weights != 0;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
   const uint32_t groups = gridDim.x * (kThreads / kLanes);
-  for (uint32_t first = (blockIdx.x * kThreads + threadIdx.x) / kLanes; first < total;
-       first += groups * kBags) {
-    if constexpr (kBags == 1) {
+  for (uint32_t task = (blockIdx.x * kThreads + threadIdx.x) / kLanes; task < total;
+       task += groups) {
+    Bag bag;
+    LookupTable t;
+    if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t)) PoolBag<T>(bag, t, lane, kLanes);
+  }
+}
+
+// Tasks a lane group of kLanes takes per step in PrefetchingLookupKernel: one per lane,
+// at most 8 (each lane holds one 16-byte row vector per task until it is added).
+template <int kLanes>
+constexpr int kGroupTasks = kLanes < 8 ? kLanes : 8;
+
+// Where a lane group's task stands after the index pass: a bag of at most one id whose row
+// is one vector per lane of the group ("simple": pooled from the prefetched row), or
+// anything else (a longer bag, a wide or element-path row, a dense row: PooledLookup's
+// path).
+struct TaskIndex {
+  const unsigned char* row = nullptr;  // the bag's one row; nullptr: the bag is empty
+  float* out = nullptr;
+  float w = 0.0f;
+  int32_t dim = 0;
+  int32_t mean = 0;
+  bool simple = true;  // also for a lane with no task
+};
+
+// The index pass for task `task`: its table, its bag bounds and, for a bag of one id, the
+// id and the row's address. Reads two to four words; no row data.
+template <int kLanes, RowType T>
+__device__ __forceinline__ TaskIndex IndexTask(const LookupArgs& a, const PackedHeader* h,
+                                               uint32_t task, bool weighted) {
+  TaskIndex x;
+  const uint32_t item_bags = h->num_item_bags;
+  if (task >= item_bags + h->num_user_bags) {  // a dense row
+    x.simple = false;
+    return x;
+  }
+  const bool item = task < item_bags;
+  const uint32_t b = item ? task : task - item_bags;
+  const int tables = item ? a.item_tables : a.user_tables;
+  const uint32_t r = b / tables;
+  const LookupTable t = a.d_tables[(item ? a.user_tables : 0) + b % tables];
+  const uint32_t* begin = Section<uint32_t>(a.d_batch, item ? h->item_bag_begin : h->user_bag_begin);
+  const uint32_t first = begin[b];
+  const uint32_t end = begin[b + 1];
+  const int units = t.dim * Row<T>::kElemBytes / 16;
+  x.simple = t.vector && units <= kLanes && end - first <= 1;
+  if (!x.simple) return x;
+  x.dim = t.dim;
+  x.mean = t.mean;
+  x.out = (item ? a.d_item_out + static_cast<size_t>(r) * a.item_ld
+                : a.d_user_out + static_cast<size_t>(r) * a.user_ld) +
+          t.out_col;
+  if (end > first) {
+    const int32_t id = Section<int32_t>(a.d_batch, item ? h->item_rows : h->user_rows)[first];
+    const float* weights =
+        weighted ? Section<float>(a.d_batch, item ? h->item_weights : h->user_weights) : nullptr;
+    x.w = weights != nullptr ? weights[first] : 1.0f;
+    x.row = a.d_gathered != nullptr
+                ? a.d_gathered + static_cast<size_t>(id) * a.gather_stride
+                : t.d_rows + static_cast<size_t>(id) * t.row_bytes;
+  }
+  return x;
+}
+
+// PooledLookupKernel with the ids read ahead: a lane group takes kGroupTasks consecutive
+// tasks per step; lane l reads task l's bag bounds and (for a bag of one id) its id, so the
+// group reads its indices in one round trip, coalesced, instead of one task after another;
+// then every lane issues its vector of each simple task's row before adding any (up to 8
+// row loads in flight per lane, against one). Other tasks then run PooledLookupKernel's
+// path. A simple bag is pooled with the same operations as there (one fused multiply-add
+// from zero, the same Finish), so every value has the same bits. The loop is uniform over
+// the warp (the shuffles need every lane).
+template <int kLanes, RowType T>
+__global__ void __launch_bounds__(kThreads) PrefetchingLookupKernel(const LookupArgs a) {
+  using R = Row<T>;
+  constexpr int kG = kGroupTasks<kLanes>;
+  constexpr int kGroupsPerWarp = 32 / kLanes;
+  constexpr uint32_t kPerWarp = kGroupsPerWarp * kG;
+  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
+  const uint32_t dense_tasks = a.d_dense_out != nullptr ? h->num_candidates : 0;
+  const uint32_t total = h->num_item_bags + h->num_user_bags + dense_tasks;
+  const bool weighted = h->has_weights != 0;
+  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  const uint32_t group_in_warp = (threadIdx.x % 32) / kLanes;
+  const uint32_t warp = (blockIdx.x * kThreads + threadIdx.x) / 32;
+  const uint32_t warps = gridDim.x * (kThreads / 32);
+  for (uint32_t base = warp * kPerWarp; base < total; base += warps * kPerWarp) {
+    const uint32_t first = base + group_in_warp * kG;
+    const uint32_t mine = first + static_cast<uint32_t>(lane);
+    TaskIndex x;
+    if (lane < kG && mine < total) x = IndexTask<kLanes, T>(a, h, mine, weighted);
+    // Every lane's vector of every simple task's row, all issued before the first add.
+    int4 q[kG];
+    typename R::Params p[kG];
+#pragma unroll
+    for (int j = 0; j < kG; ++j) {
+      const auto row = reinterpret_cast<const unsigned char*>(__shfl_sync(
+          0xffffffffu, reinterpret_cast<unsigned long long>(x.row), j, kLanes));
+      const int dim = __shfl_sync(0xffffffffu, x.dim, j, kLanes);
+      const bool simple = __shfl_sync(0xffffffffu, x.simple ? 1 : 0, j, kLanes) != 0;
+      if (simple && row != nullptr && lane < dim * R::kElemBytes / 16) {
+        q[j] = __ldg(reinterpret_cast<const int4*>(row) + lane);
+        p[j] = R::LoadParams(row, dim);
+      }
+    }
+    uint32_t slow = 0;  // tasks of this group that take the general path
+#pragma unroll
+    for (int j = 0; j < kG; ++j) {
+      const auto row = reinterpret_cast<const unsigned char*>(__shfl_sync(
+          0xffffffffu, reinterpret_cast<unsigned long long>(x.row), j, kLanes));
+      const auto out = reinterpret_cast<float*>(__shfl_sync(
+          0xffffffffu, reinterpret_cast<unsigned long long>(x.out), j, kLanes));
+      const int dim = __shfl_sync(0xffffffffu, x.dim, j, kLanes);
+      const bool mean = __shfl_sync(0xffffffffu, x.mean, j, kLanes) != 0;
+      const float w = __shfl_sync(0xffffffffu, x.w, j, kLanes);
+      const bool simple = __shfl_sync(0xffffffffu, x.simple ? 1 : 0, j, kLanes) != 0;
+      if (!simple) {
+        slow |= 1u << j;
+        continue;
+      }
+      if (out == nullptr || lane >= dim * R::kElemBytes / 16) continue;  // no task, or no vector
+      float acc[R::kPerVector] = {};
+      float wsum = 0.0f;
+      if (row != nullptr) {
+        R::Add(q[j], p[j], w, acc);
+        wsum += w;
+      }
+      StoreVector<R::kPerVector>(out, lane, acc, wsum, mean != 0);
+    }
+    for (int j = 0; j < kG; ++j) {
+      const uint32_t task = first + static_cast<uint32_t>(j);
+      if ((slow >> j & 1u) == 0 || task >= total) continue;
       Bag bag;
       LookupTable t;
-      if (TakeTask<kLanes>(a, h, first, weighted, lane, &bag, &t)) PoolBag<T>(bag, t, lane, kLanes);
-    } else {
-      bool pre[kBags];
-      int4 q[kBags];
-      typename R::Params p[kBags];
-      float w[kBags];
-#pragma unroll
-      for (int k = 0; k < kBags; ++k) {
-        const uint32_t task = first + k * groups;
-        Bag bag;
-        LookupTable t;
-        pre[k] = task < total && TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t) &&
-                 OneVectorPerLane<T, kLanes>(t, lane) && bag.begin < bag.end;
-        if (pre[k]) {
-          const unsigned char* row =
-              bag.base + static_cast<size_t>(bag.rows[bag.begin]) * bag.stride;
-          w[k] = bag.weights != nullptr ? bag.weights[bag.begin] : 1.0f;
-          q[k] = __ldg(reinterpret_cast<const int4*>(row) + lane);
-          p[k] = R::LoadParams(row, t.dim);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < kBags; ++k) {
-        const uint32_t task = first + k * groups;
-        if (task >= bag_tasks) continue;  // a dense row (written by the first pass) or none
-        Bag bag;
-        LookupTable t;
-        TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t);
-        if (!OneVectorPerLane<T, kLanes>(t, lane)) {
-          if (!t.vector || t.dim * R::kElemBytes / 16 > kLanes) PoolBag<T>(bag, t, lane, kLanes);
-          continue;  // else: a lane past the row's vectors
-        }
-        float acc[R::kPerVector] = {};
-        float wsum = 0.0f;
-        if (pre[k]) {
-          R::Add(q[k], p[k], w[k], acc);
-          wsum += w[k];
-          AccumulateVector<T>(bag, bag.begin + 1, t.dim, lane, acc, wsum);
-        }
-        StoreVector<R::kPerVector>(bag.out, lane, acc, wsum, t.mean != 0);
-      }
+      if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t)) PoolBag<T>(bag, t, lane, kLanes);
     }
   }
 }
@@ -410,39 +478,36 @@ uint32_t Blocks(uint64_t groups, int groups_per_block) {
   return static_cast<uint32_t>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-// One lane group per kBags tasks.
-template <RowType T, int kBags>
-cudaError_t LaunchOfShape(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
-  const uint64_t groups = (tasks + kBags - 1) / kBags;
+template <int kLanes, RowType T>
+void LaunchOfShape(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
+  if (a.prefetch_ids) {
+    const uint64_t groups = (tasks + kGroupTasks<kLanes> - 1) / kGroupTasks<kLanes>;
+    PrefetchingLookupKernel<kLanes, T>
+        <<<Blocks(groups, kThreads / kLanes), kThreads, 0, stream>>>(a);
+  } else {
+    PooledLookupKernel<kLanes, T><<<Blocks(tasks, kThreads / kLanes), kThreads, 0, stream>>>(a);
+  }
+}
+
+template <RowType T>
+cudaError_t LaunchOfType(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
   switch (a.lanes) {
     case 4:
-      PooledLookupKernel<4, T, kBags><<<Blocks(groups, kThreads / 4), kThreads, 0, stream>>>(a);
+      LaunchOfShape<4, T>(a, tasks, stream);
       break;
     case 8:
-      PooledLookupKernel<8, T, kBags><<<Blocks(groups, kThreads / 8), kThreads, 0, stream>>>(a);
+      LaunchOfShape<8, T>(a, tasks, stream);
       break;
     case 16:
-      PooledLookupKernel<16, T, kBags><<<Blocks(groups, kThreads / 16), kThreads, 0, stream>>>(a);
+      LaunchOfShape<16, T>(a, tasks, stream);
       break;
     case 32:
-      PooledLookupKernel<32, T, kBags><<<Blocks(groups, kThreads / 32), kThreads, 0, stream>>>(a);
+      LaunchOfShape<32, T>(a, tasks, stream);
       break;
     default:
       return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
-}
-
-template <RowType T>
-cudaError_t LaunchOfType(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
-  switch (a.bags_per_group) {
-    case 1:
-      return LaunchOfShape<T, 1>(a, tasks, stream);
-    case 4:
-      return LaunchOfShape<T, 4>(a, tasks, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
 }
 
 }  // namespace

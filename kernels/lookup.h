@@ -39,9 +39,11 @@ struct LookupArgs {
   uint32_t max_candidates = 0;
   uint32_t max_requests = 0;
   int lanes = 8;  // LookupLanes(): 4, 8, 16 or 32
-  // Bags a lane group pools at once, 1 or 4: with 4, the first rows of its bags are loaded
-  // together (more loads in flight when bags hold one id); the scores are the same bits.
-  int bags_per_group = 4;
+  // true: a lane group reads the bag bounds and ids of up to 8 consecutive bags at once, one
+  // bag per lane, and issues the rows of those that hold at most one id before adding any
+  // (more loads in flight for one-hot features); false: one bag after another. The same
+  // scores to the bit either way.
+  bool prefetch_ids = true;
   // The row type of every table (a model has one embedding dtype): the kernel is compiled
   // once per type, so no branch on the type runs per bag or per row.
   RowType row_type = RowType::kF32;

@@ -91,6 +91,7 @@ RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, Decod
   scan_limits_.item_tables = static_cast<int>(item.size());
   scan_limits_.model_name = model_->spec().name;
   parse_bounds_ = ParseBoundsOf(scan_limits_);
+  keyed_ = model_->spec().has_remote_tables();
   for (size_t s = 0; s < user.size(); ++s) {
     tables_[model_->tables()[user[s]].name] = {user[s], static_cast<int>(s), Side::kUser};
   }
@@ -257,11 +258,10 @@ absl::Status RequestDecoder::AppendBag(const RankRequestView& request, const Fea
     return absl::InvalidArgumentError(
         absl::StrCat(FeaturePath(candidate, k), ": the batch is past 32-bit offsets"));
   }
-  const bool keyed = model_->spec().has_remote_tables();
   for (int i = 0; i < count; ++i) {
     const int64_t id = ids[i];
     int32_t row = 0;
-    if (keyed) bags->keys.push_back(id);
+    if (keyed_) bags->keys.push_back(id);
     if (table.remote) {  // addressed by the raw id: the backend stages its row
     } else if (!engine::MapRow(id, table.rows, table.oov, &row)) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -85,6 +85,8 @@ class RequestDecoder {
   ScanLimits scan_limits_;
   ParseBounds parse_bounds_;
   absl::flat_hash_map<std::string, TableRef> tables_;
+  // The model has storage: redis tables, so each id's raw key goes with the batch too.
+  bool keyed_ = false;
 };
 
 }  // namespace fuserank::server

@@ -100,7 +100,7 @@ struct Config {
 };
 
 void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const Config& cfg,
-            int bags_per_group, double copy_gbps) {
+            bool prefetch, double copy_gbps) {
   std::mt19937_64 rng(42);
   const Zipf zipf(kRows, 1.05);
   Batch batch;
@@ -155,7 +155,7 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
   a.max_requests = 1;
   a.lanes = f.lanes;
   a.row_type = f.type;
-  a.bags_per_group = bags_per_group;
+  a.prefetch_ids = prefetch;
   kernels::GatherArgs ga;
   if (cfg.reorder) {
     a.d_gathered = gathered.get<unsigned char>();
@@ -177,15 +177,15 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
   const double bytes = lookups * (f.read_bytes + 4) + bags * (4.0 + f.dim * 4.0);
   const double gbps = bytes / t / 1e9;
   std::printf(
-      "lookup %s dim %3d %8.0f lookups bag %d %-7s reorder %d bags/group %d: %8.1f us %7.0f GB/s"
+      "lookup %s dim %3d %8.0f lookups bag %d %-7s reorder %d prefetch %d: %8.1f us %7.0f GB/s"
       " (%3.0f%% of copy); host pack %8.1f us, device + host %8.1f us\n",
       f.name, f.dim, lookups, cfg.bag, cfg.zipf ? "zipf" : "uniform", cfg.reorder ? 1 : 0,
-      bags_per_group, t * 1e6, gbps, 100 * gbps / copy_gbps, host_pack * 1e6,
+      prefetch ? 1 : 0, t * 1e6, gbps, 100 * gbps / copy_gbps, host_pack * 1e6,
       (t + host_pack) * 1e6);
   JsonLine("lookup")
       .Add("dtype", f.name)
       .Add("dim", f.dim)
-      .Add("bags_per_group", bags_per_group)
+      .Add("prefetch", prefetch ? 1 : 0)
       .Add("lookups", lookups)
       .Add("bag", cfg.bag)
       .Add("ids", cfg.zipf ? "zipf" : "uniform")
@@ -229,8 +229,8 @@ TableSet MakeTables(const Format& f) {
 }  // namespace
 
 void RunLookupBenches(DeviceTimer& timer, double copy_gbps) {
-  // fp32 dim 32 (128-byte rows, the bench model's): every shape, each with one and four bags
-  // per lane group, side by side.
+  // fp32 dim 32 (128-byte rows, the bench model's): every shape. Each shape with and
+  // without the id prefetch, side by side.
   const Format f32 = MakeFormat(kernels::RowType::kF32, 32);
   {
     const TableSet set = MakeTables(f32);
@@ -240,7 +240,7 @@ void RunLookupBenches(DeviceTimer& timer, double copy_gbps) {
         {8192, 8, true, false},  {8192, 8, true, true},
     };
     for (const Config& c : configs) {
-      for (int k : {1, 4}) RunOne(timer, f32, set.d_desc, c, k, copy_gbps);
+      for (bool prefetch : {false, true}) RunOne(timer, f32, set.d_desc, c, prefetch, copy_gbps);
     }
   }
   // The other formats the target names: fp32 dim 128, fp16 and int8 rows, one-hot and 8-id
@@ -252,7 +252,7 @@ void RunLookupBenches(DeviceTimer& timer, double copy_gbps) {
                           MakeFormat(kernels::RowType::kInt8, 128)}) {
     const TableSet set = MakeTables(f);
     for (const Config& c : {Config{16384, 1, false, false}, Config{8192, 8, false, false}}) {
-      for (int k : {1, 4}) RunOne(timer, f, set.d_desc, c, k, copy_gbps);
+      for (bool prefetch : {false, true}) RunOne(timer, f, set.d_desc, c, prefetch, copy_gbps);
     }
   }
 }

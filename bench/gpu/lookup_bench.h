@@ -1,7 +1,7 @@
 // Fused-lookup bandwidth: 18 tables of 200k rows (fp32 dim 32: 460 MB, far past the L2),
-// one-hot and 8-id bags, uniform and Zipf ids, with and without the id-reorder pass, one
-// and four bags per lane group; fp32 dim 128, fp16 and int8 rows too; timed kernel-only
-// with a flushed L2 and compared with the device-to-device copy.
+// one-hot and 8-id bags, uniform and Zipf ids, with and without the id-reorder pass;
+// fp32 dim 128, fp16 and int8 rows too; timed kernel-only with a flushed L2 and compared
+// with the device-to-device copy.
 #ifndef FUSERANK_BENCH_GPU_LOOKUP_BENCH_H_
 #define FUSERANK_BENCH_GPU_LOOKUP_BENCH_H_
 

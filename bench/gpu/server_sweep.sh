@@ -23,17 +23,17 @@ failed=0
 # (label|engine keys|fuserank-bench threads and channels)
 SETTINGS=(
   "default|streams: 4|4"
-  "wait 0|streams: 4, max_batch_wait_us: 0|4"
   "wait 50|streams: 4, max_batch_wait_us: 50|4"
-  "wait 0, spin|streams: 4, max_batch_wait_us: 0, cuda_wait: spin|4"
-  "wait 0, 8 streams|streams: 8, max_batch_wait_us: 0|4"
+  "wait 0, nice 0|streams: 4, max_batch_wait_us: 0, worker_nice: 0|4"
   "wait 0, spin, nice 0|streams: 4, max_batch_wait_us: 0, cuda_wait: spin, worker_nice: 0|4"
-  "wait 0, spin, client x2|streams: 4, max_batch_wait_us: 0, cuda_wait: spin|8"
+  "wait 50, spin, nice 0|streams: 4, max_batch_wait_us: 50, cuda_wait: spin, worker_nice: 0|4"
+  "wait 0, spin, nice 0, 8 str|streams: 8, max_batch_wait_us: 0, cuda_wait: spin, worker_nice: 0|4"
+  "wait 0, spin, nice 0, cl x2|streams: 4, max_batch_wait_us: 0, cuda_wait: spin, worker_nice: 0|8"
 )
 duration=3
 concurrencies=(16 32)
 if [[ $QUICK == 1 ]]; then
-  SETTINGS=("${SETTINGS[@]:0:2}")
+  SETTINGS=("${SETTINGS[@]:0:2}")  # default, wait 50
   duration=1
   concurrencies=(4)
   model="$WORK/sweep.yaml"

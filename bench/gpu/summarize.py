@@ -161,12 +161,12 @@ def print_kernel_tables(ours, torch):
     lookups = [r for r in ours if r.get("bench") == "lookup"]
     if lookups:
         print("fused lookup (L2 flushed)   target: >= 80% of copy at >= 64k lookups")
-        print(f"{'rows':>8} {'lookups':>9} {'bag':>3} {'ids':>7} {'reorder':>7} {'b/g':>3} {'us':>9}"
+        print(f"{'rows':>8} {'lookups':>9} {'bag':>3} {'ids':>7} {'reorder':>7} {'pf':>2} {'us':>9}"
               f" {'GB/s':>7} {'%copy':>6} {'host us':>9} {'dev+host':>9}")
         for r in lookups:
             rows = f"{r.get('dtype', 'fp32')} {r.get('dim', 32):.0f}"
             print(f"{rows:>8} {r['lookups']:9.0f} {r['bag']:3.0f} {r['ids']:>7} {r['reorder']:7.0f} "
-                  f"{r.get('bags_per_group', 1):3.0f} "
+                  f"{r.get('prefetch', 0):2.0f} "
                   f"{r['us']:9.1f} {r['gbps']:7.0f} {r['pct_of_copy']:6.0f}"
                   f" {r.get('host_pack_us', 0):9.1f} {r.get('us_with_host_pack', 0):9.1f}")
     batches = {(r["candidates"], r["graphs"], r["reorder"], r.get("stage_events", 1)): r

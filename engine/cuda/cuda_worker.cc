@@ -107,8 +107,12 @@ absl::Status CudaWorker::EnsureStaging(const kernels::PackedHeader& h) {
   }
   if (d_gathered.get() != nullptr) d_gathered_ = std::move(d_gathered);
   if (grown) {
-    // Captured graphs hold the old pointers.
-    for (GraphSlot& g : graphs_) g.exec.Reset();
+    // Captured graphs hold the old pointers: each is captured again on the new buffers
+    // when its key next runs (RecaptureAfterGrow).
+    for (GraphSlot& g : graphs_) {
+      if (g.exec) g.regrow = true;
+      g.exec.Reset();
+    }
     ++stats_.staging_grows;
   }
   return absl::OkStatus();
@@ -274,11 +278,26 @@ void CudaWorker::MaybeCapture(int bucket_index, int shape, BatchResult* result) 
     slot.retry.CaptureSucceeded();
     return;
   }
+  CaptureFailed(slot, bucket_index, shape, captured, result);
+}
+
+bool CudaWorker::RecaptureAfterGrow(int bucket_index, int shape, BatchResult* result) {
+  GraphSlot& slot = graphs_[bucket_index * kernels::kNumTopKShapes + shape];
+  slot.regrow = false;
+  const absl::Status captured = Capture(bucket_index, shape);
+  static_cast<void>(cudaGetLastError());
+  if (captured.ok()) return true;
+  CaptureFailed(slot, bucket_index, shape, captured, result);
+  return false;
+}
+
+void CudaWorker::CaptureFailed(GraphSlot& slot, int bucket_index, int shape,
+                               const absl::Status& why, BatchResult* result) {
   // The batch is scored; this key runs eagerly and is captured again after a backoff.
   slot.retry.CaptureFailed();
   ++stats_.graph_capture_failures;
   ++result->graph_capture_failures;
-  stats_.graph_error = std::string(captured.message());
+  stats_.graph_error = std::string(why.message());
   const uint32_t bucket = shared_->buckets[bucket_index];
   if (slot.retry.failures() == 1) {
     spdlog::warn(
@@ -341,8 +360,11 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   const int bucket_index = kernels::BucketIndex(kernels::CandidateBucket(rows));
   const int shape = kernels::TopKShapeIndex(h.max_segment);
   const bool use_graphs = shared_->cuda_graphs;
-  const bool replay =
-      use_graphs && static_cast<bool>(graphs_[bucket_index * kernels::kNumTopKShapes + shape].exec);
+  const GraphSlot& slot = graphs_[bucket_index * kernels::kNumTopKShapes + shape];
+  bool replay = use_graphs && static_cast<bool>(slot.exec);
+  if (use_graphs && !replay && slot.regrow) {
+    replay = RecaptureAfterGrow(bucket_index, shape, result);
+  }
   launches_ = 0;
   RETURN_IF_ERROR(Execute(h, bucket_index, shape, replay));
   result->items.resize(h.total_results);

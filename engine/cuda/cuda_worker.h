@@ -71,10 +71,13 @@ class CudaWorker {
 
  private:
   // One captured graph per (size bucket, top-K shape), and when to capture it again after
-  // a capture failed.
+  // a capture failed. `regrow`: the key had a graph that a staging grow dropped (it held
+  // the old buffers); its next batch captures it again on the new ones and replays it,
+  // instead of running eagerly first.
   struct GraphSlot {
     GraphExec exec;
     GraphRetry retry;
+    bool regrow = false;
   };
 
   explicit CudaWorker(const BackendShared* shared);
@@ -96,6 +99,11 @@ class CudaWorker {
   // After an eager batch: captures its key's graph when the retry policy says so; a failed
   // capture is counted in `result` and logged (once per key at warning level).
   void MaybeCapture(int bucket_index, int shape, BatchResult* result);
+  // Before a batch whose key lost its graph to a staging grow: captures it again; true
+  // when the batch can replay it. A failure is handled as MaybeCapture's.
+  bool RecaptureAfterGrow(int bucket_index, int shape, BatchResult* result);
+  void CaptureFailed(GraphSlot& slot, int bucket_index, int shape, const absl::Status& why,
+                     BatchResult* result);
   void RankLongRequestsOnHost(const Batch& batch, BatchResult* result);
   // Adds the batch's lookups to the hot-row counters (all misses: no hot tier on the GPU).
   void RecordLookups();

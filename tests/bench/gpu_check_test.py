@@ -161,7 +161,7 @@ class ServerEndToEnd(unittest.TestCase):
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-            self.assertEqual([r["setting"] for r in rows], ["default", "wait 0"], p.stdout)
+            self.assertEqual([r["setting"] for r in rows], ["default", "wait 50"], p.stdout)
             for r in rows:
                 self.assertEqual(r["errors"], 0, r)
                 self.assertGreater(r["qps"], 0, r)
@@ -174,7 +174,7 @@ class ServerEndToEnd(unittest.TestCase):
                  " import json; summarize.print_sweep([json.loads(l) for l in sys.stdin])", GPU],
                 input="\n".join(json.dumps(r) for r in rows), capture_output=True, text=True)
             self.assertEqual(summary.returncode, 0, summary.stderr)
-            self.assertIn("wait 0", summary.stdout)
+            self.assertIn("wait 50", summary.stdout)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 

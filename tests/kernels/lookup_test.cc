@@ -2,8 +2,8 @@
 // PooledLookup, table by table, on seeded random batches: fp32/fp16/bf16/int8 (row-wise
 // scale and bias), dims 4, 12, 100 and 128 (int8 also 16; vector and element paths),
 // sum/mean, with and without weights, empty bags and repeated ids, 1 and 4096+ candidates
-// over several requests, one-hot batches, every lane-group size with one and four bags per
-// group.
+// over several requests, one-hot batches, every lane-group size, with and without the id
+// prefetch (which must give the same bits).
 // Outputs are poisoned first; columns no table owns must stay poisoned.
 #include "kernels/lookup.h"
 
@@ -173,12 +173,12 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       }
       return v;
     };
-    std::vector<float> one_user, one_item;  // the last one-bag-per-group blocks
-    for (auto [lanes, bags_per_group] : {std::pair{4, 1}, std::pair{4, 4}, std::pair{8, 1},
-                                         std::pair{8, 4}, std::pair{16, 1}, std::pair{16, 4},
-                                         std::pair{32, 1}, std::pair{32, 4}}) {
-      SCOPED_TRACE(::testing::Message() << "lanes " << lanes << ", bags per group "
-                                        << bags_per_group << ", candidates " << n);
+    std::vector<float> plain_user, plain_item;  // the last blocks without id prefetch
+    for (auto [lanes, prefetch] : {std::pair{4, false}, std::pair{4, true}, std::pair{8, false},
+                                   std::pair{8, true}, std::pair{16, false}, std::pair{16, true},
+                                   std::pair{32, false}, std::pair{32, true}}) {
+      SCOPED_TRACE(::testing::Message() << "lanes " << lanes << ", prefetch_ids " << prefetch
+                                        << ", candidates " << n);
       DeviceBuffer d_user = gpu_test::Poisoned((want_user.size() + shift) * sizeof(float));
       DeviceBuffer d_item = gpu_test::Poisoned((want_item.size() + shift) * sizeof(float));
       DeviceBuffer d_x = gpu_test::Poisoned(want_x.size() * sizeof(float));
@@ -202,7 +202,7 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       a.max_candidates = bucket;
       a.max_requests = bucket;
       a.lanes = lanes;
-      a.bags_per_group = bags_per_group;
+      a.prefetch_ids = prefetch;
       a.row_type = g.row_type;
       ASSERT_EQ(kernels::LaunchPooledLookup(a, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -213,15 +213,17 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       ExpectBlock(gpu_test::Download<float>(d_x, want_x.size()), want_x, n, g.x_ld, {{0, dense}},
                   "dense rows");
       if (HasFatalFailure()) return;
-      // Four bags per group pool every bag in the same order as one: the same bits.
-      if (bags_per_group == 1) {
-        one_user = std::move(got_user);
-        one_item = std::move(got_item);
+      // With and without the id prefetch, every pooled value is summed the same way.
+      if (!prefetch) {
+        plain_user = std::move(got_user);
+        plain_item = std::move(got_item);
       } else {
-        ASSERT_EQ(std::memcmp(got_user.data(), one_user.data(), got_user.size() * sizeof(float)), 0)
-            << "user block differs from one bag per group";
-        ASSERT_EQ(std::memcmp(got_item.data(), one_item.data(), got_item.size() * sizeof(float)), 0)
-            << "item block differs from one bag per group";
+        ASSERT_EQ(std::memcmp(got_user.data(), plain_user.data(), got_user.size() * sizeof(float)),
+                  0)
+            << "user block: not the bits of the lookup without id prefetch";
+        ASSERT_EQ(std::memcmp(got_item.data(), plain_item.data(), got_item.size() * sizeof(float)),
+                  0)
+            << "item block: not the bits of the lookup without id prefetch";
       }
     }
   }

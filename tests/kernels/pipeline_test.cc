@@ -83,12 +83,12 @@ TestSetup MakeModel(const PipelineCase& p, uint64_t seed) {
 }
 
 std::vector<RefRequest> MakeRequests(const ModelSpec& spec, const std::vector<int>& sizes,
-                                     std::mt19937_64& rng) {
+                                     std::mt19937_64& rng, int max_bag = 6) {
   std::vector<RefRequest> requests;
   for (int n : sizes) {
     engine::test::RequestShape shape;
     shape.candidates = n;
-    shape.max_bag = 6;
+    shape.max_bag = max_bag;
     requests.push_back(engine::test::RandomRequest(spec, shape, rng));
     requests.back().top_k = static_cast<uint32_t>(rng() % (n + 2));  // 0: all
   }
@@ -212,10 +212,11 @@ class CudaGraphReplayTest : public ::testing::Test {
     cpu_ = CreateCpuBackend(s_.model, options);
   }
 
-  // Requests of exactly these candidate counts (top_k random, 0: all) on both backends;
-  // `replayed`: the GPU run must have replayed a captured graph (one launch).
-  void RunAndCompare(const std::vector<int>& sizes, bool replayed) {
-    const std::vector<RefRequest> requests = MakeRequests(s_.model->spec(), sizes, rng_);
+  // Requests of exactly these candidate counts (top_k random, 0: all; bags of 0..max_bag
+  // ids) on both backends; `replayed`: the GPU run must have replayed a captured graph
+  // (one launch).
+  void RunAndCompare(const std::vector<int>& sizes, bool replayed, int max_bag = 6) {
+    const std::vector<RefRequest> requests = MakeRequests(s_.model->spec(), sizes, rng_, max_bag);
     const Batch batch = engine::test::MakeBatch(s_.model, requests);
     BatchResult want, got;
     ASSERT_TRUE(cpu_->Run(0, batch, &want).ok());
@@ -223,7 +224,9 @@ class CudaGraphReplayTest : public ::testing::Test {
     ASSERT_TRUE(ran.ok()) << ran;
     EXPECT_EQ(gpu_->stats(0).graph_error, "");
     EXPECT_EQ(gpu_->stats(0).last_used_graph, replayed);
-    if (replayed) EXPECT_EQ(gpu_->stats(0).last_launches, 1);
+    if (replayed) {
+      EXPECT_EQ(gpu_->stats(0).last_launches, 1);
+    }
     ExpectMatches(s_, requests, batch, got, want, 1e-5);
   }
 
@@ -247,6 +250,22 @@ TEST_F(CudaGraphReplayTest, ReplaysOnOtherBatchesOfTheSameBucket) {
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({64}, true));
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({33}, true));
   EXPECT_EQ(gpu_->stats(0).graphs_captured, 1u);
+}
+
+// A batch with more ids than the staging buffer holds grows it, which drops the worker's
+// graphs (they hold the old buffers); a key that had one captures it again on the new
+// buffers for the batch at hand and replays it, instead of running that batch eagerly.
+TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
+  FUSERANK_SKIP_WITHOUT_GPU();
+  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false));  // eager, then captured
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));
+  const uint64_t grows = gpu_->stats(0).staging_grows;
+  // The same key (bucket 64, one request of 40): bags of up to 900 ids, past 256 KiB.
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 900));
+  EXPECT_EQ(gpu_->stats(0).staging_grows, grows + 1);
+  EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));  // and the new graph serves small ones
 }
 
 // More requests than candidates (the bucket follows the requests), and more than 4096
