@@ -21,7 +21,7 @@ SUITES = [
     ("lookup", ["Tables/LookupKernelTest.*", "LookupLaunchTest.*"]),
     ("interaction", ["Widths/DotKernelTest.*", "ConcatUserKernelTest.*", "InteractionLaunchTest.*"]),
     ("topk", ["Sizes/TopKKernelTest.*", "TopKLaunchTest.*"]),
-    ("pipeline", ["Models/CudaPipelineTest.*", "CudaGraphReplayTest.*"]),
+    ("pipeline", ["Models/CudaPipelineTest.*", "CudaGraphReplayTest.*", "PrefetchIdsTest.*"]),
     ("module", ["CudaModuleTest.*"]),
     ("backend", ["CudaBackendTest.*", "CudaStatusTest.*"]),
 ]

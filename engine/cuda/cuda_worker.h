@@ -60,6 +60,10 @@ struct WorkerStats {
   std::string graph_error;         // why the last failed capture failed ("" if none did)
 };
 
+// Whether the lookup of a batch reads its ids ahead (kernels::LookupArgs::prefetch_ids):
+// for fp32 rows when the bags hold 1.25 ids or fewer on average.
+bool PrefetchIds(kernels::RowType row_type, const kernels::PackedHeader& h);
+
 class CudaWorker {
  public:
   // REQUIRES: the current device is shared->gpu.
@@ -70,8 +74,8 @@ class CudaWorker {
   const WorkerStats& stats() const { return stats_; }
 
  private:
-  // One captured graph per (size bucket, top-K shape), and when to capture it again after
-  // a capture failed. `regrow`: the key had a graph that a staging grow dropped (it held
+  // One captured graph per (size bucket, top-K shape, id prefetch), and when to capture it
+  // again after a capture failed. `regrow`: the key had a graph that a staging grow dropped (it held
   // the old buffers); its next batch captures it again on the new ones and replays it,
   // instead of running eagerly first.
   struct GraphSlot {
@@ -85,6 +89,8 @@ class CudaWorker {
   // Grows the staging and gather buffers for `h`, all or nothing: on failure the worker
   // keeps its old buffers (and graphs) and serves later batches that fit them.
   absl::Status EnsureStaging(const kernels::PackedHeader& h);
+  // The graph slot of (bucket_index, shape) for the batch at hand (prefetch_ids_).
+  GraphSlot& Slot(int bucket_index, int shape);
   // Enqueues the whole forward pass for `bucket_index` (graph capture or eager), with the
   // stage events 1..4 recorded between its stages: on the stream when eager, as event
   // record nodes of the graph when `in_graph` (capture), so that a replayed batch's stages
@@ -128,7 +134,11 @@ class CudaWorker {
   std::vector<LayerIo> bottom_io_;
   std::vector<LayerIo> top_io_;
   std::unique_ptr<DcnStage> dcn_;  // interaction dcn only
-  std::vector<GraphSlot> graphs_;  // [bucket_index * kNumTopKShapes + shape]
+  // [(bucket_index * kNumTopKShapes + shape) * 2 + prefetch_ids_]
+  std::vector<GraphSlot> graphs_;
+  // The batch at hand has the lookup read its ids ahead (PrefetchIds: fp32 rows, bags of
+  // about one id); its graphs are apart from the other setting's.
+  bool prefetch_ids_ = false;
   int launches_ = 0;
   std::vector<float> scratch_score_;  // host top-K of requests over kMaxTopKSegment
   WorkerStats stats_;

@@ -15,6 +15,7 @@
 #include "engine/backend_factory.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_worker.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/engine/cpu/cpu_test_models_util.h"
@@ -266,6 +267,35 @@ TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
   EXPECT_EQ(gpu_->stats(0).staging_grows, grows + 1);
   EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));  // and the new graph serves small ones
+}
+
+// One-id bags of fp32 rows read their ids ahead (kernels::LookupArgs::prefetch_ids), longer
+// bags do not: a bucket's graphs for the two are apart, each captured once and replayed.
+TEST_F(CudaGraphReplayTest, OneIdAndLongerBagsOfOneBucketReplayGraphsOfTheirOwn) {
+  FUSERANK_SKIP_WITHOUT_GPU();
+  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false, 1));  // bags of 0 or 1 id: prefetch
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 1));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false, 6));  // about 3 ids a bag: no prefetch
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 6));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 1));
+  EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
+}
+
+TEST(PrefetchIdsTest, Fp32RowsInBagsOfAboutOneId) {
+  kernels::PackedHeader h;
+  h.num_item_bags = 100;
+  h.num_user_bags = 4;
+  h.num_item_ids = 100;
+  h.num_user_ids = 30;  // 130 ids in 104 bags: 1.25 a bag
+  EXPECT_TRUE(PrefetchIds(kernels::RowType::kF32, h));
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF16, h));
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kBF16, h));
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kInt8, h));
+  h.num_user_ids = 31;
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF32, h));
+  h = kernels::PackedHeader();  // an empty batch: nothing to read either way
+  EXPECT_TRUE(PrefetchIds(kernels::RowType::kF32, h));
 }
 
 // More requests than candidates (the bucket follows the requests), and more than 4096
