@@ -43,7 +43,7 @@ bundle() {
     done
   done
   strip --strip-unneeded "$BUNDLE"/bin/* "$BUNDLE"/lib/*.so* 2>/dev/null || true
-  { echo "built $(date -u +%FT%TZ) from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+  { echo "built $(date -u +%FT%TZ) from $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
     echo "cuda arch ${CUDA_ARCH:-90}"; ls -l "$BUNDLE/bin" "$BUNDLE/lib"; } >"$BUNDLE/MANIFEST"
   local kib
   kib=$(du -sk "$BUNDLE" | cut -f1)

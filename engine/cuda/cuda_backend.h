@@ -32,6 +32,9 @@ struct CudaOptions {
   // Event record nodes between a graph's stages, so replayed batches report their stage
   // times (on by default; the GPU bench turns it off to measure what the nodes cost).
   bool graph_stage_events = true;
+  // The fewest ids a batch of fp32 rows in bags of about one id needs for its lookup to
+  // read ids ahead (kernels::LookupArgs::prefetch_ids; PrefetchIds in cuda_worker.h).
+  uint64_t prefetch_min_ids = kPrefetchMinIds;
   size_t workspace_bytes = size_t{8} << 20;  // cuBLASLt workspace per worker
 };
 

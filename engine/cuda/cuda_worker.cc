@@ -85,12 +85,10 @@ absl::Status CudaWorker::Allocate() {
   return EnsureStaging(empty);
 }
 
-bool PrefetchIds(kernels::RowType row_type, const kernels::PackedHeader& h) {
-  // Measured on an H200 (docs/gpu.md, "The lookup"): reading ids ahead is 1.4-1.5x faster
-  // on fp32 rows in one-id bags, and slower on longer bags and on fp16 and int8 rows.
+bool PrefetchIds(kernels::RowType row_type, const kernels::PackedHeader& h, uint64_t min_ids) {
   const uint64_t ids = uint64_t{h.num_user_ids} + h.num_item_ids;
   const uint64_t bags = uint64_t{h.num_user_bags} + h.num_item_bags;
-  return row_type == kernels::RowType::kF32 && 4 * ids <= 5 * bags;
+  return row_type == kernels::RowType::kF32 && ids >= min_ids && 4 * ids <= 5 * bags;
 }
 
 CudaWorker::GraphSlot& CudaWorker::Slot(int bucket_index, int shape) {
@@ -371,7 +369,7 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   packer_.Write(batch, h, h_stage_.get());
 
   const int bucket_index = kernels::BucketIndex(kernels::CandidateBucket(rows));
-  prefetch_ids_ = PrefetchIds(shared_->layout.row_type, h);
+  prefetch_ids_ = PrefetchIds(shared_->layout.row_type, h, shared_->prefetch_min_ids);
   const int shape = kernels::TopKShapeIndex(h.max_segment);
   const bool use_graphs = shared_->cuda_graphs;
   const GraphSlot& slot = Slot(bucket_index, shape);

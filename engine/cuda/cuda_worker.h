@@ -24,6 +24,15 @@
 
 namespace fuserank::engine::cuda {
 
+// Whether the lookup of a batch reads its ids ahead (kernels::LookupArgs::prefetch_ids):
+// for fp32 rows when the bags hold 1.25 ids or fewer on average and the batch has at
+// least `min_ids` ids. As measured on an H200 (docs/gpu.md, "The lookup"): 1.4-1.5x
+// faster at 295k and 1.2M one-id lookups of fp32 rows, 1.15x at 74k; slower on longer
+// bags and on fp16 and int8 rows; below 64k ids not measured side by side, and a small
+// batch split over 8x fewer lane groups runs on fewer multiprocessors.
+inline constexpr uint64_t kPrefetchMinIds = 65536;
+bool PrefetchIds(kernels::RowType row_type, const kernels::PackedHeader& h, uint64_t min_ids);
+
 // The backend's read-only state that every worker reads. Outlives the workers.
 struct BackendShared {
   int gpu = 0;
@@ -31,6 +40,7 @@ struct BackendShared {
   bool blocking_wait = true;  // engine.cuda_wait: block
   bool reorder_ids = false;
   bool graph_stage_events = true;  // CudaOptions::graph_stage_events
+  uint64_t prefetch_min_ids = kPrefetchMinIds;  // CudaOptions::prefetch_min_ids
   size_t dot_shared_bytes = 0;     // the dot kernel's shared-memory budget per block
   uint32_t max_bucket = 0;         // CandidateBucket(max_batch_candidates)
   std::vector<uint32_t> buckets;   // kMinCandidateBucket, doubling, up to max_bucket
@@ -59,10 +69,6 @@ struct WorkerStats {
   double last_device_seconds = 0;  // from before the copy in to after the copy out
   std::string graph_error;         // why the last failed capture failed ("" if none did)
 };
-
-// Whether the lookup of a batch reads its ids ahead (kernels::LookupArgs::prefetch_ids):
-// for fp32 rows when the bags hold 1.25 ids or fewer on average.
-bool PrefetchIds(kernels::RowType row_type, const kernels::PackedHeader& h);
 
 class CudaWorker {
  public:
@@ -136,8 +142,8 @@ class CudaWorker {
   std::unique_ptr<DcnStage> dcn_;  // interaction dcn only
   // [(bucket_index * kNumTopKShapes + shape) * 2 + prefetch_ids_]
   std::vector<GraphSlot> graphs_;
-  // The batch at hand has the lookup read its ids ahead (PrefetchIds: fp32 rows, bags of
-  // about one id); its graphs are apart from the other setting's.
+  // The batch at hand has the lookup read its ids ahead (PrefetchIds); its graphs are
+  // apart from the other setting's.
   bool prefetch_ids_ = false;
   int launches_ = 0;
   std::vector<float> scratch_score_;  // host top-K of requests over kMaxTopKSegment

@@ -201,13 +201,13 @@ INSTANTIATE_TEST_SUITE_P(
 class CudaGraphReplayTest : public ::testing::Test {
  protected:
   // Builds the model of `p` and both backends. Call through ASSERT_NO_FATAL_FAILURE.
-  void Start(const PipelineCase& p) {
+  void Start(const PipelineCase& p, CudaOptions cuda_options = {}) {
     s_ = MakeModel(p, seed_);
     ASSERT_NE(s_.model, nullptr);
     BackendOptions options;
     options.workers = 1;
     options.max_batch_candidates = 8192;
-    auto gpu = CudaBackend::Create(s_.model, options, CudaOptions{});
+    auto gpu = CudaBackend::Create(s_.model, options, cuda_options);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     gpu_ = *std::move(gpu);
     cpu_ = CreateCpuBackend(s_.model, options);
@@ -269,11 +269,14 @@ TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));  // and the new graph serves small ones
 }
 
-// One-id bags of fp32 rows read their ids ahead (kernels::LookupArgs::prefetch_ids), longer
-// bags do not: a bucket's graphs for the two are apart, each captured once and replayed.
+// One-id bags of fp32 rows read their ids ahead (kernels::LookupArgs::prefetch_ids; here
+// from any batch size), longer bags do not: a bucket's graphs for the two are apart, each
+// captured once and replayed.
 TEST_F(CudaGraphReplayTest, OneIdAndLongerBagsOfOneBucketReplayGraphsOfTheirOwn) {
   FUSERANK_SKIP_WITHOUT_GPU();
-  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}));
+  CudaOptions cuda_options;
+  cuda_options.prefetch_min_ids = 0;
+  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}, cuda_options));
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false, 1));  // bags of 0 or 1 id: prefetch
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 1));
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false, 6));  // about 3 ids a bag: no prefetch
@@ -282,20 +285,25 @@ TEST_F(CudaGraphReplayTest, OneIdAndLongerBagsOfOneBucketReplayGraphsOfTheirOwn)
   EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
 }
 
-TEST(PrefetchIdsTest, Fp32RowsInBagsOfAboutOneId) {
+TEST(PrefetchIdsTest, Fp32RowsInBagsOfAboutOneIdInLargeBatches) {
   kernels::PackedHeader h;
   h.num_item_bags = 100;
   h.num_user_bags = 4;
   h.num_item_ids = 100;
   h.num_user_ids = 30;  // 130 ids in 104 bags: 1.25 a bag
-  EXPECT_TRUE(PrefetchIds(kernels::RowType::kF32, h));
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF16, h));
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kBF16, h));
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kInt8, h));
+  EXPECT_TRUE(PrefetchIds(kernels::RowType::kF32, h, 130));
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF32, h, 131));  // too few ids
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF32, h, kPrefetchMinIds));
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF16, h, 0));
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kBF16, h, 0));
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kInt8, h, 0));
   h.num_user_ids = 31;
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF32, h));
-  h = kernels::PackedHeader();  // an empty batch: nothing to read either way
-  EXPECT_TRUE(PrefetchIds(kernels::RowType::kF32, h));
+  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF32, h, 0));
+  h.num_item_bags = 18 * 4096;  // the bench model's 4096 candidates, one id each
+  h.num_item_ids = 18 * 4096;
+  h.num_user_bags = 8;
+  h.num_user_ids = 8;
+  EXPECT_TRUE(PrefetchIds(kernels::RowType::kF32, h, kPrefetchMinIds));
 }
 
 // More requests than candidates (the bucket follows the requests), and more than 4096
