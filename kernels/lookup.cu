@@ -244,9 +244,8 @@ __device__ void PoolBag(const Bag& bag, const LookupTable& t, int lane, int lane
 // Task `task` of the launch: an item bag, a user bag (true: *bag and *t filled) or the
 // dense row of a candidate (false: written here).
 template <int kLanes>
-__device__ __forceinline__ bool TakeTask(const LookupArgs& a, const PackedHeader* h,
-                                         uint32_t task, bool weighted, int lane, Bag* bag,
-                                         LookupTable* t) {
+__device__ __forceinline__ bool TakeTask(const LookupArgs& a, const PackedHeader* h, uint32_t task,
+                                         bool weighted, int lane, Bag* bag, LookupTable* t) {
   const uint32_t item_bags = h->num_item_bags;
   const uint32_t user_bags = h->num_user_bags;
   if (task < item_bags) {
@@ -344,7 +343,8 @@ __device__ __forceinline__ TaskIndex IndexTask(const LookupArgs& a, const Packed
   const int tables = item ? a.item_tables : a.user_tables;
   const uint32_t r = b / tables;
   const LookupTable t = a.d_tables[(item ? a.user_tables : 0) + b % tables];
-  const uint32_t* begin = Section<uint32_t>(a.d_batch, item ? h->item_bag_begin : h->user_bag_begin);
+  const uint32_t* begin =
+      Section<uint32_t>(a.d_batch, item ? h->item_bag_begin : h->user_bag_begin);
   const uint32_t first = begin[b];
   const uint32_t end = begin[b + 1];
   const int units = t.dim * Row<T>::kElemBytes / 16;
@@ -360,9 +360,8 @@ __device__ __forceinline__ TaskIndex IndexTask(const LookupArgs& a, const Packed
     const float* weights =
         weighted ? Section<float>(a.d_batch, item ? h->item_weights : h->user_weights) : nullptr;
     x.w = weights != nullptr ? weights[first] : 1.0f;
-    x.row = a.d_gathered != nullptr
-                ? a.d_gathered + static_cast<size_t>(id) * a.gather_stride
-                : t.d_rows + static_cast<size_t>(id) * t.row_bytes;
+    x.row = a.d_gathered != nullptr ? a.d_gathered + static_cast<size_t>(id) * a.gather_stride
+                                    : t.d_rows + static_cast<size_t>(id) * t.row_bytes;
   }
   return x;
 }
@@ -399,8 +398,8 @@ __global__ void __launch_bounds__(kThreads) PrefetchingLookupKernel(const Lookup
     typename R::Params p[kG];
 #pragma unroll
     for (int j = 0; j < kG; ++j) {
-      const auto row = reinterpret_cast<const unsigned char*>(__shfl_sync(
-          0xffffffffu, reinterpret_cast<unsigned long long>(x.row), j, kLanes));
+      const auto row = reinterpret_cast<const unsigned char*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(x.row), j, kLanes));
       const int dim = __shfl_sync(0xffffffffu, x.dim, j, kLanes);
       const bool simple = __shfl_sync(0xffffffffu, x.simple ? 1 : 0, j, kLanes) != 0;
       if (simple && row != nullptr && lane < dim * R::kElemBytes / 16) {
@@ -411,10 +410,10 @@ __global__ void __launch_bounds__(kThreads) PrefetchingLookupKernel(const Lookup
     uint32_t slow = 0;  // tasks of this group that take the general path
 #pragma unroll
     for (int j = 0; j < kG; ++j) {
-      const auto row = reinterpret_cast<const unsigned char*>(__shfl_sync(
-          0xffffffffu, reinterpret_cast<unsigned long long>(x.row), j, kLanes));
-      const auto out = reinterpret_cast<float*>(__shfl_sync(
-          0xffffffffu, reinterpret_cast<unsigned long long>(x.out), j, kLanes));
+      const auto row = reinterpret_cast<const unsigned char*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(x.row), j, kLanes));
+      const auto out = reinterpret_cast<float*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(x.out), j, kLanes));
       const int dim = __shfl_sync(0xffffffffu, x.dim, j, kLanes);
       const bool mean = __shfl_sync(0xffffffffu, x.mean, j, kLanes) != 0;
       const float w = __shfl_sync(0xffffffffu, x.w, j, kLanes);

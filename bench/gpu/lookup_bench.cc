@@ -245,11 +245,10 @@ void RunLookupBenches(DeviceTimer& timer, double copy_gbps) {
   }
   // The other formats the target names: fp32 dim 128, fp16 and int8 rows, one-hot and 8-id
   // bags of uniform ids, 295k lookups or more.
-  for (const Format& f : {MakeFormat(kernels::RowType::kF32, 128),
-                          MakeFormat(kernels::RowType::kF16, 32),
-                          MakeFormat(kernels::RowType::kF16, 128),
-                          MakeFormat(kernels::RowType::kInt8, 32),
-                          MakeFormat(kernels::RowType::kInt8, 128)}) {
+  for (const Format& f :
+       {MakeFormat(kernels::RowType::kF32, 128), MakeFormat(kernels::RowType::kF16, 32),
+        MakeFormat(kernels::RowType::kF16, 128), MakeFormat(kernels::RowType::kInt8, 32),
+        MakeFormat(kernels::RowType::kInt8, 128)}) {
     const TableSet set = MakeTables(f);
     for (const Config& c : {Config{16384, 1, false, false}, Config{8192, 8, false, false}}) {
       for (bool prefetch : {false, true}) RunOne(timer, f, set.d_desc, c, prefetch, copy_gbps);

@@ -39,11 +39,11 @@ struct BackendShared {
   bool cuda_graphs = true;
   bool blocking_wait = true;  // engine.cuda_wait: block
   bool reorder_ids = false;
-  bool graph_stage_events = true;  // CudaOptions::graph_stage_events
+  bool graph_stage_events = true;               // CudaOptions::graph_stage_events
   uint64_t prefetch_min_ids = kPrefetchMinIds;  // CudaOptions::prefetch_min_ids
-  size_t dot_shared_bytes = 0;     // the dot kernel's shared-memory budget per block
-  uint32_t max_bucket = 0;         // CandidateBucket(max_batch_candidates)
-  std::vector<uint32_t> buckets;   // kMinCandidateBucket, doubling, up to max_bucket
+  size_t dot_shared_bytes = 0;                  // the dot kernel's shared memory per block
+  uint32_t max_bucket = 0;                      // CandidateBucket(max_batch_candidates)
+  std::vector<uint32_t> buckets;                // kMinCandidateBucket, doubling, up to max_bucket
   size_t workspace_bytes = 0;
   GpuLayout layout;
   PackInfo pack_info;
@@ -81,9 +81,9 @@ class CudaWorker {
 
  private:
   // One captured graph per (size bucket, top-K shape, id prefetch), and when to capture it
-  // again after a capture failed. `regrow`: the key had a graph that a staging grow dropped (it held
-  // the old buffers); its next batch captures it again on the new ones and replays it,
-  // instead of running eagerly first.
+  // again after a capture failed. `regrow`: the key had a graph that a staging grow
+  // dropped (it held the old buffers); its next batch captures it again on the new ones
+  // and replays it, instead of running eagerly first.
   struct GraphSlot {
     GraphExec exec;
     GraphRetry retry;

@@ -174,11 +174,11 @@ TEST_P(LookupKernelTest, MatchesTheCpuPooledLookup) {
       return v;
     };
     std::vector<float> plain_user, plain_item;  // the last blocks without id prefetch
-    for (auto [lanes, prefetch] : {std::pair{4, false}, std::pair{4, true}, std::pair{8, false},
-                                   std::pair{8, true}, std::pair{16, false}, std::pair{16, true},
-                                   std::pair{32, false}, std::pair{32, true}}) {
-      SCOPED_TRACE(::testing::Message() << "lanes " << lanes << ", prefetch_ids " << prefetch
-                                        << ", candidates " << n);
+    for (auto [lanes, prefetch] :
+         {std::pair{4, false}, std::pair{4, true}, std::pair{8, false}, std::pair{8, true},
+          std::pair{16, false}, std::pair{16, true}, std::pair{32, false}, std::pair{32, true}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "lanes " << lanes << ", prefetch_ids " << prefetch << ", candidates " << n);
       DeviceBuffer d_user = gpu_test::Poisoned((want_user.size() + shift) * sizeof(float));
       DeviceBuffer d_item = gpu_test::Poisoned((want_item.size() + shift) * sizeof(float));
       DeviceBuffer d_x = gpu_test::Poisoned(want_x.size() * sizeof(float));
