@@ -1,7 +1,16 @@
-# Shared by server_e2e.sh and server_sweep.sh: starting fuserank-server on a generated
-# config and stopping every server started. Source it after setting BIN and WORK; it
-# defines pids, START_ERROR, log, serve and stop_all, and an EXIT trap that stops the
-# servers.
+# Shared by server_e2e.sh and server_sweep.sh: their environment, starting
+# fuserank-server on a generated config and stopping every server started. Source it; it
+# sets ROOT, BIN, DEVICE (E2E_DEVICE, default cuda), WORK (made if missing), PORT
+# (PORT_BASE, default $DEFAULT_PORT), failed=0, and defines pids, START_ERROR, log, serve
+# and stop_all, and an EXIT trap that stops the servers.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=${BIN:?set BIN to the folder of fuserank-server and the tools}
+DEVICE=${E2E_DEVICE:-cuda}
+WORK=${WORK:-$(mktemp -d /tmp/fuserank-e2e.XXXXXX)}
+PORT=${PORT_BASE:-$DEFAULT_PORT}
+mkdir -p "$WORK"
+failed=0
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null' EXIT
 

@@ -13,17 +13,10 @@
 # (tests/bench/gpu_check_test.py), which checks the script itself.
 # Environment: BIN (the binaries), E2E_DEVICE (cuda), E2E_QUICK (0: also the bench model
 # and the load points), WORK (scratch: the generated models and configs), PORT_BASE (18700).
-set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BIN=${BIN:?set BIN to the folder of fuserank-server and the tools}
-DEVICE=${E2E_DEVICE:-cuda}
 QUICK=${E2E_QUICK:-0}
-WORK=${WORK:-$(mktemp -d /tmp/fuserank-e2e.XXXXXX)}
-PORT=${PORT_BASE:-18700}
-mkdir -p "$WORK"
+DEFAULT_PORT=18700
 source "$HERE/e2e_lib.sh"
-failed=0
 
 # problem KIND NAME TEXT: a JSON line for a step that could not run (summarize.py fails it).
 problem() {

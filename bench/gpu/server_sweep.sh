@@ -8,17 +8,10 @@
 # Prints one JSON line per result on stdout (summarize.py reads them); progress on stderr.
 # Environment: BIN (the binaries), E2E_DEVICE (cuda), WORK (scratch), PORT_BASE (18800),
 # SWEEP_QUICK (0; 1: the first two settings, 1 s per point: what CI runs on the CPU).
-set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BIN=${BIN:?set BIN to the folder of fuserank-server and the tools}
-DEVICE=${E2E_DEVICE:-cuda}
 QUICK=${SWEEP_QUICK:-0}
-WORK=${WORK:-$(mktemp -d /tmp/fuserank-sweep.XXXXXX)}
-PORT=${PORT_BASE:-18800}
-mkdir -p "$WORK"
+DEFAULT_PORT=18800
 source "$HERE/e2e_lib.sh"
-failed=0
 
 # (label|engine keys|fuserank-bench threads and channels)
 SETTINGS=(
