@@ -244,10 +244,11 @@ def summarize_bench(out):
             if not r.get("ok"):
                 failures.append("metrics: " + "; ".join(r.get("problems", [])))
     print_sweep(json_lines(os.path.join(out, "server_sweep.log")))
-    for name in ("gpu_bench", "torch_peer", "server_e2e", "server_sweep"):
+    failures += print_reload(json_lines(os.path.join(out, "server_reload.log")))
+    for name in ("gpu_bench", "torch_peer", "server_e2e", "server_sweep", "server_reload"):
         step = steps.get(name)
-        if name == "server_sweep" and step is None:
-            continue  # a run from before the sweep existed
+        if name in ("server_sweep", "server_reload") and step is None:
+            continue  # a run from before the step existed
         if step is None:
             failures.append(f"{name}: not run")
         elif step[0] != 0:
@@ -258,6 +259,33 @@ def summarize_bench(out):
         failures = failures[:6] + [f"and {len(failures) - 6} more (summary.txt)"]
     return verdict(failures, f"{len(compares)} models compared within {MAX_SCORE_DIFF}; "
                              f"{len(loads)} load points")
+
+
+def print_reload(rows):
+    """The server_reload.sh table; returns the failures it shows."""
+    windows = [r for r in rows if r.get("bench") == "reload"]
+    summary = next((r for r in rows if r.get("bench") == "reload_summary"), None)
+    if not windows and summary is None:
+        return []
+    print("server on cuda, reload under load   target: no failed request, p99 swapping <= 2x steady")
+    for r in windows:
+        if "problem" in r:
+            print(f"  {r['window']:>6} not measured: {r['problem'][:150]}")
+            continue
+        print(f"  {r['window']:>6} {r['qps']:8.0f} qps  p50 {r['p50_ms']:7.3f} ms  p99 {r['p99_ms']:7.3f} ms"
+              f"  errors {r['errors']}  reloads {r['reloads']}")
+    if summary is None:
+        return ["reload: no summary"]
+    if "problem" in summary:
+        return [f"reload: {summary['problem'][:150]}"]
+    print(f"  p99 swapping / steady: {summary['p99_ratio']:.2f}; {summary['reloads']} reloads;"
+          f" {summary['errors']} failed requests")
+    failures = []
+    if summary["errors"] > 0:
+        failures.append(f"reload: {summary['errors']} failed requests")
+    if any(r.get("reloads", 0) == 0 for r in windows if r["window"] == "swap"):
+        failures.append("reload: a swap window saw no reload")
+    return failures
 
 
 def print_sweep(rows):

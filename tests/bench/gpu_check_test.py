@@ -179,10 +179,45 @@ class ServerEndToEnd(unittest.TestCase):
             shutil.rmtree(work, ignore_errors=True)
 
 
+class ReloadUnderLoad(unittest.TestCase):
+    def test_the_reload_check_on_the_cpu(self):
+        missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model")
+                   if binary(b) is None]
+        if missing:
+            self.skipTest(f"not built: {missing}")
+        work = tempfile.mkdtemp(prefix="fuserank-reload-test.")
+        try:
+            env = dict(os.environ, BIN=BIN, E2E_DEVICE="cpu", RELOAD_QUICK="1", WORK=work,
+                       PORT_BASE=str(20000 + 4 * (os.getpid() % 3000) + 1))
+            p = subprocess.run(["bash", os.path.join(GPU, "server_reload.sh")], env=env,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+            self.assertEqual([r.get("window") for r in rows[:-1]], ["steady", "swap"], p.stdout)
+            self.assertEqual(rows[0]["reloads"], 0, rows)  # nothing changes in a steady window
+            self.assertGreater(rows[1]["reloads"], 0, rows)  # the watch loaded new versions
+            summary = rows[-1]
+            self.assertEqual(summary["bench"], "reload_summary", summary)
+            self.assertEqual(summary["errors"], 0, summary)
+            self.assertEqual(summary["server_errors_logged"], 0, summary)
+            # The summary's verdict: clean here; failed requests or a swap window without a
+            # reload fail it.
+            sys.path.insert(0, GPU)
+            import summarize
+            self.assertEqual(summarize.print_reload(rows), [])
+            failed = rows[:-1] + [dict(summary, errors=3)]
+            self.assertEqual(summarize.print_reload(failed), ["reload: 3 failed requests"])
+            idle = [rows[0], dict(rows[1], reloads=0), summary]
+            self.assertEqual(summarize.print_reload(idle), ["reload: a swap window saw no reload"])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     BIN = os.path.abspath(args[0]) if args else os.path.join(ROOT, "build", "bin")
-    selected = [Verdicts, ThisBuild] if "--server-e2e" not in sys.argv else [ServerEndToEnd]
+    selected = [Verdicts, ThisBuild] if "--server-e2e" not in sys.argv else [ServerEndToEnd,
+                                                                            ReloadUnderLoad]
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in selected)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
