@@ -28,8 +28,8 @@ namespace fuserank::engine::cuda {
 // for fp32 rows when the bags hold 1.25 ids or fewer on average and the batch has at
 // least `min_ids` ids. As measured on an H200 (docs/gpu.md, "The lookup"): 1.4-1.5x
 // faster at 295k and 1.2M one-id lookups of fp32 rows, 1.15x at 74k; slower on longer
-// bags and on fp16 and int8 rows; below 64k ids not measured side by side, and a small
-// batch split over 8x fewer lane groups runs on fewer multiprocessors.
+// bags and on fp16 and int8 rows, and on the bench model's batches of 8k-27k ids (8x
+// fewer lane groups put a small batch on fewer multiprocessors).
 inline constexpr uint64_t kPrefetchMinIds = 65536;
 bool PrefetchIds(kernels::RowType row_type, const kernels::PackedHeader& h, uint64_t min_ids);
 
