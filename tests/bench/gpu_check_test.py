@@ -9,7 +9,9 @@ run_tests.sh, server_e2e.sh).
   no GPU      run_tests.sh on this machine (no GPU) with this build as the bundle must FAIL:
               on a GPU run a GPU test that would skip is a failure.
   server      (with --server-e2e) server_e2e.sh with E2E_DEVICE=cpu E2E_QUICK=1: every
-              comparison within 2e-6 (here: the same engine, so 0), the /metrics check ok.
+              comparison within 2e-6 (here: the same engine, so 0), the /metrics check ok;
+              server_sweep.sh and server_reload.sh in their quick modes (stage means read,
+              reloads seen, no failed request) and the summary's reload verdict.
 usage: gpu_check_test.py BIN_DIR [--server-e2e]
 """
 
@@ -149,68 +151,62 @@ class ServerEndToEnd(unittest.TestCase):
             shutil.rmtree(work, ignore_errors=True)
 
     def test_the_settings_sweep_on_the_cpu(self):
-        missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model")
-                   if binary(b) is None]
-        if missing:
-            self.skipTest(f"not built: {missing}")
-        work = tempfile.mkdtemp(prefix="fuserank-sweep-test.")
-        try:
-            env = dict(os.environ, BIN=BIN, E2E_DEVICE="cpu", SWEEP_QUICK="1", WORK=work,
-                       PORT_BASE=str(20000 + 4 * (os.getpid() % 3000) + 2))
-            p = subprocess.run(["bash", os.path.join(GPU, "server_sweep.sh")], env=env,
-                               capture_output=True, text=True, timeout=120)
-            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-            self.assertEqual([r["setting"] for r in rows], ["default", "wait 50"], p.stdout)
-            for r in rows:
-                self.assertEqual(r["errors"], 0, r)
-                self.assertGreater(r["qps"], 0, r)
-                # the server's own view of the calls the load sent, stage by stage
-                for key in ("request_us", "decode_us", "queue_us", "dnn_us", "encode_us",
-                            "batch_requests"):
-                    self.assertGreater(r.get(key, 0), 0, (key, r))
-            summary = subprocess.run(
-                [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import summarize;"
-                 " import json; summarize.print_sweep([json.loads(l) for l in sys.stdin])", GPU],
-                input="\n".join(json.dumps(r) for r in rows), capture_output=True, text=True)
-            self.assertEqual(summary.returncode, 0, summary.stderr)
-            self.assertIn("wait 50", summary.stdout)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        rows = run_quick(self, "server_sweep.sh", "SWEEP_QUICK", 2)
+        self.assertEqual([r["setting"] for r in rows], ["default", "wait 50"], rows)
+        for r in rows:
+            self.assertEqual(r["errors"], 0, r)
+            self.assertGreater(r["qps"], 0, r)
+            # the server's own view of the calls the load sent, stage by stage
+            for key in ("request_us", "decode_us", "queue_us", "dnn_us", "encode_us",
+                        "batch_requests"):
+                self.assertGreater(r.get(key, 0), 0, (key, r))
+        summary = subprocess.run(
+            [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import summarize;"
+             " import json; summarize.print_sweep([json.loads(l) for l in sys.stdin])", GPU],
+            input="\n".join(json.dumps(r) for r in rows), capture_output=True, text=True)
+        self.assertEqual(summary.returncode, 0, summary.stderr)
+        self.assertIn("wait 50", summary.stdout)
 
 
 class ReloadUnderLoad(unittest.TestCase):
     def test_the_reload_check_on_the_cpu(self):
-        missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model")
-                   if binary(b) is None]
-        if missing:
-            self.skipTest(f"not built: {missing}")
-        work = tempfile.mkdtemp(prefix="fuserank-reload-test.")
-        try:
-            env = dict(os.environ, BIN=BIN, E2E_DEVICE="cpu", RELOAD_QUICK="1", WORK=work,
-                       PORT_BASE=str(20000 + 4 * (os.getpid() % 3000) + 1))
-            p = subprocess.run(["bash", os.path.join(GPU, "server_reload.sh")], env=env,
-                               capture_output=True, text=True, timeout=120)
-            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-            self.assertEqual([r.get("window") for r in rows[:-1]], ["steady", "swap"], p.stdout)
-            self.assertEqual(rows[0]["reloads"], 0, rows)  # nothing changes in a steady window
-            self.assertGreater(rows[1]["reloads"], 0, rows)  # the watch loaded new versions
-            summary = rows[-1]
-            self.assertEqual(summary["bench"], "reload_summary", summary)
-            self.assertEqual(summary["errors"], 0, summary)
-            self.assertEqual(summary["server_errors_logged"], 0, summary)
-            # The summary's verdict: clean here; failed requests or a swap window without a
-            # reload fail it.
-            sys.path.insert(0, GPU)
-            import summarize
-            self.assertEqual(summarize.print_reload(rows), [])
-            failed = rows[:-1] + [dict(summary, errors=3)]
-            self.assertEqual(summarize.print_reload(failed), ["reload: 3 failed requests"])
-            idle = [rows[0], dict(rows[1], reloads=0), summary]
-            self.assertEqual(summarize.print_reload(idle), ["reload: a swap window saw no reload"])
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        rows = run_quick(self, "server_reload.sh", "RELOAD_QUICK", 1)
+        self.assertEqual([r.get("window") for r in rows[:-1]], ["steady", "swap"], rows)
+        self.assertEqual(rows[0]["reloads"], 0, rows)  # nothing changes in a steady window
+        self.assertGreater(rows[1]["reloads"], 0, rows)  # the watch loaded new versions
+        summary = rows[-1]
+        self.assertEqual(summary["bench"], "reload_summary", summary)
+        self.assertEqual(summary["errors"], 0, summary)
+        self.assertEqual(summary["server_errors_logged"], 0, summary)
+        # The summary's verdict: clean here; failed requests or a swap window without a
+        # reload fail it.
+        sys.path.insert(0, GPU)
+        import summarize
+        self.assertEqual(summarize.print_reload(rows), [])
+        failed = rows[:-1] + [dict(summary, errors=3)]
+        self.assertEqual(summarize.print_reload(failed), ["reload: 3 failed requests"])
+        idle = [rows[0], dict(rows[1], reloads=0), summary]
+        self.assertEqual(summarize.print_reload(idle), ["reload: a swap window saw no reload"])
+
+
+def run_quick(test, script, quick_var, port_offset):
+    """Runs bench/gpu/SCRIPT on the CPU in its quick mode (QUICK_VAR=1); returns its JSON
+    lines. Skips `test` when a binary it needs is not built."""
+    missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model")
+               if binary(b) is None]
+    if missing:
+        test.skipTest(f"not built: {missing}")
+    work = tempfile.mkdtemp(prefix="fuserank-script-test.")
+    try:
+        env = dict(os.environ, BIN=BIN, E2E_DEVICE="cpu", WORK=work,
+                   PORT_BASE=str(20000 + 4 * (os.getpid() % 3000) + port_offset))
+        env[quick_var] = "1"
+        p = subprocess.run(["bash", os.path.join(GPU, script)], env=env, capture_output=True,
+                           text=True, timeout=120)
+        test.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
