@@ -81,6 +81,16 @@ bool ParseFeature(Reader in, int depth, const Target& target, FeatureView* featu
   // The most ids the view may hold once this feature is read.
   const size_t max_ids = static_cast<size_t>(std::min<int64_t>(
       target.bounds.ids, static_cast<int64_t>(feature->ids_begin) + target.bounds.ids_per_feature));
+  // The shape clients send, read without the dispatch below: the name, then the packed ids
+  // (both tags are one byte). Whatever follows, or any other order, takes the loop.
+  if (!in.done() && *in.p == kName) {
+    ++in.p;
+    if (!String(&in, &feature->name)) return false;
+    if (!in.done() && *in.p == kIdsPacked) {
+      ++in.p;
+      if (!PackedVarints(&in, max_ids, &view->ids)) return false;
+    }
+  }
   while (!in.done()) {
     uint32_t tag = 0;
     if (!in.Tag(&tag)) return false;
