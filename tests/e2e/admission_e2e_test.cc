@@ -143,8 +143,7 @@ TEST(AdmissionE2eTest, TheInflightBoundRefusesAtOnceNamingItsKey) {
   // one worker (some 35 GFLOP each), so they are in flight together for that long, on a
   // fast machine too (with 512 x 512 the window was a few ms, and missed a third of the
   // time on an AVX-512 machine).
-  Started started =
-      StartServer("inflight", "max_candidates: 4096, max_inflight_requests: 2", 2048);
+  Started started = StartServer("inflight", "max_candidates: 4096, max_inflight_requests: 2", 2048);
   ASSERT_NE(started.server, nullptr);
   auto stub = v1::Ranker::NewStub(started.channel);
   std::vector<AsyncCall> slow(2);
