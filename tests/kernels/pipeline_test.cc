@@ -5,7 +5,7 @@
 // candidates, several requests (one empty), and a 5000-candidate request (top-K on the
 // host). Each batch runs twice: the second run replays the captured graph (one launch)
 // and must give the same bits. Also: through the run-time loaded module, and several
-// workers at once.
+// workers at once. Graph replay across batches: graph_replay_test.cc.
 #include <memory>
 #include <random>
 #include <string>
@@ -15,29 +15,21 @@
 #include "engine/backend_factory.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/cuda_worker.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
-#include "tests/engine/cpu/cpu_test_models_util.h"
 #include "tests/kernels/gpu_test_util.h"
-#include "tests/testing/test_model.h"
+#include "tests/kernels/pipeline_util.h"
 #include "tests/testing/test_seed.h"
 
 namespace fuserank::engine::cuda {
 namespace {
 
 using engine::test::RefRequest;
-
-struct PipelineCase {
-  Interaction interaction;
-  DType dtype;
-  int dim;
-  bool graphs;
-  bool bottom = true;
-  bool reorder = false;
-  int user_tables = 2;
-  int item_tables = 3;
-};
+using test::ExpectMatches;
+using test::MakeModel;
+using test::MakeRequests;
+using test::PipelineCase;
+using test::TestSetup;
 
 std::string CaseName(const ::testing::TestParamInfo<PipelineCase>& info) {
   const PipelineCase& p = info.param;
@@ -45,73 +37,6 @@ std::string CaseName(const ::testing::TestParamInfo<PipelineCase>& info) {
          "_dim" + std::to_string(p.dim) + (p.graphs ? "_graphs" : "_nographs") +
          (p.bottom ? "" : "_nobottom") + (p.reorder ? "_reorder" : "") +
          (p.user_tables == 0 ? "_nouser" : "") + (p.item_tables == 0 ? "_noitem" : "");
-}
-
-struct TestSetup {
-  fuserank::testing::TestModel test_model;
-  std::shared_ptr<const Model> model;
-};
-
-TestSetup MakeModel(const PipelineCase& p, uint64_t seed) {
-  ModelSpec spec = fuserank::testing::SmallSpec(p.user_tables, p.item_tables, 1000, p.dim);
-  if (spec.tables.size() >= 4) std::swap(spec.tables[1], spec.tables[3]);  // user, item, item, ..
-  spec.tables.back().pooling = Pooling::kMean;
-  spec.embedding_dtype = p.dtype;
-  spec.interaction = p.interaction;
-  if (p.interaction == Interaction::kLinear) spec.cross_dim = 24;
-  if (p.interaction == Interaction::kDcn) spec.dcn = {p.graphs ? 3 : 2, p.dim == 4 ? 0 : 7};
-  if (!p.bottom) {
-    spec.bottom_mlp.clear();
-    if (p.interaction == Interaction::kDot) {
-      spec.dense_user = p.dim / 2;
-      spec.dense_item = p.dim - p.dim / 2;
-    }
-  }
-  spec.top_mlp = {32, 16, 1};
-  TestSetup s;
-  absl::StatusOr<std::shared_ptr<const Model>> model;
-  if (p.dtype == DType::kInt8) {
-    // Codes with a drawn (scale, bias) per row; the test model holds their values.
-    std::mt19937_64 rng(seed);
-    model = engine::test::BuildVariantModel(spec, seed, rng, &s.test_model);
-  } else {
-    s.test_model = fuserank::testing::MakeRandomModel(spec, seed);
-    model = fuserank::testing::BuildTestModel(s.test_model);
-  }
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (model.ok()) s.model = *model;
-  return s;
-}
-
-std::vector<RefRequest> MakeRequests(const ModelSpec& spec, const std::vector<int>& sizes,
-                                     std::mt19937_64& rng, int max_bag = 6) {
-  std::vector<RefRequest> requests;
-  for (int n : sizes) {
-    engine::test::RequestShape shape;
-    shape.candidates = n;
-    shape.max_bag = max_bag;
-    requests.push_back(engine::test::RandomRequest(spec, shape, rng));
-    requests.back().top_k = static_cast<uint32_t>(rng() % (n + 2));  // 0: all
-  }
-  return requests;
-}
-
-// Checks `got` against the CPU backend's result and the reference scores.
-void ExpectMatches(const TestSetup& s, const std::vector<RefRequest>& requests, const Batch& batch,
-                   const BatchResult& got, const BatchResult& cpu, double tolerance) {
-  ASSERT_EQ(got.result_begin, cpu.result_begin);
-  ASSERT_EQ(got.items.size(), cpu.items.size());
-  for (size_t r = 0; r < requests.size(); ++r) {
-    std::vector<float> score_of(requests[r].candidates.size());
-    for (size_t c = 0; c < score_of.size(); ++c) {
-      score_of[c] = static_cast<float>(
-          engine::test::ReferenceScore(s.test_model, requests[r], static_cast<int>(c)));
-    }
-    const uint32_t b = got.result_begin[r];
-    gpu_test::ExpectSameTopK(got.items.data() + b, cpu.items.data() + b,
-                             got.result_begin[r + 1] - b, score_of, tolerance,
-                             "request " + std::to_string(r));
-  }
 }
 
 class CudaPipelineTest : public ::testing::TestWithParam<PipelineCase> {};
@@ -195,133 +120,6 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineCase{Interaction::kLinear, DType::kInt8, 100, false},
                       PipelineCase{Interaction::kDcn, DType::kInt8, 16, true}),
     CaseName);
-
-// One model on a one-worker CUDA backend (graphs on) and on the CPU backend, and batches
-// of given request sizes run on both and compared.
-class CudaGraphReplayTest : public ::testing::Test {
- protected:
-  // Builds the model of `p` and both backends. Call through ASSERT_NO_FATAL_FAILURE.
-  void Start(const PipelineCase& p, CudaOptions cuda_options = {}) {
-    s_ = MakeModel(p, seed_);
-    ASSERT_NE(s_.model, nullptr);
-    BackendOptions options;
-    options.workers = 1;
-    options.max_batch_candidates = 8192;
-    auto gpu = CudaBackend::Create(s_.model, options, cuda_options);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    gpu_ = *std::move(gpu);
-    cpu_ = CreateCpuBackend(s_.model, options);
-  }
-
-  // Requests of exactly these candidate counts (top_k random, 0: all; bags of 0..max_bag
-  // ids) on both backends; `replayed`: the GPU run must have replayed a captured graph
-  // (one launch).
-  void RunAndCompare(const std::vector<int>& sizes, bool replayed, int max_bag = 6) {
-    const std::vector<RefRequest> requests = MakeRequests(s_.model->spec(), sizes, rng_, max_bag);
-    const Batch batch = engine::test::MakeBatch(s_.model, requests);
-    BatchResult want, got;
-    ASSERT_TRUE(cpu_->Run(0, batch, &want).ok());
-    const absl::Status ran = gpu_->Run(0, batch, &got);
-    ASSERT_TRUE(ran.ok()) << ran;
-    EXPECT_EQ(gpu_->stats(0).graph_error, "");
-    EXPECT_EQ(gpu_->stats(0).last_used_graph, replayed);
-    if (replayed) {
-      EXPECT_EQ(gpu_->stats(0).last_launches, 1);
-    }
-    ExpectMatches(s_, requests, batch, got, want, 1e-5);
-  }
-
-  const uint64_t seed_ = fuserank::testing::TestSeed();
-  const ::testing::ScopedTrace trace_{__FILE__, __LINE__, fuserank::testing::SeedTrace(seed_)};
-  std::mt19937_64 rng_{seed_};
-  TestSetup s_;
-  std::unique_ptr<CudaBackend> gpu_;
-  std::unique_ptr<Backend> cpu_;
-};
-
-// A graph captured on one batch is replayed on other batches of the same size bucket and
-// top-K shape: other ids, candidate counts and request splits. The graph reads every
-// count from the staged header, so each must score like the CPU.
-TEST_F(CudaGraphReplayTest, ReplaysOnOtherBatchesOfTheSameBucket) {
-  FUSERANK_SKIP_WITHOUT_GPU();
-  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}));
-  // Buckets of 64 rows, every request <= 128 candidates (top-K shape 0).
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({3, 60}, false));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({20, 1, 40, 0}, true));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({64}, true));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({33}, true));
-  EXPECT_EQ(gpu_->stats(0).graphs_captured, 1u);
-}
-
-// A batch with more ids than the staging buffer holds grows it, which drops the worker's
-// graphs (they hold the old buffers); a key that had one captures it again on the new
-// buffers for the batch at hand and replays it, instead of running that batch eagerly.
-TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
-  FUSERANK_SKIP_WITHOUT_GPU();
-  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false));  // eager, then captured
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));
-  const uint64_t grows = gpu_->stats(0).staging_grows;
-  // The same key (bucket 64, one request of 40): bags of up to 900 ids, past 256 KiB.
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 900));
-  EXPECT_EQ(gpu_->stats(0).staging_grows, grows + 1);
-  EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));  // and the new graph serves small ones
-}
-
-// One-id bags of fp32 rows read their ids ahead (kernels::LookupArgs::prefetch_ids; here
-// from any batch size), longer bags do not: a bucket's graphs for the two are apart, each
-// captured once and replayed.
-TEST_F(CudaGraphReplayTest, OneIdAndLongerBagsOfOneBucketReplayGraphsOfTheirOwn) {
-  FUSERANK_SKIP_WITHOUT_GPU();
-  CudaOptions cuda_options;
-  cuda_options.prefetch_min_ids = 0;
-  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}, cuda_options));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false, 1));  // bags of 0 or 1 id: prefetch
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 1));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false, 6));  // about 3 ids a bag: no prefetch
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 6));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 1));
-  EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
-}
-
-TEST(PrefetchIdsTest, Fp32RowsInBagsOfAboutOneIdInLargeBatches) {
-  kernels::PackedHeader h;
-  h.num_item_bags = 100;
-  h.num_user_bags = 4;
-  h.num_item_ids = 100;
-  h.num_user_ids = 30;  // 130 ids in 104 bags: 1.25 a bag
-  EXPECT_TRUE(PrefetchIds(kernels::RowType::kF32, h, 130));
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF32, h, 131));  // too few ids
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF32, h, kPrefetchMinIds));
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF16, h, 0));
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kBF16, h, 0));
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kInt8, h, 0));
-  h.num_user_ids = 31;
-  EXPECT_FALSE(PrefetchIds(kernels::RowType::kF32, h, 0));
-  h.num_item_bags = 18 * 4096;  // the bench model's 4096 candidates, one id each
-  h.num_item_ids = 18 * 4096;
-  h.num_user_bags = 8;
-  h.num_user_ids = 8;
-  EXPECT_TRUE(PrefetchIds(kernels::RowType::kF32, h, kPrefetchMinIds));
-}
-
-// More requests than candidates (the bucket follows the requests), and more than 4096
-// requests in one batch (the top-K kernel's grid-stride loop over requests).
-TEST_F(CudaGraphReplayTest, ManyMoreRequestsThanCandidates) {
-  FUSERANK_SKIP_WITHOUT_GPU();
-  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kConcat, DType::kF16, 12, true}));
-  std::vector<int> sparse(40, 0);
-  sparse[3] = 2;
-  sparse[17] = 1;
-  sparse[39] = 5;
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(sparse, false));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(sparse, true));
-  std::vector<int> many(5000, 1);
-  many[4999] = 3;
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(many, false));
-  ASSERT_NO_FATAL_FAILURE(RunAndCompare(many, true));
-}
 
 TEST(CudaModuleTest, CreateBackendLoadsTheModuleAndScoresLikeTheCpu) {
   FUSERANK_SKIP_WITHOUT_GPU();
