@@ -5,12 +5,16 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/batch.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/device_memory.h"
-#include "kernels/int8_rows.h"
+#include "engine/cuda/device_rows.h"
+#include "engine/cuda/gpu_layout.h"
+#include "engine/model.h"
+#include "engine/model_types.h"
 #include "kernels/layout_math.h"
 #include "kernels/lookup.h"
 
@@ -29,7 +33,7 @@ constexpr int kRows = 200000;
 // bytes of it a lookup must read (int8: the codes and the scale and bias, not the padding).
 struct Format {
   kernels::RowType type;
-  const char* name;
+  std::string name;
   int dim;
   uint32_t row_bytes;
   uint32_t read_bytes;
@@ -37,28 +41,20 @@ struct Format {
   bool vector;
 };
 
-Format MakeFormat(kernels::RowType type, int dim) {
-  Format f{type, "", dim, 0, 0, 0, false};
-  int elem = 4;
-  switch (type) {
-    case kernels::RowType::kF32:
-      f.name = "fp32";
-      break;
-    case kernels::RowType::kF16:
-      f.name = "fp16";
-      elem = 2;
-      break;
-    case kernels::RowType::kBF16:
-      f.name = "bf16";
-      elem = 2;
-      break;
-    case kernels::RowType::kInt8:
-      f.name = "int8";
-      elem = 1;
-      break;
-  }
-  f.row_bytes = type == kernels::RowType::kInt8 ? kernels::Int8DeviceRowBytes(dim) : dim * elem;
-  f.read_bytes = dim * elem + (type == kernels::RowType::kInt8 ? 8 : 0);
+// As the CUDA backend lays out a table of this dtype and dim (engine/cuda/gpu_layout.cc).
+Format MakeFormat(engine::DType dtype, int dim) {
+  const int elem = engine::DTypeBytes(dtype);
+  engine::EmbeddingTable table;
+  table.dtype = dtype;
+  table.dim = dim;
+  table.row_bytes = static_cast<size_t>(dim) * elem;
+  Format f;
+  f.type = engine::cuda::RowTypeOf(dtype);
+  f.name = std::string(engine::DTypeName(dtype));
+  f.dim = dim;
+  f.row_bytes = static_cast<uint32_t>(engine::cuda::DeviceRowBytes(table));
+  f.read_bytes = static_cast<uint32_t>(table.row_bytes) +
+                 (dtype == engine::DType::kInt8 ? 2 * sizeof(float) : 0);
   f.vector = kernels::UseVectorLoads(dim, elem) && f.row_bytes % 16 == 0;
   f.lanes = kernels::LookupLanes(kernels::RowUnits(dim, elem));
   return f;
@@ -179,7 +175,7 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
   std::printf(
       "lookup %s dim %3d %8.0f lookups bag %d %-7s reorder %d prefetch %d: %8.1f us %7.0f GB/s"
       " (%3.0f%% of copy); host pack %8.1f us, device + host %8.1f us\n",
-      f.name, f.dim, lookups, cfg.bag, cfg.zipf ? "zipf" : "uniform", cfg.reorder ? 1 : 0,
+      f.name.c_str(), f.dim, lookups, cfg.bag, cfg.zipf ? "zipf" : "uniform", cfg.reorder ? 1 : 0,
       prefetch ? 1 : 0, t * 1e6, gbps, 100 * gbps / copy_gbps, host_pack * 1e6,
       (t + host_pack) * 1e6);
   JsonLine("lookup")
@@ -231,7 +227,7 @@ TableSet MakeTables(const Format& f) {
 void RunLookupBenches(DeviceTimer& timer, double copy_gbps) {
   // fp32 dim 32 (128-byte rows, the bench model's): every shape. Each shape with and
   // without the id prefetch, side by side.
-  const Format f32 = MakeFormat(kernels::RowType::kF32, 32);
+  const Format f32 = MakeFormat(engine::DType::kF32, 32);
   {
     const TableSet set = MakeTables(f32);
     const Config configs[] = {
@@ -246,9 +242,9 @@ void RunLookupBenches(DeviceTimer& timer, double copy_gbps) {
   // The other formats the target names: fp32 dim 128, fp16 and int8 rows, one-hot and 8-id
   // bags of uniform ids, 295k lookups or more.
   for (const Format& f :
-       {MakeFormat(kernels::RowType::kF32, 128), MakeFormat(kernels::RowType::kF16, 32),
-        MakeFormat(kernels::RowType::kF16, 128), MakeFormat(kernels::RowType::kInt8, 32),
-        MakeFormat(kernels::RowType::kInt8, 128)}) {
+       {MakeFormat(engine::DType::kF32, 128), MakeFormat(engine::DType::kF16, 32),
+        MakeFormat(engine::DType::kF16, 128), MakeFormat(engine::DType::kInt8, 32),
+        MakeFormat(engine::DType::kInt8, 128)}) {
     const TableSet set = MakeTables(f);
     for (const Config& c : {Config{16384, 1, false, false}, Config{8192, 8, false, false}}) {
       for (bool prefetch : {false, true}) RunOne(timer, f, set.d_desc, c, prefetch, copy_gbps);
