@@ -79,7 +79,7 @@ absl::Status CudaWorker::Allocate() {
   }
   top_io_ = ChainIo(shared_->top->num_layers(), top_in, hidden0_.get<float>(),
                     hidden1_.get<float>(), logits_.get<float>());
-  graphs_.resize(shared_->buckets.size() * kernels::kNumTopKShapes * 2);
+  graphs_.resize(shared_->buckets.size() * kernels::kNumTopKShapes * 2);  // id prefetch off, on
   kernels::PackedHeader empty;
   empty.total_bytes = kInitialStagingBytes;
   return EnsureStaging(empty);

@@ -122,33 +122,20 @@ class ThisBuild(unittest.TestCase):
 
 class ServerEndToEnd(unittest.TestCase):
     def test_the_server_check_on_the_cpu(self):
-        missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model",
-                               "fuserank-score-compare") if binary(b) is None]
-        if missing:
-            self.skipTest(f"not built: {missing}")
-        work = tempfile.mkdtemp(prefix="fuserank-e2e-test.")
-        try:
-            env = dict(os.environ, BIN=BIN, E2E_DEVICE="cpu", E2E_QUICK="1", WORK=work,
-                       # below the ephemeral range (32768+), so no client socket holds it
-                       PORT_BASE=str(20000 + 4 * (os.getpid() % 3000)))
-            p = subprocess.run(["bash", os.path.join(GPU, "server_e2e.sh")], env=env,
-                               capture_output=True, text=True, timeout=240)
-            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-            compares = [r for r in rows if r["bench"] == "compare"]
-            self.assertEqual(len(compares), 5, p.stdout)
-            for r in compares:
-                self.assertEqual(r["requests"], 200, r)
-                self.assertEqual(r["errors"], 0, r)
-                self.assertEqual(r["max_abs_diff"], 0, r)  # the same engine on both sides
-                self.assertEqual(r["order_mismatches"], 0, r)
-            metrics = [r for r in rows if r["bench"] == "metrics"]
-            self.assertEqual(len(metrics), 1, p.stdout)
-            self.assertTrue(metrics[0]["ok"], metrics[0])
-            loads = [r for r in rows if r["bench"] == "load"]
-            self.assertTrue(loads and loads[0]["errors"] == 0 and loads[0]["qps"] > 0, loads)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        rows = run_quick(self, "server_e2e.sh", "E2E_QUICK", 0,
+                         extra_binaries=("fuserank-score-compare",), timeout=240)
+        compares = [r for r in rows if r["bench"] == "compare"]
+        self.assertEqual(len(compares), 5, rows)
+        for r in compares:
+            self.assertEqual(r["requests"], 200, r)
+            self.assertEqual(r["errors"], 0, r)
+            self.assertEqual(r["max_abs_diff"], 0, r)  # the same engine on both sides
+            self.assertEqual(r["order_mismatches"], 0, r)
+        metrics = [r for r in rows if r["bench"] == "metrics"]
+        self.assertEqual(len(metrics), 1, rows)
+        self.assertTrue(metrics[0]["ok"], metrics[0])
+        loads = [r for r in rows if r["bench"] == "load"]
+        self.assertTrue(loads and loads[0]["errors"] == 0 and loads[0]["qps"] > 0, loads)
 
     def test_the_settings_sweep_on_the_cpu(self):
         rows = run_quick(self, "server_sweep.sh", "SWEEP_QUICK", 2)
@@ -189,20 +176,21 @@ class ReloadUnderLoad(unittest.TestCase):
         self.assertEqual(summarize.print_reload(idle), ["reload: a swap window saw no reload"])
 
 
-def run_quick(test, script, quick_var, port_offset):
+def run_quick(test, script, quick_var, port_offset, extra_binaries=(), timeout=120):
     """Runs bench/gpu/SCRIPT on the CPU in its quick mode (QUICK_VAR=1); returns its JSON
     lines. Skips `test` when a binary it needs is not built."""
-    missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model")
-               if binary(b) is None]
+    missing = [b for b in ("fuserank-server", "fuserank-bench", "fuserank-gen-model",
+                           *extra_binaries) if binary(b) is None]
     if missing:
         test.skipTest(f"not built: {missing}")
     work = tempfile.mkdtemp(prefix="fuserank-script-test.")
     try:
+        # below the ephemeral range (32768+), so no client socket holds it
         env = dict(os.environ, BIN=BIN, E2E_DEVICE="cpu", WORK=work,
                    PORT_BASE=str(20000 + 4 * (os.getpid() % 3000) + port_offset))
         env[quick_var] = "1"
         p = subprocess.run(["bash", os.path.join(GPU, script)], env=env, capture_output=True,
-                           text=True, timeout=120)
+                           text=True, timeout=timeout)
         test.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
     finally:
