@@ -19,11 +19,6 @@ namespace fuserank::engine::cuda {
 namespace {
 
 using engine::test::RefRequest;
-using test::ExpectMatches;
-using test::MakeModel;
-using test::MakeRequests;
-using test::PipelineCase;
-using test::TestSetup;
 
 // One model on a one-worker CUDA backend (graphs on) and on the CPU backend, and batches
 // of given request sizes run on both and compared.

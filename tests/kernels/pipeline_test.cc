@@ -25,11 +25,6 @@ namespace fuserank::engine::cuda {
 namespace {
 
 using engine::test::RefRequest;
-using test::ExpectMatches;
-using test::MakeModel;
-using test::MakeRequests;
-using test::PipelineCase;
-using test::TestSetup;
 
 std::string CaseName(const ::testing::TestParamInfo<PipelineCase>& info) {
   const PipelineCase& p = info.param;

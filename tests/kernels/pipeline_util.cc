@@ -7,7 +7,7 @@
 #include "tests/engine/cpu/cpu_test_models_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
-namespace fuserank::engine::cuda::test {
+namespace fuserank::engine::cuda {
 
 using engine::test::RefRequest;
 
@@ -72,4 +72,4 @@ void ExpectMatches(const TestSetup& s, const std::vector<RefRequest>& requests, 
   }
 }
 
-}  // namespace fuserank::engine::cuda::test
+}  // namespace fuserank::engine::cuda

@@ -14,7 +14,7 @@
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/testing/test_model.h"
 
-namespace fuserank::engine::cuda::test {
+namespace fuserank::engine::cuda {
 
 struct PipelineCase {
   Interaction interaction;
@@ -47,6 +47,6 @@ void ExpectMatches(const TestSetup& s, const std::vector<engine::test::RefReques
                    const Batch& batch, const BatchResult& got, const BatchResult& cpu,
                    double tolerance);
 
-}  // namespace fuserank::engine::cuda::test
+}  // namespace fuserank::engine::cuda
 
 #endif  // FUSERANK_TESTS_KERNELS_PIPELINE_UTIL_H_
