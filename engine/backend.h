@@ -37,9 +37,14 @@ struct BackendOptions {
   int max_batch_candidates = defaults::kMaxBatchCandidates;
   // The model's hot-row sets (cache.*), or null for none. The CPU backend reads hot rows
   // from the current snapshot's compact copies and adds each batch's hits and misses to
-  // the manager's counters; the CUDA backend has no hot-row tier yet (every table is
-  // wholly in device memory) and records every lookup as a miss. Must outlive the backend.
+  // the manager's counters. The CUDA backend with host_tables uploads each snapshot as its
+  // HBM hot-row cache and adds the device's counts; with its tables in device memory it
+  // has no hot tier and records every lookup as a miss. Must outlive the backend.
   HotRowManager* hot_rows = nullptr;
+  // cache.placement: host: the CUDA backend keeps the tables in page-locked host memory
+  // mapped into the device (a table may be larger than the device's memory) and the hot
+  // rows in device memory. The CPU engine's tables are in host memory either way.
+  bool host_tables = false;
   // cache.policy: frequency: sample row accesses into hot_rows' frequency sketches.
   bool sample_accesses = false;
   // The model's storage: redis tier (remote.*), or null when it has no remote table. The

@@ -120,14 +120,17 @@ uint64_t SpecTensorBytes(const ModelSpec& spec) {
 uint64_t ModelMemory::model() const { return Add(weights, dense); }
 
 uint64_t ModelMemory::total() const {
-  return Add(Add(Add(Add(model(), plan), scratch), hot_rows), near_cache);
+  return Add(Add(Add(Add(Add(model(), plan), scratch), hot_rows), near_cache), pinned_tables);
 }
 
 std::string ModelMemory::Breakdown() const {
   return absl::StrCat("weights ", FormatBytes(weights), ", dense layers ", FormatBytes(dense),
                       ", CPU plan ", FormatBytes(plan), ", scratch ", FormatBytes(scratch),
                       ", hot rows ", FormatBytes(hot_rows),
-                      near_cache > 0 ? absl::StrCat(", near cache ", FormatBytes(near_cache)) : "");
+                      near_cache > 0 ? absl::StrCat(", near cache ", FormatBytes(near_cache)) : "",
+                      pinned_tables > 0
+                          ? absl::StrCat(", pinned tables ", FormatBytes(pinned_tables))
+                          : "");
 }
 
 uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8) {
@@ -208,6 +211,20 @@ uint64_t HotRowBytes(const ModelSpec& spec, const ServingShape& shape) {
   return bytes;
 }
 
+// cache.placement: host: every local table's rows as the CUDA backend's device row layout
+// holds them, in page-locked host memory.
+uint64_t PinnedTableBytes(const ModelSpec& spec) {
+  const uint64_t element = SafetensorsDTypeSize(SafetensorsDType(spec.embedding_dtype));
+  uint64_t bytes = 0;
+  for (const TableSpec& t : spec.tables) {
+    if (t.remote()) continue;
+    uint64_t row = Mul(U(t.dim), element);
+    if (spec.embedding_dtype == DType::kInt8) row = ((U(t.dim) + 7) / 8 * 8 + 8 + 15) / 16 * 16;
+    bytes = Add(bytes, Mul(U(t.rows), row));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 std::string ModelMemory::ToString() const {
@@ -254,6 +271,7 @@ ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
   memory.scratch = Add(Add(Mul(threads, tile), Mul(U(std::max(shape.workers, 1)), worker)), batch);
   memory.hot_rows = HotRowBytes(spec, shape);
   memory.near_cache = NearCacheTotal(spec, shape);
+  if (shape.host_tables) memory.pinned_tables = PinnedTableBytes(spec);
   return memory;
 }
 

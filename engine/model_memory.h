@@ -41,6 +41,7 @@ struct ServingShape {
   int hot_rows_per_table = 0;       // cache.hot_rows_per_table
   bool frequency_sketches = false;  // cache.policy: frequency (a sketch per table)
   int64_t near_cache_rows = 0;      // remote.near_cache_rows (per storage: redis table)
+  bool host_tables = false;         // cache.placement: host (CUDA: tables in pinned host memory)
 };
 
 struct ModelMemory {
@@ -54,6 +55,9 @@ struct ModelMemory {
   uint64_t hot_rows = 0;
   // The remote tier's near cache: per storage: redis table, near_cache_rows rows.
   uint64_t near_cache = 0;
+  // cache.placement: host: the CUDA backend's page-locked copy of every table in its device
+  // row layout (int8 rows padded to 16 bytes with their scale and bias).
+  uint64_t pinned_tables = 0;
 
   // What Model::Load / FromTensors allocate.
   uint64_t model() const;
@@ -62,7 +66,8 @@ struct ModelMemory {
   // "1.2 GiB (weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ..., hot rows ...)".
   std::string ToString() const;
   // "weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ..., hot rows ...", and
-  // ", near cache ..." for a model with storage: redis tables.
+  // ", near cache ..." for a model with storage: redis tables, ", pinned tables ..." with
+  // cache.placement: host.
   std::string Breakdown() const;
 };
 

@@ -1,7 +1,8 @@
 // Fused pooled lookup: one lane group per bag, 16-byte row vectors where the row width
 // allows, kUnroll rows in flight per lane before the first add, fp32 accumulation; with
 // LookupArgs::prefetch_ids, a lane group reads the ids of several bags at once and issues
-// their rows together (PrefetchingLookupKernel). The row type (fp32, fp16, bf16, int8) is a
+// their rows together (PrefetchingLookupKernel); with LookupArgs::d_hot, rows the table's HBM
+// hot-row cache holds are read from it (HotCachedLookupKernel). The row type (fp32, fp16, bf16, int8) is a
 // template parameter of the kernel: the launcher picks the instantiation, and no branch on
 // the type runs per bag or row.
 #include <cstdint>
@@ -17,6 +18,7 @@ namespace {
 
 using lookup_pool::Bag;
 using lookup_pool::PoolBag;
+using lookup_pool::PoolBagFrom;
 using lookup_pool::Row;
 using lookup_pool::StoreVector;
 
@@ -32,16 +34,19 @@ __device__ __forceinline__ void SetRowSource(Bag& bag, const LookupTable& t, con
   }
 }
 
-// Task `task` of the launch: an item bag, a user bag (true: *bag and *t filled) or the
-// dense row of a candidate (false: written here).
+// Task `task` of the launch: an item bag, a user bag (true: *bag, *t and *k, the table's
+// index in d_tables, filled) or the dense row of a candidate (false: written here).
 template <int kLanes>
 __device__ __forceinline__ bool TakeTask(const LookupArgs& a, const PackedHeader* h, uint32_t task,
-                                         bool weighted, int lane, Bag* bag, LookupTable* t) {
+                                         bool weighted, int lane, Bag* bag, LookupTable* t,
+                                         int* k) {
   const uint32_t item_bags = h->num_item_bags;
   const uint32_t user_bags = h->num_user_bags;
   if (task < item_bags) {
     const uint32_t c = task / a.item_tables;
-    *t = a.d_tables[a.user_tables + task % a.item_tables];
+    const uint32_t table = a.user_tables + task % a.item_tables;
+    *k = static_cast<int>(table);
+    *t = a.d_tables[table];
     const uint32_t* begin = Section<uint32_t>(a.d_batch, h->item_bag_begin);
     *bag = Bag{nullptr,
                0,
@@ -56,7 +61,9 @@ __device__ __forceinline__ bool TakeTask(const LookupArgs& a, const PackedHeader
   if (task < item_bags + user_bags) {
     const uint32_t b = task - item_bags;
     const uint32_t r = b / a.user_tables;
-    *t = a.d_tables[b % a.user_tables];
+    const uint32_t table = b % a.user_tables;
+    *k = static_cast<int>(table);
+    *t = a.d_tables[table];
     const uint32_t* begin = Section<uint32_t>(a.d_batch, h->user_bag_begin);
     *bag = Bag{nullptr,
                0,
@@ -96,7 +103,43 @@ __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs 
        task += groups) {
     Bag bag;
     LookupTable t;
-    if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t)) PoolBag<T>(bag, t, lane, kLanes);
+    int k;
+    if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t, &k)) PoolBag<T>(bag, t, lane, kLanes);
+  }
+}
+
+// PooledLookupKernel with each table's HBM hot-row cache (cache.placement: host): a row the
+// cache holds is read from device memory, any other from the table's mapped host rows. Lane
+// 0 of each lane group adds its bag's ids to the block's per-table counts in shared memory;
+// the block adds them to the launch's counters once, at its end.
+template <int kLanes, RowType T>
+__global__ void __launch_bounds__(kThreads) HotCachedLookupKernel(const LookupArgs a) {
+  extern __shared__ unsigned int counts[];  // [table][served from the cache, not]
+  const int counted = 2 * (a.user_tables + a.item_tables);
+  for (int i = static_cast<int>(threadIdx.x); i < counted; i += kThreads) counts[i] = 0;
+  __syncthreads();
+  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
+  const uint32_t dense_tasks = a.d_dense_out != nullptr ? h->num_candidates : 0;
+  const uint32_t total = h->num_item_bags + h->num_user_bags + dense_tasks;
+  const bool weighted = h->has_weights != 0;
+  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  const uint32_t groups = gridDim.x * (kThreads / kLanes);
+  for (uint32_t task = (blockIdx.x * kThreads + threadIdx.x) / kLanes; task < total;
+       task += groups) {
+    Bag bag;
+    LookupTable t;
+    int k;
+    if (!TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t, &k)) continue;
+    const HotCacheTable hot = a.d_hot[k];
+    const uint32_t hits = PoolBagFrom<T, true>(bag, hot, t, lane, kLanes);
+    if (lane == 0) {
+      atomicAdd(&counts[2 * k], hits);
+      atomicAdd(&counts[2 * k + 1], bag.end - bag.begin - hits);
+    }
+  }
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < counted; i += kThreads) {
+    if (counts[i] != 0) atomicAdd(a.d_hot_counts + i, static_cast<unsigned long long>(counts[i]));
   }
 }
 
@@ -227,7 +270,10 @@ __global__ void __launch_bounds__(kThreads) PrefetchingLookupKernel(const Lookup
       if ((slow >> j & 1u) == 0 || task >= total) continue;
       Bag bag;
       LookupTable t;
-      if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t)) PoolBag<T>(bag, t, lane, kLanes);
+      int k;
+      if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t, &k)) {
+        PoolBag<T>(bag, t, lane, kLanes);
+      }
     }
   }
 }
@@ -270,7 +316,11 @@ uint32_t Blocks(uint64_t groups, int groups_per_block) {
 
 template <int kLanes, RowType T>
 void LaunchOfShape(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
-  if (a.prefetch_ids) {
+  if (a.d_hot != nullptr) {
+    const size_t shared = 2 * sizeof(unsigned int) * (a.user_tables + a.item_tables);
+    HotCachedLookupKernel<kLanes, T>
+        <<<Blocks(tasks, kThreads / kLanes), kThreads, shared, stream>>>(a);
+  } else if (a.prefetch_ids) {
     const uint64_t groups = (tasks + kGroupTasks<kLanes> - 1) / kGroupTasks<kLanes>;
     PrefetchingLookupKernel<kLanes, T>
         <<<Blocks(groups, kThreads / kLanes), kThreads, 0, stream>>>(a);
@@ -308,6 +358,11 @@ cudaError_t LaunchPooledLookup(const LookupArgs& a, cudaStream_t stream) {
       (a.user_tables + a.item_tables > 0 && a.d_tables == nullptr) ||
       (a.item_tables > 0 && a.d_item_out == nullptr) ||
       (a.user_tables > 0 && a.d_user_out == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  if (a.d_hot != nullptr &&
+      (a.d_hot_counts == nullptr || a.d_gathered != nullptr || a.prefetch_ids ||
+       a.user_tables + a.item_tables > kMaxHotCountedTables)) {
     return cudaErrorInvalidValue;
   }
   const uint64_t tasks = uint64_t{a.max_candidates} * a.item_tables +

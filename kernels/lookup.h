@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/descriptors.h"
+#include "kernels/hot_cache.h"
 
 namespace fuserank::kernels {
 
@@ -47,7 +48,18 @@ struct LookupArgs {
   // The row type of every table (a model has one embedding dtype): the kernel is compiled
   // once per type, so no branch on the type runs per bag or per row.
   RowType row_type = RowType::kF32;
+  // cache.placement: host: each table's HBM hot-row cache (user tables, then item tables,
+  // as d_tables), whose rows are read from there; every other row from the table's d_rows
+  // (mapped host memory). nullptr: no cache. Not with d_gathered or prefetch_ids.
+  const HotCacheTable* d_hot = nullptr;
+  // With d_hot: two counters per table (d_tables order), the ids read from its cache and
+  // the others; the launch adds the batch's to them. Fewer than kMaxHotCountedTables tables.
+  unsigned long long* d_hot_counts = nullptr;
 };
+
+// The most tables a launch with a hot-row cache counts (its blocks keep the counts in
+// shared memory, 8 bytes per table).
+inline constexpr int kMaxHotCountedTables = 2048;
 
 // Pools every bag and writes the dense rows. max_candidates == 0: returns at once.
 cudaError_t LaunchPooledLookup(const LookupArgs& args, cudaStream_t stream);

@@ -2,7 +2,9 @@
 // (Row<T>: one element, one 16-byte vector added into fp32 accumulators, int8 rows with
 // their scale and bias), and how a lane group pools one bag (PoolBag: 16-byte vectors where
 // the row allows, kUnroll rows in flight per lane before the first add, id order) and
-// writes the pooled vector. CUDA device code: only .cu files include it.
+// writes the pooled vector; with kHot (cache.placement: host) each row is looked up in
+// the table's HBM hot-row cache first (kernels/hot_cache.h). CUDA device code: only .cu
+// files include it.
 #ifndef FUSERANK_KERNELS_LOOKUP_POOL_H_
 #define FUSERANK_KERNELS_LOOKUP_POOL_H_
 
@@ -12,6 +14,7 @@
 #include <cstring>
 
 #include "kernels/descriptors.h"
+#include "kernels/hot_cache.h"
 #include "kernels/int8_rows.h"
 #include "kernels/saturate.h"
 
@@ -152,13 +155,36 @@ __device__ __forceinline__ void StoreVector(float* row_out, int v, const float* 
   }
 }
 
-template <RowType T>
-__device__ void PoolVectors(const Bag& bag, int dim, int units, bool mean, int lane, int lanes) {
+// Where row `row` of the bag is read: with kHot, from the HBM hot-row cache when it holds
+// the row (one more to `hits`), else from the table (or the gathered rows). Without kHot
+// this is the plain address and `hits` is never touched.
+template <bool kHot>
+__device__ __forceinline__ const unsigned char* RowOf(const Bag& bag, const HotCacheTable& hot,
+                                                      int32_t row, uint32_t& hits) {
+  if constexpr (kHot) {
+    if (hot.d_index != nullptr) {
+      const int32_t slot = HotCacheSlot(hot, row);
+      if (slot >= 0) {
+        ++hits;
+        return hot.d_rows + static_cast<size_t>(slot) * bag.stride;
+      }
+    }
+  }
+  return bag.base + static_cast<size_t>(row) * bag.stride;
+}
+
+// Both pooling paths return the bag's ids read from the hot-row cache as counted by the
+// lane that pools the row's first vector or element (lane 0); every other lane returns 0.
+template <RowType T, bool kHot>
+__device__ uint32_t PoolVectors(const Bag& bag, const HotCacheTable& hot, int dim, int units,
+                                bool mean, int lane, int lanes) {
   using R = Row<T>;
   constexpr int kE = R::kPerVector;
+  uint32_t counted = 0;
   for (int v = lane; v < units; v += lanes) {
     float acc[kE] = {};
     float wsum = 0.0f;
+    uint32_t hits = 0;
     uint32_t j = bag.begin;
     for (; j + kUnroll <= bag.end; j += kUnroll) {
       int4 q[kUnroll];
@@ -166,7 +192,7 @@ __device__ void PoolVectors(const Bag& bag, int dim, int units, bool mean, int l
       float w[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j + u]) * bag.stride;
+        const unsigned char* row = RowOf<kHot>(bag, hot, bag.rows[j + u], hits);
         w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
         q[u] = __ldg(reinterpret_cast<const int4*>(row) + v);
         p[u] = R::LoadParams(row, dim);
@@ -178,28 +204,33 @@ __device__ void PoolVectors(const Bag& bag, int dim, int units, bool mean, int l
       }
     }
     for (; j < bag.end; ++j) {
-      const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j]) * bag.stride;
+      const unsigned char* row = RowOf<kHot>(bag, hot, bag.rows[j], hits);
       const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
       R::Add(__ldg(reinterpret_cast<const int4*>(row) + v), R::LoadParams(row, dim), w, acc);
       wsum += w;
     }
     StoreVector<kE>(bag.out, v, acc, wsum, mean);
+    if (v == 0) counted = hits;
   }
+  return counted;
 }
 
-template <RowType T>
-__device__ void PoolElements(const Bag& bag, int dim, bool mean, int lane, int lanes) {
+template <RowType T, bool kHot>
+__device__ uint32_t PoolElements(const Bag& bag, const HotCacheTable& hot, int dim, bool mean,
+                                 int lane, int lanes) {
   using R = Row<T>;
+  uint32_t counted = 0;
   for (int e = lane; e < dim; e += lanes) {
     float acc = 0.0f;
     float wsum = 0.0f;
+    uint32_t hits = 0;
     uint32_t j = bag.begin;
     for (; j + kUnroll <= bag.end; j += kUnroll) {
       float x[kUnroll];
       float w[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j + u]) * bag.stride;
+        const unsigned char* row = RowOf<kHot>(bag, hot, bag.rows[j + u], hits);
         w[u] = bag.weights != nullptr ? bag.weights[j + u] : 1.0f;
         x[u] = R::Element(row, e, R::LoadParams(row, dim));
       }
@@ -210,22 +241,31 @@ __device__ void PoolElements(const Bag& bag, int dim, bool mean, int lane, int l
       }
     }
     for (; j < bag.end; ++j) {
-      const unsigned char* row = bag.base + static_cast<size_t>(bag.rows[j]) * bag.stride;
+      const unsigned char* row = RowOf<kHot>(bag, hot, bag.rows[j], hits);
       const float w = bag.weights != nullptr ? bag.weights[j] : 1.0f;
       acc = fmaf(w, R::Element(row, e, R::LoadParams(row, dim)), acc);
       wsum += w;
     }
     bag.out[e] = Finish(acc, wsum, mean);
+    if (e == 0) counted = hits;
   }
+  return counted;
+}
+
+// Pools one bag; with kHot, rows the table's hot-row cache `hot` holds are read from it.
+template <RowType T, bool kHot>
+__device__ uint32_t PoolBagFrom(const Bag& bag, const HotCacheTable& hot, const LookupTable& t,
+                                int lane, int lanes) {
+  if (t.vector) {
+    return PoolVectors<T, kHot>(bag, hot, t.dim, t.dim * Row<T>::kElemBytes / 16, t.mean != 0,
+                                lane, lanes);
+  }
+  return PoolElements<T, kHot>(bag, hot, t.dim, t.mean != 0, lane, lanes);
 }
 
 template <RowType T>
 __device__ void PoolBag(const Bag& bag, const LookupTable& t, int lane, int lanes) {
-  if (t.vector) {
-    PoolVectors<T>(bag, t.dim, t.dim * Row<T>::kElemBytes / 16, t.mean != 0, lane, lanes);
-  } else {
-    PoolElements<T>(bag, t.dim, t.mean != 0, lane, lanes);
-  }
+  PoolBagFrom<T, false>(bag, HotCacheTable{}, t, lane, lanes);
 }
 
 }  // namespace fuserank::kernels::lookup_pool

@@ -239,17 +239,22 @@ std::vector<ConfigKey> BuildKeys() {
   keys.push_back(Ranged("cache.rebuild_interval_seconds",
                         FUSERANK_MEMBER(cache.rebuild_interval_seconds), 1, 86400,
                         "frequency policy: how often the hot sets are rebuilt"));
-  // Reserved for the CUDA backend's hot-row tier, which does not exist yet: a value other
-  // than the default would be accepted and ignored, so it is refused.
-  ConfigKey placement =
-      Enum<CachePlacement>("cache.placement", FUSERANK_MEMBER(cache.placement),
-                           {{"device", CachePlacement::kDevice}, {"host", CachePlacement::kHost}},
-                           "only device for now (host: not implemented, refused)");
+  ConfigKey placement = Enum<CachePlacement>(
+      "cache.placement", FUSERANK_MEMBER(cache.placement),
+      {{"device", CachePlacement::kDevice}, {"host", CachePlacement::kHost}},
+      "engine.device: cuda only; where the tables live: device (all in GPU memory) or host "
+      "(page-locked host memory, the hot sets in a GPU cache; docs/gpu.md)");
   placement.check = [](const Config& config, ErrorList* errors) {
-    if (config.cache.placement == CachePlacement::kDevice) return;
+    if (config.cache.placement == CachePlacement::kDevice ||
+        config.engine.device == engine::DeviceChoice::kCuda) {
+      return;
+    }
     errors->Add("cache.placement",
-                "only 'device' is implemented (every table stays wholly in the serving "
-                "device's memory); 'host' is not implemented yet");
+                absl::StrCat("host places the CUDA backend's tables in host memory behind a GPU "
+                             "hot-row cache; it needs engine.device: cuda (got ",
+                             DeviceChoiceName(config.engine.device),
+                             "; the CPU engine's tables are in host memory anyway: use "
+                             "placement: device)"));
   };
   keys.push_back(std::move(placement));
   ConfigKey shared_rows =

@@ -30,6 +30,7 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.backend.cpu_precision = engine.cpu_precision;
   options.backend.cuda_blocking_wait = engine.cuda_wait == CudaWait::kBlock;
   options.backend.max_batch_candidates = engine.max_batch_candidates;
+  options.backend.host_tables = config.cache.placement == CachePlacement::kHost;
   options.limits = DecodeLimits{config.server.max_candidates, config.server.max_ids_per_feature};
   options.batcher.queue_capacity = engine.queue_capacity;
   options.batcher.max_batch_candidates = engine.max_batch_candidates;
@@ -159,7 +160,8 @@ absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
   ASSIGN_OR_RETURN(prepared.weights_bytes, engine::Model::CheckWeightsFile(prepared.spec));
   const engine::ServingShape shape{
       options.backend.workers, options.backend.cpu_threads, options.backend.max_batch_candidates,
-      options.cache.capacity,  options.cache.frequency,     options.remote.near_cache_rows};
+      options.cache.capacity,  options.cache.frequency,     options.remote.near_cache_rows,
+      options.backend.host_tables};
   prepared.memory = engine::EstimateModelMemory(prepared.spec, prepared.weights_bytes, shape);
   if (options.budget != nullptr) {
     RETURN_IF_ERROR(options.budget->Check(prepared.memory.total(), VersionName(name, prepared.spec),

@@ -22,6 +22,7 @@ SUITES = [
     ("interaction", ["Widths/DotKernelTest.*", "ConcatUserKernelTest.*", "InteractionLaunchTest.*"]),
     ("topk", ["Sizes/TopKKernelTest.*", "TopKLaunchTest.*"]),
     ("pipeline", ["Models/CudaPipelineTest.*", "CudaGraphReplayTest.*", "PrefetchIdsTest.*"]),
+    ("host_tables", ["Cases/CudaHostTablesTest.*", "CudaHostTablesRefusalTest.*"]),
     ("module", ["CudaModuleTest.*"]),
     ("backend", ["CudaBackendTest.*", "CudaStatusTest.*"]),
 ]
@@ -37,6 +38,7 @@ MEMCHECK = [
     "Sizes/TopKKernelTest.*/1_2_100_129_ties_nans",
     "Models/CudaPipelineTest.*/dot_fp32_dim32_graphs",
     "CudaGraphReplayTest.ReplaysOnOtherBatchesOfTheSameBucket",
+    "Cases/CudaHostTablesTest.*/fp32_dim16_graphs",
 ]
 
 

@@ -12,6 +12,7 @@
 #include "engine/status_macros.h"
 #include "kernels/interaction.h"
 #include "kernels/layout_math.h"
+#include "kernels/lookup.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -54,7 +55,18 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
   const Model& m = *b->model_;
   ASSIGN_OR_RETURN(GpuLayout layout, ComputeGpuLayout(m));
   ASSIGN_OR_RETURN(const size_t dot_shared_bytes, DotSharedBudget(m.spec(), layout, options.gpu));
-  ASSIGN_OR_RETURN(b->device_model_, DeviceModel::Upload(m, layout));
+  if (options.host_tables) {
+    if (cuda_options.reorder_ids) {
+      return absl::UnimplementedError(
+          "cache.placement: host does not run with the id reorder (FUSERANK_CUDA_REORDER_IDS)");
+    }
+    if (layout.lookup.size() > static_cast<size_t>(kernels::kMaxHotCountedTables)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "cache.placement: host serves models of at most ", kernels::kMaxHotCountedTables,
+          " tables; this one has ", layout.lookup.size()));
+    }
+  }
+  ASSIGN_OR_RETURN(b->device_model_, DeviceModel::Upload(m, layout, options.host_tables));
 
   BackendShared& sh = b->shared_;
   sh.gpu = options.gpu;
@@ -71,6 +83,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
   sh.pack_info = MakePackInfo(m);
   if (options.hot_rows != nullptr && &options.hot_rows->model() == &m) {
     sh.hot_rows = options.hot_rows;
+  }
+  if (options.host_tables && sh.hot_rows != nullptr && !layout.lookup.empty()) {
+    ASSIGN_OR_RETURN(b->hot_cache_, DeviceHotCache::Create(m, layout, sh.hot_rows, options.gpu,
+                                                           cuda_options.hot_poll));
+    sh.hot_cache = b->hot_cache_.get();
+    sh.hot_count_interval_ns = absl::ToInt64Nanoseconds(cuda_options.hot_count_interval);
   }
 
   // Algorithms are chosen once here, with a handle of the same device as the workers'.

@@ -16,7 +16,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
+#include "absl/time/time.h"
 #include "engine/cuda/cuda_worker.h"
+#include "engine/cuda/device_hot_cache.h"
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/mlp_plan.h"
 #include "engine/cuda/warmup_batches.h"
@@ -36,14 +38,20 @@ struct CudaOptions {
   // read ids ahead (kernels::LookupArgs::prefetch_ids; PrefetchIds in cuda_worker.h).
   uint64_t prefetch_min_ids = kPrefetchMinIds;
   size_t workspace_bytes = size_t{8} << 20;  // cuBLASLt workspace per worker
+  // BackendOptions::host_tables: how often a worker reads the device hot-row counters
+  // back into the manager (zero: after every batch), and how often the cache's updater
+  // looks for a swapped hot-row set when no batch has told it.
+  absl::Duration hot_count_interval = absl::Seconds(1);
+  absl::Duration hot_poll = absl::Milliseconds(100);
 };
 
 class CudaBackend final : public Backend {
  public:
   // Probes options.gpu, uploads the model and creates options.workers workers.
   // FAILED_PRECONDITION without a usable GPU; UNIMPLEMENTED for what the GPU path does
-  // not serve (a dot interaction wider than the device's shared memory per block);
-  // RESOURCE_EXHAUSTED when device memory runs out.
+  // not serve (a dot interaction wider than the device's shared memory per block; host
+  // tables with the id reorder or with more than kernels::kMaxHotCountedTables tables);
+  // RESOURCE_EXHAUSTED when device (or page-locked host) memory runs out.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(std::shared_ptr<const Model> model,
                                                              const BackendOptions& options,
                                                              const CudaOptions& cuda_options);
@@ -64,6 +72,11 @@ class CudaBackend final : public Backend {
   const WorkerStats& stats(int worker) const { return workers_[worker]->stats(); }
   // The probe's description of the GPU.
   const std::string& description() const { return description_; }
+  // host_tables: the hot-row set version the device cache holds now (what the next batch
+  // reads); 0 without host tables.
+  uint64_t hot_cache_version() const {
+    return hot_cache_ == nullptr ? 0 : hot_cache_->version();
+  }
 
  private:
   CudaBackend() = default;
@@ -76,6 +89,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<MlpPlan> bottom_;
   std::unique_ptr<MlpPlan> top_;
   std::vector<std::unique_ptr<MlpPlan>> dcn_;
+  std::unique_ptr<DeviceHotCache> hot_cache_;  // host_tables with a HotRowManager
   BackendShared shared_;
   std::atomic<bool> failed_{false};  // set once, after failure_
   mutable absl::Mutex failure_mu_;

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -27,6 +28,12 @@ static_assert(sizeof(kernels::ScoredPair) == sizeof(ScoredIndex) &&
 constexpr size_t kInitialStagingBytes = 256 * 1024;
 
 size_t Floats(uint32_t rows, int ld) { return sizeof(float) * rows * static_cast<size_t>(ld); }
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
 
@@ -80,6 +87,17 @@ absl::Status CudaWorker::Allocate() {
   top_io_ = ChainIo(shared_->top->num_layers(), top_in, hidden0_.get<float>(),
                     hidden1_.get<float>(), logits_.get<float>());
   graphs_.resize(shared_->buckets.size() * kernels::kNumTopKShapes * 2);  // id prefetch off, on
+  if (shared_->hot_cache != nullptr) {
+    const size_t tables = g.lookup.size();
+    ASSIGN_OR_RETURN(d_hot_, DeviceBuffer::Allocate(tables * sizeof(kernels::HotCacheTable),
+                                                    "hot-row cache descriptors"));
+    ASSIGN_OR_RETURN(d_hot_counts_, DeviceBuffer::Allocate(2 * tables * sizeof(uint64_t),
+                                                           "hot-row cache counters"));
+    ASSIGN_OR_RETURN(h_hot_counts_, PinnedBuffer::Allocate(2 * tables * sizeof(uint64_t),
+                                                           "hot-row cache counters"));
+    hot_counts_seen_.assign(2 * tables, 0);
+    hot_counts_read_ns_ = NowNs();
+  }
   kernels::PackedHeader empty;
   empty.total_bytes = kInitialStagingBytes;
   return EnsureStaging(empty);
@@ -170,6 +188,10 @@ absl::Status CudaWorker::EnqueueLookup(uint32_t bucket) {
   la.lanes = g.lanes;
   la.row_type = g.row_type;
   la.prefetch_ids = prefetch_ids_;
+  if (shared_->hot_cache != nullptr) {
+    la.d_hot = d_hot_.get<kernels::HotCacheTable>();
+    la.d_hot_counts = d_hot_counts_.get<unsigned long long>();
+  }
   RETURN_IF_CUDA_ERROR(kernels::LaunchPooledLookup(la, s), "pooled lookup");
   ++launches_;
   return absl::OkStatus();
@@ -346,8 +368,37 @@ absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_inde
                         cudaMemcpyDeviceToHost, s),
         "copy logits to host");
   }
+  if (read_hot_counts_) {
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(h_hot_counts_.get(), d_hot_counts_.get(),
+                                         d_hot_counts_.bytes(), cudaMemcpyDeviceToHost, s),
+                         "copy hot-row counters to host");
+  }
   RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[5].get(), s), "cudaEventRecord");
   RETURN_IF_CUDA_ERROR(cudaEventSynchronize(events_[5].get()), "batch on the GPU");
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::RefreshHotCache() {
+  read_hot_counts_ = false;
+  DeviceHotCache* cache = shared_->hot_cache;
+  if (cache == nullptr) return absl::OkStatus();
+  cache->Notice();
+  if (hot_gen_ == nullptr || hot_gen_->version != cache->version()) {
+    std::shared_ptr<const HotCacheGeneration> gen = cache->current();
+    if (gen != hot_gen_) {
+      // In stream order: this worker's earlier batches are done (Run waits for each), the
+      // batch at hand reads the new descriptors.
+      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(d_hot_.get(), gen->d_tables.get(), d_hot_.bytes(),
+                                           cudaMemcpyDeviceToDevice, stream_.get()),
+                           "copy hot-row cache descriptors");
+      hot_gen_ = std::move(gen);
+    }
+  }
+  const int64_t now = NowNs();
+  if (now - hot_counts_read_ns_ >= shared_->hot_count_interval_ns) {
+    read_hot_counts_ = true;
+    hot_counts_read_ns_ = now;
+  }
   return absl::OkStatus();
 }
 
@@ -369,7 +420,10 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   packer_.Write(batch, h, h_stage_.get());
 
   const int bucket_index = kernels::BucketIndex(kernels::CandidateBucket(rows));
-  prefetch_ids_ = PrefetchIds(shared_->layout.row_type, h, shared_->prefetch_min_ids);
+  // The hot-row cache's kernel reads one bag after another (no id prefetch).
+  prefetch_ids_ = shared_->hot_cache == nullptr &&
+                  PrefetchIds(shared_->layout.row_type, h, shared_->prefetch_min_ids);
+  RETURN_IF_ERROR(RefreshHotCache());
   const int shape = kernels::TopKShapeIndex(h.max_segment);
   const bool use_graphs = shared_->cuda_graphs;
   const GraphSlot& slot = Slot(bucket_index, shape);

@@ -15,6 +15,7 @@
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/cuda_handles.h"
 #include "engine/cuda/dcn_stage.h"
+#include "engine/cuda/device_hot_cache.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/gpu_layout.h"
@@ -51,9 +52,14 @@ struct BackendShared {
   const MlpPlan* bottom = nullptr;  // nullptr without a bottom MLP
   const MlpPlan* top = nullptr;
   std::vector<const MlpPlan*> dcn;  // dcn: one plan per cross layer (empty otherwise)
-  // The model's hot-row counters, or null. The CUDA backend has no hot-row tier yet (every
-  // table lives wholly in device memory), so every lookup is recorded as a miss.
+  // The model's hot-row counters, or null. With the tables in device memory there is no
+  // hot-row tier: every lookup is recorded as a miss.
   HotRowManager* hot_rows = nullptr;
+  // cache.placement: host (tables in mapped host memory): the HBM hot-row cache, whose
+  // lookups the kernel counts on the device; a worker reads its counters at most once per
+  // `hot_count_interval_ns` (0: after every batch) into hot_rows. Null otherwise.
+  DeviceHotCache* hot_cache = nullptr;
+  int64_t hot_count_interval_ns = 1'000'000'000;
 };
 
 struct WorkerStats {
@@ -117,8 +123,13 @@ class CudaWorker {
   void CaptureFailed(GraphSlot& slot, int bucket_index, int shape, const absl::Status& why,
                      BatchResult* result);
   void RankLongRequestsOnHost(const Batch& batch, BatchResult* result);
-  // Adds the batch's lookups to the hot-row counters (all misses: no hot tier on the GPU).
+  // Adds the batch's lookups to the hot-row counters: with a device hot-row cache the
+  // device counts read back by this batch (when due), else every lookup as a miss.
   void RecordLookups();
+  // cache.placement: host: before a batch, this worker's descriptors point at the current
+  // generation of the device hot-row cache (a copy on the stream when it changed), and
+  // read_hot_counts_ says whether the batch reads the device counters back.
+  absl::Status RefreshHotCache();
   // The batch's device time and, when `staged` (eager, or a graph with stage events), its
   // stages from the six events; else the whole device time as dnn.
   void FillStageTimes(bool staged, BatchResult* result);
@@ -147,6 +158,16 @@ class CudaWorker {
   bool prefetch_ids_ = false;
   int launches_ = 0;
   std::vector<float> scratch_score_;  // host top-K of requests over kMaxTopKSegment
+  // cache.placement: host: the generation this worker reads, its descriptors on the device
+  // (the lookup and its graphs read them there), the device counters (two per lookup
+  // table, cumulative), their last copy read back and when.
+  std::shared_ptr<const HotCacheGeneration> hot_gen_;
+  DeviceBuffer d_hot_;
+  DeviceBuffer d_hot_counts_;
+  PinnedBuffer h_hot_counts_;
+  std::vector<uint64_t> hot_counts_seen_;
+  int64_t hot_counts_read_ns_ = 0;
+  bool read_hot_counts_ = false;
   WorkerStats stats_;
 };
 

@@ -19,6 +19,19 @@ double Seconds(cudaEvent_t a, cudaEvent_t b) {
 
 void CudaWorker::RecordLookups() {
   if (shared_->hot_rows == nullptr) return;
+  if (shared_->hot_cache != nullptr) {
+    if (!read_hot_counts_) return;
+    // The device counters are cumulative: add what they gained since the last read.
+    const auto* counts = h_hot_counts_.get<unsigned long long>();
+    for (size_t k = 0; k < shared_->layout.lookup_spec_index.size(); ++k) {
+      const uint64_t hits = counts[2 * k] - hot_counts_seen_[2 * k];
+      const uint64_t misses = counts[2 * k + 1] - hot_counts_seen_[2 * k + 1];
+      hot_counts_seen_[2 * k] = counts[2 * k];
+      hot_counts_seen_[2 * k + 1] = counts[2 * k + 1];
+      shared_->hot_rows->RecordLookups(shared_->layout.lookup_spec_index[k], hits, misses);
+    }
+    return;
+  }
   const std::vector<uint64_t>& ids = packer_.ids_per_table();
   for (size_t k = 0; k < ids.size(); ++k) {
     shared_->hot_rows->RecordLookups(shared_->layout.lookup_spec_index[k], /*hits=*/0, ids[k]);

@@ -1,5 +1,6 @@
-// Owners of device memory (cudaMalloc) and pinned host memory (cudaHostAlloc): move-only,
-// freed on destruction. The only place in the engine that allocates either.
+// Owners of device memory (cudaMalloc) and pinned host memory (cudaHostAlloc; mapped into
+// the device's address space for tables kept in host memory): move-only, freed on
+// destruction. The only place in the engine that allocates either.
 // Not thread-safe: one owner at a time.
 #ifndef FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_
 #define FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_
@@ -105,6 +106,41 @@ class PinnedBuffer : public internal::Buffer<internal::HostFree> {
 
  private:
   PinnedBuffer(void* p, size_t bytes) : Buffer(p, bytes) {}
+};
+
+// Page-locked host memory mapped into the device's address space: kernels read it over
+// the bus through device_ptr() (cache.placement: host keeps the embedding tables here).
+class MappedHostBuffer : public internal::Buffer<internal::HostFree> {
+ public:
+  MappedHostBuffer() = default;
+  static absl::StatusOr<MappedHostBuffer> Allocate(size_t bytes, absl::string_view what) {
+    if (bytes == 0) return MappedHostBuffer();
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+    if (err != cudaSuccess) {
+      return CudaStatus(err, absl::StrCat("cudaHostAlloc (mapped) ", bytes, " bytes for ", what));
+    }
+    MappedHostBuffer buffer(p, bytes);
+    RETURN_IF_CUDA_ERROR(cudaHostGetDevicePointer(&buffer.device_, p, 0),
+                         absl::StrCat("cudaHostGetDevicePointer ", what));
+    return buffer;
+  }
+  MappedHostBuffer(MappedHostBuffer&& other) noexcept
+      : Buffer(std::move(other)), device_(std::exchange(other.device_, nullptr)) {}
+  MappedHostBuffer& operator=(MappedHostBuffer&& other) noexcept {
+    Buffer::operator=(std::move(other));
+    device_ = std::exchange(other.device_, nullptr);
+    return *this;
+  }
+  // The device's address of the first byte (what a kernel reads).
+  template <typename T = void>
+  T* device_ptr() const {
+    return static_cast<T*>(device_);
+  }
+
+ private:
+  MappedHostBuffer(void* p, size_t bytes) : Buffer(p, bytes) {}
+  void* device_ = nullptr;
 };
 
 }  // namespace fuserank::engine::cuda

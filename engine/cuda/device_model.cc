@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,18 @@ absl::StatusOr<DeviceBuffer> UploadInt8Rows(const EmbeddingTable& t, const std::
   return buffer;
 }
 
+// A table's device rows in mapped host memory, written in place (int8 rows repacked).
+absl::StatusOr<MappedHostBuffer> HostRows(const EmbeddingTable& t, const std::string& what) {
+  const size_t bytes = static_cast<size_t>(t.rows) * DeviceRowBytes(t);
+  ASSIGN_OR_RETURN(MappedHostBuffer rows, MappedHostBuffer::Allocate(bytes, what));
+  if (DeviceRowsAreStored(t)) {
+    if (bytes > 0) std::memcpy(rows.get(), t.data, bytes);
+  } else {
+    PackInt8Rows(t, 0, t.rows, rows.get<std::byte>());
+  }
+  return rows;
+}
+
 template <typename T>
 absl::StatusOr<DeviceBuffer> UploadVector(const std::vector<T>& v, const std::string& what) {
   return Upload(v.data(), v.size() * sizeof(T), what);
@@ -54,17 +67,25 @@ absl::StatusOr<DeviceBuffer> UploadVector(const std::vector<T>& v, const std::st
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& model,
-                                                                 const GpuLayout& layout) {
+                                                                 const GpuLayout& layout,
+                                                                 bool host_tables) {
   std::unique_ptr<DeviceModel> dm(new DeviceModel());
   std::vector<kernels::LookupTable> desc = layout.lookup;
+  dm->host_tables_ = host_tables;
   for (size_t k = 0; k < desc.size(); ++k) {
     const EmbeddingTable& t = model.tables()[layout.lookup_spec_index[k]];
     const size_t bytes = static_cast<size_t>(t.rows) * DeviceRowBytes(t);
     const std::string what = absl::StrCat("table '", t.name, "'");
+    dm->table_bytes_ += bytes;
+    if (host_tables) {
+      ASSIGN_OR_RETURN(MappedHostBuffer rows, HostRows(t, what));
+      desc[k].d_rows = rows.device_ptr<unsigned char>();
+      dm->host_rows_.push_back(std::move(rows));
+      continue;
+    }
     ASSIGN_OR_RETURN(DeviceBuffer rows, DeviceRowsAreStored(t) ? cuda::Upload(t.data, bytes, what)
                                                                : UploadInt8Rows(t, what));
     desc[k].d_rows = rows.get<unsigned char>();
-    dm->table_bytes_ += bytes;
     dm->tables_.push_back(std::move(rows));
   }
   ASSIGN_OR_RETURN(dm->tables_desc_, UploadVector(desc, "table descriptors"));

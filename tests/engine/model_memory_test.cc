@@ -6,13 +6,16 @@
 
 #include <cstdint>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "engine/cuda/device_rows.h"
 #include "engine/hot_rows/frequency_sketch.h"
 #include "engine/hot_rows/hot_rows.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cpu/cpu_test_models_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::engine {
@@ -88,6 +91,33 @@ TEST(HotRowMemoryTest, AnAbsurdCapacityOfHugeTablesSaturatesInsteadOfWrapping) {
   shape.hot_rows_per_table = 1 << 29;
   const ModelMemory memory = EstimateModelMemory(spec, 0, shape);
   EXPECT_GE(memory.hot_rows, uint64_t{1} << 50);
+}
+
+// cache.placement: host: the CUDA backend's page-locked copy of the tables in their device
+// row layout, what DeviceModel::Upload allocates (engine/cuda/device_rows.h).
+TEST(PinnedTableMemoryTest, HostPlacementCountsEveryTableInItsDeviceRowLayout) {
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8}) {
+    SCOPED_TRACE(static_cast<int>(dtype));
+    const ModelSpec spec = TwoTables(dtype);
+    std::mt19937_64 rng(5);
+    testing::TestModel test_model;
+    absl::StatusOr<std::shared_ptr<const Model>> model =
+        test::BuildVariantModel(spec, 5, rng, &test_model);  // int8: codes and qparams
+    ASSERT_TRUE(model.ok()) << model.status();
+    uint64_t device_rows = 0;
+    for (const EmbeddingTable& table : (*model)->tables()) {
+      device_rows += static_cast<uint64_t>(table.rows) * cuda::DeviceRowBytes(table);
+    }
+    ServingShape shape;
+    const ModelMemory device = EstimateModelMemory(spec, 0, shape);
+    shape.host_tables = true;
+    const ModelMemory host = EstimateModelMemory(spec, 0, shape);
+    EXPECT_EQ(device.pinned_tables, 0u);
+    EXPECT_EQ(host.pinned_tables, device_rows);
+    EXPECT_EQ(host.total(), device.total() + device_rows);
+    EXPECT_TRUE(absl::StrContains(host.Breakdown(), ", pinned tables ")) << host.Breakdown();
+    EXPECT_FALSE(absl::StrContains(device.Breakdown(), "pinned")) << device.Breakdown();
+  }
 }
 
 }  // namespace

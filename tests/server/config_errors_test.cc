@@ -152,9 +152,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfigCase{"shared_rows", "cache: {shared_memory_rows: 8}",
                       "cache.shared_memory_rows: only 0 is implemented (no hot rows are staged "
                       "in GPU shared memory yet), got 8"},
-        BadConfigCase{"placement_host", "cache: {placement: host}",
-                      "cache.placement: only 'device' is implemented (every table stays wholly "
-                      "in the serving device's memory); 'host' is not implemented yet"},
+        BadConfigCase{"placement_host_auto", "cache: {placement: host}",
+                      "cache.placement: host places the CUDA backend's tables in host memory "
+                      "behind a GPU hot-row cache; it needs engine.device: cuda (got auto"},
+        BadConfigCase{"placement_host_cpu", "engine: {device: cpu}\ncache: {placement: host}",
+                      "it needs engine.device: cuda (got cpu; the CPU engine's tables are in "
+                      "host memory anyway: use placement: device)"},
         BadConfigCase{"model_path_empty", "model: {path: \"\"}", "model.path: must not be empty"},
         BadConfigCase{"model_unknown_key", "model: {file: a.yaml}", "model.file: unknown key"},
         BadConfigCase{"model_and_models", "model: {path: a.yaml}\nmodels: [{path: b.yaml}]",

@@ -171,7 +171,7 @@ TEST(ConfigTest, EffectiveConfigReadsBackToTheSameConfig) {
   const char* yaml = R"(
 server: {listen: "127.0.0.1:0", admin_listen: "", metrics_listen: "127.0.0.1:0"}
 engine: {device: cuda, streams: 2, cuda_graphs: false}
-cache: {policy: frequency, placement: device}
+cache: {policy: frequency, placement: host}
 models: [{name: x, path: "/tmp/a b.yaml"}, {name: y, path: y.yaml}]
 logging: {level: warn, format: json, access_log_sample: 0.1}
 )";
@@ -182,6 +182,7 @@ logging: {level: warn, format: json, access_log_sample: 0.1}
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << effective;
   EXPECT_EQ(EffectiveConfigYaml(*again), effective);
   EXPECT_EQ(again->engine.device, engine::DeviceChoice::kCuda);
+  EXPECT_EQ(again->cache.placement, CachePlacement::kHost);
   EXPECT_EQ(again->models[0].path, "/tmp/a b.yaml");
   EXPECT_EQ(again->logging.access_log_sample, 0.1);
   EXPECT_EQ(again->server.admin_listen, "");

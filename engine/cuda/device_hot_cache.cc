@@ -1,0 +1,144 @@
+#include "engine/cuda/device_hot_cache.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/hot_cache_image.h"
+#include "engine/status_macros.h"
+#include "kernels/hot_cache.h"
+#include "spdlog/spdlog.h"
+
+namespace fuserank::engine::cuda {
+namespace {
+
+// Copies `bytes` host bytes into a new device buffer on `stream` (the caller waits).
+absl::StatusOr<DeviceBuffer> Copy(const void* src, size_t bytes, cudaStream_t stream,
+                                  const std::string& what) {
+  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(bytes, what));
+  if (bytes > 0) {
+    RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(buffer.get(), src, bytes, cudaMemcpyHostToDevice, stream),
+                         absl::StrCat("copy ", what));
+  }
+  return buffer;
+}
+
+}  // namespace
+
+DeviceHotCache::DeviceHotCache(const Model& model, const GpuLayout& layout,
+                               HotRowManager* manager, int gpu, absl::Duration poll)
+    : model_(model), layout_(layout), manager_(manager), gpu_(gpu), poll_(poll) {}
+
+absl::StatusOr<std::unique_ptr<DeviceHotCache>> DeviceHotCache::Create(const Model& model,
+                                                                       const GpuLayout& layout,
+                                                                       HotRowManager* manager,
+                                                                       int gpu,
+                                                                       absl::Duration poll) {
+  std::unique_ptr<DeviceHotCache> cache(new DeviceHotCache(model, layout, manager, gpu, poll));
+  ASSIGN_OR_RETURN(cache->stream_, CreateStream());
+  const std::shared_ptr<const HotRowSnapshot> snapshot = manager->snapshot();
+  ASSIGN_OR_RETURN(std::shared_ptr<const HotCacheGeneration> first, cache->Build(*snapshot));
+  cache->version_.store(first->version, std::memory_order_release);
+  cache->current_.store(std::move(first), std::memory_order_release);
+  cache->thread_ = std::thread([c = cache.get()] { c->Run(); });
+  return cache;
+}
+
+DeviceHotCache::~DeviceHotCache() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  cudaSetDevice(gpu_);
+  retired_.clear();
+  current_.store(nullptr);
+}
+
+void DeviceHotCache::Notice() {
+  if (manager_->version() == version()) return;
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+}
+
+absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> DeviceHotCache::Build(
+    const HotRowSnapshot& snapshot) {
+  auto gen = std::make_shared<HotCacheGeneration>();
+  gen->version = snapshot.version;
+  const std::vector<HotCacheImage> images = MakeHotCacheImages(model_, layout_, snapshot);
+  std::vector<kernels::HotCacheTable> tables;
+  tables.reserve(images.size());
+  for (size_t k = 0; k < images.size(); ++k) {
+    const HotCacheImage& image = images[k];
+    if (image.count == 0) {
+      tables.push_back(image.Table(nullptr, nullptr));
+      continue;
+    }
+    const std::string name = model_.tables()[layout_.lookup_spec_index[k]].name;
+    const size_t index_bytes = image.index.size() * sizeof(kernels::HotCacheEntry);
+    ASSIGN_OR_RETURN(DeviceBuffer index,
+                     Copy(image.index.data(), index_bytes, stream_.get(),
+                          absl::StrCat("hot-row index of table '", name, "'")));
+    ASSIGN_OR_RETURN(DeviceBuffer rows, Copy(image.rows.data(), image.rows.size(), stream_.get(),
+                                             absl::StrCat("hot rows of table '", name, "'")));
+    tables.push_back(image.Table(index.get<kernels::HotCacheEntry>(), rows.get<unsigned char>()));
+    gen->bytes += index.bytes() + rows.bytes();
+    gen->buffers.push_back(std::move(index));
+    gen->buffers.push_back(std::move(rows));
+  }
+  ASSIGN_OR_RETURN(gen->d_tables, Copy(tables.data(), tables.size() * sizeof(tables[0]),
+                                       stream_.get(), "hot-row cache descriptors"));
+  gen->bytes += gen->d_tables.bytes();
+  // `images` and `tables` are pageable: the copies must land before they go.
+  RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_.get()), "hot-row cache upload");
+  return std::shared_ptr<const HotCacheGeneration>(std::move(gen));
+}
+
+void DeviceHotCache::Run() {
+  if (cudaSetDevice(gpu_) != cudaSuccess) {
+    spdlog::error("cuda:{}: the hot-row cache updater cannot select its device; hot-row swaps "
+                  "are not uploaded",
+                  gpu_);
+    return;
+  }
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(this, &DeviceHotCache::Woken), poll_);
+      if (stop_) return;
+      wake_ = false;
+    }
+    FreeRetired();
+    const std::shared_ptr<const HotRowSnapshot> snapshot = manager_->snapshot();
+    if (snapshot->version == version() || snapshot->version == failed_version_) continue;
+    absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> built = Build(*snapshot);
+    if (!built.ok()) {
+      failed_version_ = snapshot->version;
+      static_cast<void>(cudaGetLastError());
+      spdlog::warn(
+          "cuda:{}: uploading hot-row set version {} to the device cache failed; batches go "
+          "on reading version {} (the same scores, other hit rates): {}",
+          gpu_, snapshot->version, version(), std::string(built.status().message()));
+      continue;
+    }
+    std::shared_ptr<const HotCacheGeneration> old =
+        current_.exchange(*std::move(built), std::memory_order_acq_rel);
+    version_.store(snapshot->version, std::memory_order_release);
+    spdlog::debug("cuda:{}: hot-row cache version {} published ({} bytes)", gpu_,
+                  snapshot->version, current()->bytes);
+    retired_.push_back(std::move(old));
+  }
+}
+
+void DeviceHotCache::FreeRetired() {
+  // A retired generation is no longer published, so no new holder can appear: use_count()
+  // == 1 means only this list holds it.
+  std::erase_if(retired_, [](const std::shared_ptr<const HotCacheGeneration>& g) {
+    return g.use_count() == 1;
+  });
+}
+
+}  // namespace fuserank::engine::cuda

@@ -1,0 +1,94 @@
+// The HBM hot-row cache of a model served with cache.placement: host (tables in mapped host
+// memory): every hot-row snapshot the model's HotRowManager publishes becomes one
+// generation in device memory, each table's index and hot rows (engine/cuda/
+// hot_cache_image.h) and the array of kernels::HotCacheTable descriptors that a worker
+// copies into its own before a batch. An updater thread builds a generation when a worker
+// notices (or its poll sees) a newer snapshot, off the request path, and publishes it;
+// batches in flight keep the generation they started with (a shared_ptr), and the updater
+// frees a replaced generation once no worker holds it. A swap never changes a score bit:
+// a hot row is a bit-identical copy of the table's row.
+// Thread-safe: current(), version() and Notice() from any thread.
+#ifndef FUSERANK_ENGINE_CUDA_DEVICE_HOT_CACHE_H_
+#define FUSERANK_ENGINE_CUDA_DEVICE_HOT_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/cuda/cuda_handles.h"
+#include "engine/cuda/device_memory.h"
+#include "engine/cuda/gpu_layout.h"
+#include "engine/hot_rows/hot_row_manager.h"
+#include "engine/model.h"
+
+namespace fuserank::engine::cuda {
+
+// One snapshot's caches in device memory. Immutable once published.
+struct HotCacheGeneration {
+  uint64_t version = 0;         // the snapshot's
+  std::vector<DeviceBuffer> buffers;  // per table with hot rows: index, rows
+  DeviceBuffer d_tables;        // kernels::HotCacheTable per lookup table
+  size_t bytes = 0;             // device bytes of buffers and d_tables
+};
+
+class DeviceHotCache {
+ public:
+  // Builds the generation of the manager's current snapshot and starts the updater, which
+  // also looks for a newer snapshot every `poll` (a swap with no traffic is uploaded
+  // within it). REQUIRES: the current device is `gpu`; `manager` outlives the cache.
+  static absl::StatusOr<std::unique_ptr<DeviceHotCache>> Create(const Model& model,
+                                                                const GpuLayout& layout,
+                                                                HotRowManager* manager, int gpu,
+                                                                absl::Duration poll);
+  ~DeviceHotCache();  // stops the updater; frees every generation no worker holds
+
+  // The generation to read from (never null): hold it for the batch.
+  std::shared_ptr<const HotCacheGeneration> current() const {
+    return current_.load(std::memory_order_acquire);
+  }
+  // current()->version, one atomic load.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+  // Wakes the updater if the manager has published a snapshot newer than current().
+  // Cheap when it has not (two atomic loads): call it before every batch.
+  void Notice();
+
+  DeviceHotCache(const DeviceHotCache&) = delete;
+  DeviceHotCache& operator=(const DeviceHotCache&) = delete;
+
+ private:
+  DeviceHotCache(const Model& model, const GpuLayout& layout, HotRowManager* manager, int gpu,
+                 absl::Duration poll);
+  // The generation of `snapshot` (allocations and copies on stream_, waited for).
+  absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> Build(const HotRowSnapshot& snapshot);
+  void Run();
+  bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stop_; }
+  // Frees the replaced generations that no worker holds any more.
+  void FreeRetired();
+
+  const Model& model_;
+  const GpuLayout layout_;
+  HotRowManager* const manager_;
+  const int gpu_;
+  const absl::Duration poll_;
+  Stream stream_;
+  std::atomic<std::shared_ptr<const HotCacheGeneration>> current_;
+  std::atomic<uint64_t> version_{0};
+  mutable absl::Mutex mu_;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Updater thread only: generations replaced and maybe still held; the last version
+  // whose build failed (not retried until the manager moves on).
+  std::vector<std::shared_ptr<const HotCacheGeneration>> retired_;
+  uint64_t failed_version_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace fuserank::engine::cuda
+
+#endif  // FUSERANK_ENGINE_CUDA_DEVICE_HOT_CACHE_H_
