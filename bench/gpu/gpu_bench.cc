@@ -3,7 +3,9 @@
 //   2. fused lookup bandwidth at >= 64k lookups of 128-byte rows (lookup_bench.cc);
 //   3. per-batch device time of the bench model (26 tables, dim 32, dot, 256-128-1) for
 //      1 request of 16, 256 and 1024 candidates, graphs on and off: copy in, kernels,
-//      copy out, timed with CUDA events by the backend; launches per batch.
+//      copy out, timed with CUDA events by the backend; launches per batch;
+//   4. the same with cache.placement: host, Zipf traffic, with and without hot rows
+//      (host_tables_bench.cc).
 // Prints a readable line and a JSON line per figure (summarize.py reads the JSON).
 // usage: fuserank-gpu-bench [--quick]
 #include <chrono>
@@ -15,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/gpu/bench_timer.h"
+#include "bench/gpu/host_tables_bench.h"
 #include "bench/gpu/lookup_bench.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/device_memory.h"
@@ -193,5 +196,6 @@ int main(int argc, char** argv) {
   RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps, /*stage_events=*/false);
   RunBatchBenches(*model, /*graphs=*/false, /*reorder=*/false, reps);
   RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/true, reps);
+  RunHostTableBenches(*model, quick ? 30 : 100);
   return 0;
 }

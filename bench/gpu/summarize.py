@@ -193,6 +193,14 @@ def print_kernel_tables(ours, torch):
 
         print(f"{n:5d} {us(g)[1:]:>8} {us(ng)} {g.get('launches', 0):6.0f} {us(te)} {us(tg)} "
               f"{ratio(te)} {ratio(tg)} {us(quiet)}")
+    hosts = [r for r in ours if r.get("bench") == "host_tables"]
+    if hosts:
+        print("cache.placement: host (tables in mapped host memory), device us per batch, graphs on")
+        print(f"{'zipf':>5} {'cand':>5} {'hot':>5} {'host':>9} {'device':>9} {'x':>6} {'hit rate':>8}")
+        for r in hosts:
+            print(f"{r['zipf']:5.2f} {r['candidates']:5.0f} {r['hot_rows']:5.0f} {r['device_us']:9.1f} "
+                  f"{r['device_tables_us']:9.1f} {r['device_us'] / r['device_tables_us']:6.2f} "
+                  f"{r['hit_rate']:8.3f}")
 
 
 def summarize_bench(out):

@@ -1,0 +1,175 @@
+#include "bench/gpu/host_tables_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/gpu/bench_timer.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/hot_rows/hot_row_manager.h"
+
+namespace fuserank::bench {
+namespace {
+
+using engine::Batch;
+using engine::BatchResult;
+
+constexpr int kHotRows = 4096;
+constexpr int kBatchPool = 64;
+
+// Row ranks of a Zipf(s) law over `rows` rows (rank 0 the hottest): row = rank.
+class Zipf {
+ public:
+  Zipf(int64_t rows, double s) : cdf_(static_cast<size_t>(rows)) {
+    double sum = 0;
+    for (int64_t r = 0; r < rows; ++r) cdf_[r] = sum += std::pow(static_cast<double>(r + 1), -s);
+    for (double& c : cdf_) c /= sum;
+  }
+  int32_t operator()(std::mt19937_64& rng) const {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    return static_cast<int32_t>(std::lower_bound(cdf_.begin(), cdf_.end() - 1, u) - cdf_.begin());
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
+
+// One request of n candidates, one id per bag, ids drawn from each table's law.
+Batch ZipfRequest(const std::shared_ptr<const engine::Model>& model,
+                  const std::vector<Zipf>& laws, uint32_t n, std::mt19937_64& rng) {
+  Batch b;
+  b.model = model;
+  b.candidate_begin = {0, n};
+  b.top_k = {std::min<uint32_t>(n, 100)};
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int s : model->user_tables()) {
+    b.user.rows.push_back(laws[s](rng));
+    b.user.weights.push_back(1.0f);
+    b.user.bag_begin.push_back(static_cast<uint32_t>(b.user.rows.size()));
+  }
+  for (uint32_t c = 0; c < n; ++c) {
+    for (int s : model->item_tables()) {
+      b.item.rows.push_back(laws[s](rng));
+      b.item.weights.push_back(1.0f);
+      b.item.bag_begin.push_back(static_cast<uint32_t>(b.item.rows.size()));
+    }
+  }
+  for (int i = 0; i < model->spec().dense_user; ++i) b.user_dense.push_back(u(rng));
+  for (uint32_t i = 0; i < n * model->spec().dense_item; ++i) b.item_dense.push_back(u(rng));
+  return b;
+}
+
+std::unique_ptr<engine::cuda::CudaBackend> Backend(std::shared_ptr<const engine::Model> model,
+                                                   engine::HotRowManager* hot_rows) {
+  engine::BackendOptions options;
+  options.workers = 1;
+  options.max_batch_candidates = 8192;
+  options.hot_rows = hot_rows;
+  options.host_tables = hot_rows != nullptr;
+  engine::cuda::CudaOptions cuda_options;
+  cuda_options.hot_count_interval = absl::ZeroDuration();
+  auto backend = engine::cuda::CudaBackend::Create(model, options, cuda_options);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "CudaBackend: %s\n", backend.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *std::move(backend);
+}
+
+// Median device seconds per batch over the pool, cycled.
+double DeviceTime(engine::cuda::CudaBackend& backend, const std::vector<Batch>& pool, int reps) {
+  BatchResult result;
+  std::vector<double> device;
+  for (int i = 0; i < 20 + reps; ++i) {
+    const absl::Status st = backend.Run(0, pool[static_cast<size_t>(i) % pool.size()], &result);
+    if (!st.ok()) {
+      std::fprintf(stderr, "Run: %s\n", st.ToString().c_str());
+      std::exit(1);
+    }
+    if (i >= 20) device.push_back(backend.stats(0).last_device_seconds);
+  }
+  return Median(device);
+}
+
+std::pair<uint64_t, uint64_t> Counts(engine::HotRowManager& manager) {
+  auto status = manager.Get({});
+  uint64_t hits = 0, misses = 0;
+  if (status.ok()) {
+    for (const auto& t : status->tables) {
+      hits += t.hits;
+      misses += t.misses;
+    }
+  }
+  return {hits, misses};
+}
+
+}  // namespace
+
+void RunHostTableBenches(std::shared_ptr<const engine::Model> model, int reps) {
+  engine::HotRowOptions hot;
+  hot.capacity = kHotRows;
+  hot.sketches = false;
+  auto manager = engine::HotRowManager::Create(model, hot);
+  if (!manager.ok()) {
+    std::fprintf(stderr, "HotRowManager: %s\n", manager.status().ToString().c_str());
+    std::exit(1);
+  }
+  auto device = Backend(model, nullptr);
+  auto host = Backend(model, manager->get());
+  for (const double s : {1.05, 1.2}) {
+    std::vector<Zipf> laws;
+    for (const engine::EmbeddingTable& t : model->tables()) laws.emplace_back(t.rows, s);
+    std::mt19937_64 rng(11);
+    for (const bool hot_set : {false, true}) {
+      // The hottest ranks are rows 0..4095 of each table (Zipf rank = row).
+      std::vector<int64_t> ids(hot_set ? kHotRows : 0);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::vector<engine::TableIds> tables;
+      for (const engine::EmbeddingTable& t : model->tables()) tables.push_back({t.name, ids});
+      auto set = (*manager)->Set(tables);
+      if (!set.ok()) {
+        std::fprintf(stderr, "SetHotRows: %s\n", set.status().ToString().c_str());
+        std::exit(1);
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (host->hot_cache_version() != set->version &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      for (uint32_t n : {16u, 256u, 1024u}) {
+        std::vector<Batch> pool;
+        for (int p = 0; p < kBatchPool; ++p) pool.push_back(ZipfRequest(model, laws, n, rng));
+        const double on_device = DeviceTime(*device, pool, reps);
+        const auto before = Counts(**manager);
+        const double on_host = DeviceTime(*host, pool, reps);
+        const auto after = Counts(**manager);
+        const double hits = static_cast<double>(after.first - before.first);
+        const double all = hits + static_cast<double>(after.second - before.second);
+        const double hit_rate = all > 0 ? hits / all : 0;
+        std::printf(
+            "host tables, zipf %.2f, %4u candidates, hot rows %4d: device %7.1f us, device "
+            "tables %7.1f us (x%.2f), hit rate %.3f\n",
+            s, n, hot_set ? kHotRows : 0, on_host * 1e6, on_device * 1e6, on_host / on_device,
+            hit_rate);
+        JsonLine("host_tables")
+            .Add("zipf", s)
+            .Add("candidates", n)
+            .Add("hot_rows", hot_set ? kHotRows : 0)
+            .Add("device_us", on_host * 1e6)
+            .Add("device_tables_us", on_device * 1e6)
+            .Add("hit_rate", hit_rate)
+            .Print();
+      }
+    }
+  }
+}
+
+}  // namespace fuserank::bench
