@@ -25,6 +25,8 @@ SUITES = [
     ("host_tables", ["Cases/CudaHostTablesTest.*", "CudaHostTablesRefusalTest.*"]),
     ("module", ["CudaModuleTest.*"]),
     ("backend", ["CudaBackendTest.*", "CudaStatusTest.*"]),
+    # A real device fault, in a child process of its own (a death test).
+    ("fault", ["CudaDeviceFaultDeathTest.*"]),
 ]
 EXEMPT = ["CudaBackendTest.WithoutAGpuCreationSaysWhy"]
 
