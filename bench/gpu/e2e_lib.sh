@@ -20,7 +20,8 @@ log() { echo "$(basename "$0" .sh): $*" >&2; }
 # until it listens (metrics on PORT + 1). ENGINE_KEYS: the `engine:` keys beside device,
 # in flow style (default "streams: 4"; say "streams: 8, max_batch_wait_us: 0").
 # WATCH_SECONDS (0: off) and LOG_LEVEL (warn) set model.watch_interval_seconds and
-# logging.level. On failure: returns 1 with START_ERROR set.
+# logging.level; CACHE_KEYS (none) the `cache:` keys, in flow style. On failure: returns 1
+# with START_ERROR set.
 serve() {
   local name=$1 device=$2 model=$3 port=$4 engine=${5:-streams: 4}
   cat >"$WORK/$name.config.yaml" <<YAML
@@ -29,6 +30,7 @@ engine: {device: $device, $engine}
 model: {path: "$model", watch_interval_seconds: ${WATCH_SECONDS:-0}}
 logging: {level: ${LOG_LEVEL:-warn}}
 YAML
+  if [[ -n ${CACHE_KEYS:-} ]]; then echo "cache: {$CACHE_KEYS}" >>"$WORK/$name.config.yaml"; fi
   "$BIN/fuserank-server" --config "$WORK/$name.config.yaml" >"$WORK/$name.log" 2>&1 &
   local pid=$!
   pids+=("$pid")

@@ -4,6 +4,8 @@
 #     bench model: for each, a server on E2E_DEVICE and one on the CPU get the same 200
 #     requests (one-hot and multi-hot bags, with and without weights, 16 to 1000
 #     candidates) and fuserank-score-compare reports the largest score difference;
+#   - on cuda, dot_fp32_sum again with cache.placement: host (tables in host memory, the
+#     frequency policy filling the device hot-row cache every second) against the CPU;
 #   - the bench model under closed-loop load (fuserank-bench, concurrency 16 and 64,
 #     16/256/1024 candidates): qps, p50, p99; then the DLRM-v2 preset at 256 candidates;
 #   - a /metrics scrape: stage histograms and the cache lookup series moved, and
@@ -29,11 +31,12 @@ gen() {  # gen NAME FLAGS...: a seeded model at $WORK/NAME.yaml
   "$BIN/fuserank-gen-model" --out="$WORK/$name.yaml" --seed=11 "$@" >/dev/null
 }
 
-# compare NAME: the model NAME on DEVICE against the CPU; leaves the DEVICE server running.
+# compare NAME [MODEL]: the model MODEL (default NAME) on DEVICE against the CPU, reported
+# as NAME; leaves the DEVICE server running.
 compare() {
-  local name=$1 model="$WORK/$1.yaml"
+  local name=$1 model="$WORK/${2:-$1}.yaml"
   if ! serve "$name-test-$DEVICE" "$DEVICE" "$model" "$PORT" ||
-    ! serve "$name-reference-cpu" cpu "$model" $((PORT + 2)); then
+    ! CACHE_KEYS="" serve "$name-reference-cpu" cpu "$model" $((PORT + 2)); then
     problem compare "$name" "$START_ERROR"
     return 1
   fi
@@ -58,6 +61,13 @@ for name in dot_fp32_sum concat_fp16_mean linear_bf16_sum dot_bf16_mean_nodense 
   compare "$name" || failed=1
   stop_all
 done
+if [[ $DEVICE == cuda ]]; then
+  # The tables in host memory behind the device hot-row cache (the CPU reference keeps the
+  # default cache keys: placement: host is refused on the CPU engine).
+  CACHE_KEYS="placement: host, policy: frequency, rebuild_interval_seconds: 1" \
+    compare dot_fp32_sum_host_tables dot_fp32_sum || failed=1
+  stop_all
+fi
 
 if [[ $QUICK == 1 ]]; then
   load_model="$WORK/dot_fp32_sum.yaml"
