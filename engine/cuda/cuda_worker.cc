@@ -135,11 +135,10 @@ absl::Status CudaWorker::EnsureStaging(const kernels::PackedHeader& h) {
   }
   if (d_gathered.get() != nullptr) d_gathered_ = std::move(d_gathered);
   if (grown) {
-    // Captured graphs hold the old pointers: each is captured again on the new buffers
-    // when its key next runs (RecaptureAfterGrow).
+    // Captured graphs hold the old pointers: none is launched until its key's next batch
+    // has re-pointed it at the new buffers (RecaptureAfterGrow).
     for (GraphSlot& g : graphs_) {
       if (g.exec) g.regrow = true;
-      g.exec.Reset();
     }
     ++stats_.staging_grows;
   }
@@ -293,10 +292,22 @@ absl::Status CudaWorker::Capture(int bucket_index, int shape) {
   RETURN_IF_ERROR(enqueued);
   RETURN_IF_CUDA_ERROR(ended, "cudaStreamEndCapture");
   if (raw == nullptr) return absl::InternalError("cudaStreamEndCapture returned no graph");
+  ++stats_.graphs_captured;
+  GraphSlot& slot = Slot(bucket_index, shape);
+  if (slot.regrow && slot.exec) {
+    // The same forward pass on other buffers: the same nodes with new parameters, so the
+    // instantiated graph takes them in place (cheaper than a new instantiation).
+    cudaGraphExecUpdateResultInfo info = {};
+    if (cudaGraphExecUpdate(slot.exec.get(), graph.get(), &info) == cudaSuccess) {
+      ++stats_.graphs_updated;
+      return absl::OkStatus();
+    }
+    static_cast<void>(cudaGetLastError());  // refused: instantiate it anew below
+  }
+  slot.exec.Reset();
   cudaGraphExec_t exec = nullptr;
   RETURN_IF_CUDA_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0), "cudaGraphInstantiate");
-  Slot(bucket_index, shape).exec = GraphExec(exec);
-  ++stats_.graphs_captured;
+  slot.exec = GraphExec(exec);
   return absl::OkStatus();
 }
 
@@ -316,10 +327,11 @@ void CudaWorker::MaybeCapture(int bucket_index, int shape, BatchResult* result) 
 
 bool CudaWorker::RecaptureAfterGrow(int bucket_index, int shape, BatchResult* result) {
   GraphSlot& slot = Slot(bucket_index, shape);
-  slot.regrow = false;
   const absl::Status captured = Capture(bucket_index, shape);
+  slot.regrow = false;
   static_cast<void>(cudaGetLastError());
   if (captured.ok()) return true;
+  slot.exec.Reset();  // it still points at the old buffers
   CaptureFailed(slot, bucket_index, shape, captured, result);
   return false;
 }
@@ -427,10 +439,8 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   const int shape = kernels::TopKShapeIndex(h.max_segment);
   const bool use_graphs = shared_->cuda_graphs;
   const GraphSlot& slot = Slot(bucket_index, shape);
-  bool replay = use_graphs && static_cast<bool>(slot.exec);
-  if (use_graphs && !replay && slot.regrow) {
-    replay = RecaptureAfterGrow(bucket_index, shape, result);
-  }
+  bool replay = use_graphs && static_cast<bool>(slot.exec) && !slot.regrow;
+  if (use_graphs && slot.regrow) replay = RecaptureAfterGrow(bucket_index, shape, result);
   launches_ = 0;
   RETURN_IF_ERROR(Execute(h, bucket_index, shape, replay));
   result->items.resize(h.total_results);

@@ -68,6 +68,7 @@ struct WorkerStats {
   uint64_t graphs_captured = 0;
   uint64_t graph_capture_failures = 0;  // also reported per batch in BatchResult
   uint64_t staging_grows = 0;
+  uint64_t graphs_updated = 0;  // graphs re-pointed in place after a staging grow
   // Launch calls of the last batch: kernels and cuBLASLt matmuls, or 1 for a replayed
   // graph (the two copies and the timing events are not counted).
   int last_launches = 0;
@@ -87,9 +88,11 @@ class CudaWorker {
 
  private:
   // One captured graph per (size bucket, top-K shape, id prefetch), and when to capture it
-  // again after a capture failed. `regrow`: the key had a graph that a staging grow
-  // dropped (it held the old buffers); its next batch captures it again on the new ones
-  // and replays it, instead of running eagerly first.
+  // again after a capture failed. `regrow`: a staging grow left `exec` pointing at the old
+  // buffers (never launched so); the key's next batch captures the forward pass on the new
+  // ones and re-points `exec` in place (cudaGraphExecUpdate: same nodes, new parameters),
+  // or instantiates it anew where the update is refused, and replays it, instead of
+  // running eagerly first.
   struct GraphSlot {
     GraphExec exec;
     GraphRetry retry;

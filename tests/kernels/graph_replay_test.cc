@@ -77,9 +77,10 @@ TEST_F(CudaGraphReplayTest, ReplaysOnOtherBatchesOfTheSameBucket) {
   EXPECT_EQ(gpu_->stats(0).graphs_captured, 1u);
 }
 
-// A batch with more ids than the staging buffer holds grows it, which drops the worker's
-// graphs (they hold the old buffers); a key that had one captures it again on the new
-// buffers for the batch at hand and replays it, instead of running that batch eagerly.
+// A batch with more ids than the staging buffer holds grows it, which leaves the worker's
+// graphs pointing at the old buffers; a key that had one captures the forward pass again
+// on the new buffers for the batch at hand, re-points its graph in place
+// (cudaGraphExecUpdate) and replays it, instead of running that batch eagerly.
 TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
   FUSERANK_SKIP_WITHOUT_GPU();
   ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}));
@@ -90,6 +91,7 @@ TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 900));
   EXPECT_EQ(gpu_->stats(0).staging_grows, grows + 1);
   EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
+  EXPECT_EQ(gpu_->stats(0).graphs_updated, 1u);  // re-pointed in place, not instantiated anew
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));  // and the new graph serves small ones
 }
 
