@@ -71,6 +71,9 @@ struct StageTimes {
   double cross = 0;
   double dnn = 0;
   double topk = 0;
+  // False when the backend did not time this batch's stages (the CUDA backend times them
+  // on a sampled share of its graph replays): the four figures are then not recorded.
+  bool timed = true;
 };
 
 // Per request r: its top-K items, best first, at items[result_begin[r] .. result_begin[r+1]).

@@ -223,6 +223,7 @@ void Metrics::RecordResult(const engine::RequestResult& result) {
   if (result.position != 0) return;  // the batch's figures come with its first request
   RecordBatchCandidates(result.batch_candidates);
   if (result.graph_capture_failures > 0) AddGraphCaptureFailures(result.graph_capture_failures);
+  if (!result.stages.timed) return;  // a CUDA graph replay outside the sampled share
   RecordStage(Stage::kLookup, result.stages.lookup);
   RecordStage(Stage::kCross, result.stages.cross);
   RecordStage(Stage::kDnn, result.stages.dnn);

@@ -102,6 +102,7 @@ void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bo
   engine::cuda::CudaOptions cuda_options;
   cuda_options.reorder_ids = reorder;
   cuda_options.graph_stage_events = stage_events;
+  cuda_options.stage_sample_period = 1;  // every replay timed: what the event nodes cost
   auto backend = engine::cuda::CudaBackend::Create(model, options, cuda_options);
   if (!backend.ok()) {
     std::fprintf(stderr, "CudaBackend: %s\n", backend.status().ToString().c_str());

@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
   sh.blocking_wait = options.cuda_blocking_wait;
   sh.reorder_ids = cuda_options.reorder_ids;
   sh.graph_stage_events = cuda_options.graph_stage_events;
+  sh.stage_sample_period = std::max(0, cuda_options.stage_sample_period);
   sh.prefetch_min_ids = cuda_options.prefetch_min_ids;
   sh.dot_shared_bytes = dot_shared_bytes;
   sh.max_bucket = kernels::CandidateBucket(static_cast<uint32_t>(options.max_batch_candidates));

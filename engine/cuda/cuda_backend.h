@@ -34,6 +34,11 @@ struct CudaOptions {
   // Event record nodes between a graph's stages, so replayed batches report their stage
   // times (on by default; the GPU bench turns it off to measure what the nodes cost).
   bool graph_stage_events = true;
+  // With graph_stage_events: one batch in this many per worker replays the key's graph
+  // with the event nodes and reports its stages; the others replay the same pass without
+  // them (StageTimes::timed false). 1: every batch (one graph per key); 0: none. Eager
+  // batches always report their stages.
+  int stage_sample_period = 16;
   // The fewest ids a batch of fp32 rows in bags of about one id needs for its lookup to
   // read ids ahead (kernels::LookupArgs::prefetch_ids; PrefetchIds in cuda_worker.h).
   uint64_t prefetch_min_ids = kPrefetchMinIds;

@@ -38,7 +38,10 @@ int64_t NowNs() {
 }  // namespace
 
 CudaWorker::CudaWorker(const BackendShared* shared)
-    : shared_(shared), packer_(shared->pack_info, shared->reorder_ids) {}
+    : shared_(shared),
+      packer_(shared->pack_info, shared->reorder_ids),
+      want_plain_(!(shared->graph_stage_events && shared->stage_sample_period == 1)),
+      want_timed_(shared->graph_stage_events && shared->stage_sample_period > 0) {}
 
 absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(const BackendShared* shared) {
   std::unique_ptr<CudaWorker> w(new CudaWorker(shared));
@@ -138,7 +141,7 @@ absl::Status CudaWorker::EnsureStaging(const kernels::PackedHeader& h) {
     // Captured graphs hold the old pointers: none is launched until its key's next batch
     // has re-pointed it at the new buffers (RecaptureAfterGrow).
     for (GraphSlot& g : graphs_) {
-      if (g.exec) g.regrow = true;
+      if (g.exec || g.timed) g.regrow = true;
     }
     ++stats_.staging_grows;
   }
@@ -246,13 +249,14 @@ absl::Status CudaWorker::EnqueueTopK(uint32_t bucket, int shape) {
   return absl::OkStatus();
 }
 
-absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_graph) {
+absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_graph,
+                                        bool timed) {
   const uint32_t bucket = shared_->buckets[bucket_index];
   cudaStream_t s = stream_.get();
   // In a capture a plain record is only an ordering point; cudaEventRecordExternal makes it
   // a node of the graph that records the event each time the graph runs.
   auto mark = [&](int e) -> absl::Status {
-    if (in_graph && !shared_->graph_stage_events) return absl::OkStatus();
+    if (in_graph && !timed) return absl::OkStatus();
     RETURN_IF_CUDA_ERROR(
         cudaEventRecordWithFlags(events_[e].get(), s,
                                  in_graph ? cudaEventRecordExternal : cudaEventRecordDefault),
@@ -279,12 +283,14 @@ absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_gra
   return EnqueueTopK(bucket, shape);
 }
 
-absl::Status CudaWorker::Capture(int bucket_index, int shape) {
+absl::Status CudaWorker::CaptureVariant(int bucket_index, int shape, bool timed, bool update,
+                                        GraphExec* exec, bool* updated) {
+  *updated = false;
   cudaStream_t s = stream_.get();
   RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
                        "cudaStreamBeginCapture");
   const int launches = launches_;
-  const absl::Status enqueued = EnqueueForward(bucket_index, shape, /*in_graph=*/true);
+  const absl::Status enqueued = EnqueueForward(bucket_index, shape, /*in_graph=*/true, timed);
   launches_ = launches;
   cudaGraph_t raw = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(s, &raw);
@@ -292,22 +298,38 @@ absl::Status CudaWorker::Capture(int bucket_index, int shape) {
   RETURN_IF_ERROR(enqueued);
   RETURN_IF_CUDA_ERROR(ended, "cudaStreamEndCapture");
   if (raw == nullptr) return absl::InternalError("cudaStreamEndCapture returned no graph");
-  ++stats_.graphs_captured;
-  GraphSlot& slot = Slot(bucket_index, shape);
-  if (slot.regrow && slot.exec) {
+  if (update && *exec) {
     // The same forward pass on other buffers: the same nodes with new parameters, so the
     // instantiated graph takes them in place (cheaper than a new instantiation).
     cudaGraphExecUpdateResultInfo info = {};
-    if (cudaGraphExecUpdate(slot.exec.get(), graph.get(), &info) == cudaSuccess) {
-      ++stats_.graphs_updated;
+    if (cudaGraphExecUpdate(exec->get(), graph.get(), &info) == cudaSuccess) {
+      *updated = true;
       return absl::OkStatus();
     }
     static_cast<void>(cudaGetLastError());  // refused: instantiate it anew below
   }
-  slot.exec.Reset();
-  cudaGraphExec_t exec = nullptr;
-  RETURN_IF_CUDA_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0), "cudaGraphInstantiate");
-  slot.exec = GraphExec(exec);
+  exec->Reset();
+  cudaGraphExec_t instantiated = nullptr;
+  RETURN_IF_CUDA_ERROR(cudaGraphInstantiate(&instantiated, graph.get(), 0),
+                       "cudaGraphInstantiate");
+  *exec = GraphExec(instantiated);
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::Capture(int bucket_index, int shape) {
+  GraphSlot& slot = Slot(bucket_index, shape);
+  bool plain_updated = true;
+  bool timed_updated = true;
+  if (want_plain_) {
+    RETURN_IF_ERROR(
+        CaptureVariant(bucket_index, shape, false, slot.regrow, &slot.exec, &plain_updated));
+  }
+  if (want_timed_) {
+    RETURN_IF_ERROR(
+        CaptureVariant(bucket_index, shape, true, slot.regrow, &slot.timed, &timed_updated));
+  }
+  ++stats_.graphs_captured;
+  if (slot.regrow && plain_updated && timed_updated) ++stats_.graphs_updated;
   return absl::OkStatus();
 }
 
@@ -331,7 +353,8 @@ bool CudaWorker::RecaptureAfterGrow(int bucket_index, int shape, BatchResult* re
   slot.regrow = false;
   static_cast<void>(cudaGetLastError());
   if (captured.ok()) return true;
-  slot.exec.Reset();  // it still points at the old buffers
+  slot.exec.Reset();  // they may still point at the old buffers
+  slot.timed.Reset();
   CaptureFailed(slot, bucket_index, shape, captured, result);
   return false;
 }
@@ -363,12 +386,13 @@ absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_inde
       cudaMemcpyAsync(d_stage_.get(), h_stage_.get(), h.total_bytes, cudaMemcpyHostToDevice, s),
       "copy batch to device");
   if (replay) {
-    const GraphExec& graph = Slot(bucket_index, shape).exec;
+    const GraphSlot& slot = Slot(bucket_index, shape);
+    const GraphExec& graph = timed_ ? slot.timed : slot.exec;
     RETURN_IF_CUDA_ERROR(cudaGraphLaunch(graph.get(), s), "cudaGraphLaunch");
     ++launches_;
     ++stats_.graph_launches;
   } else {
-    RETURN_IF_ERROR(EnqueueForward(bucket_index, shape, /*in_graph=*/false));
+    RETURN_IF_ERROR(EnqueueForward(bucket_index, shape, /*in_graph=*/false, /*timed=*/true));
   }
   RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(h_out_.get(), d_out_.get(),
                                        size_t{h.total_results} * sizeof(kernels::ScoredPair),
@@ -438,15 +462,19 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   RETURN_IF_ERROR(RefreshHotCache());
   const int shape = kernels::TopKShapeIndex(h.max_segment);
   const bool use_graphs = shared_->cuda_graphs;
+  // The sampled share of batches replays the timed variant (all of them when it is the
+  // only one kept).
+  timed_ = want_timed_ &&
+           (!want_plain_ || stats_.batches % static_cast<uint64_t>(shared_->stage_sample_period) == 0);
   const GraphSlot& slot = Slot(bucket_index, shape);
-  bool replay = use_graphs && static_cast<bool>(slot.exec) && !slot.regrow;
+  bool replay = use_graphs && Ready(slot) && !slot.regrow;
   if (use_graphs && slot.regrow) replay = RecaptureAfterGrow(bucket_index, shape, result);
   launches_ = 0;
   RETURN_IF_ERROR(Execute(h, bucket_index, shape, replay));
   result->items.resize(h.total_results);
   std::memcpy(result->items.data(), h_out_.get(), h.total_results * sizeof(kernels::ScoredPair));
   if (h.max_segment > kernels::kMaxTopKSegment) RankLongRequestsOnHost(batch, result);
-  FillStageTimes(/*staged=*/!replay || shared_->graph_stage_events, result);
+  FillStageTimes(/*staged=*/!replay || timed_, result);
   ++stats_.batches;
   stats_.last_launches = launches_;
   stats_.last_used_graph = replay;

@@ -41,6 +41,7 @@ struct BackendShared {
   bool blocking_wait = true;  // engine.cuda_wait: block
   bool reorder_ids = false;
   bool graph_stage_events = true;               // CudaOptions::graph_stage_events
+  int stage_sample_period = 16;                 // CudaOptions::stage_sample_period
   uint64_t prefetch_min_ids = kPrefetchMinIds;  // CudaOptions::prefetch_min_ids
   size_t dot_shared_bytes = 0;                  // the dot kernel's shared memory per block
   uint32_t max_bucket = 0;                      // CandidateBucket(max_batch_candidates)
@@ -93,8 +94,11 @@ class CudaWorker {
   // ones and re-points `exec` in place (cudaGraphExecUpdate: same nodes, new parameters),
   // or instantiates it anew where the update is refused, and replays it, instead of
   // running eagerly first.
+  // `exec` replays the pass without stage events, `timed` with them (the sampled
+  // batches'); a key holds the variants the settings use (want_plain_, want_timed_).
   struct GraphSlot {
     GraphExec exec;
+    GraphExec timed;
     GraphRetry retry;
     bool regrow = false;
   };
@@ -108,15 +112,24 @@ class CudaWorker {
   GraphSlot& Slot(int bucket_index, int shape);
   // Enqueues the whole forward pass for `bucket_index` (graph capture or eager), with the
   // stage events 1..4 recorded between its stages: on the stream when eager, as event
-  // record nodes of the graph when `in_graph` (capture), so that a replayed batch's stages
-  // are timed as an eager one's are.
-  absl::Status EnqueueForward(int bucket_index, int shape, bool in_graph);
+  // record nodes of the graph when `in_graph` (capture) and `timed`, so that a replayed
+  // batch's stages are timed as an eager one's are.
+  absl::Status EnqueueForward(int bucket_index, int shape, bool in_graph, bool timed);
   absl::Status EnqueueLookup(uint32_t bucket);
   absl::Status EnqueueInteraction(uint32_t bucket);
   absl::Status EnqueueTopK(uint32_t bucket, int shape);
   // The copy in, the graph or the eager forward pass, the copies out, and the wait.
   absl::Status Execute(const kernels::PackedHeader& h, int bucket_index, int shape, bool replay);
+  // Captures every variant of the key (bucket_index, shape) the settings use.
   absl::Status Capture(int bucket_index, int shape);
+  // One variant into *exec: re-pointed in place when `update` (*exec holds the same pass on
+  // older buffers) and the runtime takes it (*updated true), else instantiated anew.
+  absl::Status CaptureVariant(int bucket_index, int shape, bool timed, bool update,
+                              GraphExec* exec, bool* updated);
+  // Whether the key's graph variants are all there.
+  bool Ready(const GraphSlot& slot) const {
+    return (!want_plain_ || slot.exec) && (!want_timed_ || slot.timed);
+  }
   // After an eager batch: captures its key's graph when the retry policy says so; a failed
   // capture is counted in `result` and logged (once per key at warning level).
   void MaybeCapture(int bucket_index, int shape, BatchResult* result);
@@ -134,7 +147,7 @@ class CudaWorker {
   // read_hot_counts_ says whether the batch reads the device counters back.
   absl::Status RefreshHotCache();
   // The batch's device time and, when `staged` (eager, or a graph with stage events), its
-  // stages from the six events; else the whole device time as dnn.
+  // stages from the six events; else the stages are left untimed (StageTimes::timed).
   void FillStageTimes(bool staged, BatchResult* result);
 
   const BackendShared* shared_;
@@ -159,6 +172,11 @@ class CudaWorker {
   // The batch at hand has the lookup read its ids ahead (PrefetchIds); its graphs are
   // apart from the other setting's.
   bool prefetch_ids_ = false;
+  // The graph variants this worker keeps per key (from graph_stage_events and
+  // stage_sample_period), and whether the batch at hand replays the timed one.
+  bool want_plain_ = true;
+  bool want_timed_ = true;
+  bool timed_ = false;
   int launches_ = 0;
   std::vector<float> scratch_score_;  // host top-K of requests over kMaxTopKSegment
   // cache.placement: host: the generation this worker reads, its descriptors on the device

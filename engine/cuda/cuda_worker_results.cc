@@ -43,8 +43,8 @@ void CudaWorker::FillStageTimes(bool staged, BatchResult* result) {
   for (int i = 0; i < 6; ++i) e[i] = events_[i].get();
   stats_.last_device_seconds = Seconds(e[0], e[5]);
   StageTimes& st = result->stages;
-  if (!staged) {  // a graph without stage events: the whole batch counts as dnn
-    st.dnn = stats_.last_device_seconds;
+  if (!staged) {  // a graph replayed without stage events
+    st.timed = false;
     return;
   }
   st.lookup = Seconds(e[0], e[1]);  // copy in, gather, lookup

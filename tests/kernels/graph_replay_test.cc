@@ -111,6 +111,37 @@ TEST_F(CudaGraphReplayTest, OneIdAndLongerBagsOfOneBucketReplayGraphsOfTheirOwn)
   EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
 }
 
+// Stage events on a sampled share of replays (CudaOptions::stage_sample_period): each key
+// keeps a graph with the event nodes and one without; one batch in four per worker replays
+// the first and reports its stages, the others the second and leave them untimed; both
+// score like the CPU.
+TEST_F(CudaGraphReplayTest, OneReplayInFourReportsItsStages) {
+  FUSERANK_SKIP_WITHOUT_GPU();
+  CudaOptions cuda_options;
+  cuda_options.stage_sample_period = 4;
+  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}, cuda_options));
+  for (int i = 0; i < 10; ++i) {
+    SCOPED_TRACE(::testing::Message() << "batch " << i);
+    const std::vector<RefRequest> requests = MakeRequests(s_.model->spec(), {30, 9}, rng_);
+    const Batch batch = engine::test::MakeBatch(s_.model, requests);
+    BatchResult want, got;
+    ASSERT_TRUE(cpu_->Run(0, batch, &want).ok());
+    ASSERT_TRUE(gpu_->Run(0, batch, &got).ok());
+    ExpectMatches(s_, requests, batch, got, want, 1e-5);
+    const bool replayed = i > 0;
+    EXPECT_EQ(gpu_->stats(0).last_used_graph, replayed);
+    const bool timed = !replayed || i % 4 == 0;  // eager, or a sampled replay
+    EXPECT_EQ(got.stages.timed, timed);
+    if (timed) {
+      EXPECT_GT(got.stages.lookup, 0.0);
+      EXPECT_GT(got.stages.dnn, 0.0);
+      EXPECT_GT(got.stages.topk, 0.0);
+    }
+    EXPECT_GT(gpu_->stats(0).last_device_seconds, 0.0);
+  }
+  EXPECT_EQ(gpu_->stats(0).graphs_captured, 1u);  // one key, both variants
+}
+
 TEST(PrefetchIdsTest, Fp32RowsInBagsOfAboutOneIdInLargeBatches) {
   kernels::PackedHeader h;
   h.num_item_bags = 100;

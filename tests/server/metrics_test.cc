@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "engine/batcher.h"
 #include "engine/cpu/cpu_simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -75,6 +77,29 @@ TEST(MetricsTest, RecordsIntoTheLabelledSeries) {
   EXPECT_THAT(text, HasSubstr("fuserank_inflight_requests 2"));
   EXPECT_THAT(text, HasSubstr("fuserank_queue_depth 7"));
   EXPECT_THAT(text, HasSubstr("fuserank_hot_rows_version 4"));
+}
+
+// A batch whose stages the backend did not time (a CUDA graph replayed outside the sampled
+// share) adds its queue time and batch size, and nothing to the four compute stages.
+TEST(MetricsTest, AnUntimedBatchRecordsNoComputeStage) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
+  ASSERT_TRUE(metrics.ok());
+  Metrics& m = **metrics;
+  engine::RequestResult result;
+  result.batch_requests = 1;
+  result.batch_candidates = 10;
+  result.queue_seconds = 0.25;
+  result.stages = {0.001, 0.002, 0.003, 0.004};
+  m.RecordResult(result);
+  result.stages.timed = false;
+  m.RecordResult(result);
+  const std::string text = m.Scrape();
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_stage_duration_seconds_count{stage="queue"} 2)"));
+  EXPECT_THAT(text, HasSubstr("fuserank_batch_candidates_count 2"));
+  for (const char* stage : {"lookup", "cross", "dnn", "topk"}) {
+    EXPECT_THAT(text, HasSubstr(absl::StrCat(R"(fuserank_stage_duration_seconds_count{stage=")",
+                                             stage, R"("} 1)")));
+  }
 }
 
 TEST(MetricsTest, CountsReloadModelUnderItsOwnRpcLabel) {
