@@ -124,13 +124,11 @@ uint64_t ModelMemory::total() const {
 }
 
 std::string ModelMemory::Breakdown() const {
-  return absl::StrCat("weights ", FormatBytes(weights), ", dense layers ", FormatBytes(dense),
-                      ", CPU plan ", FormatBytes(plan), ", scratch ", FormatBytes(scratch),
-                      ", hot rows ", FormatBytes(hot_rows),
-                      near_cache > 0 ? absl::StrCat(", near cache ", FormatBytes(near_cache)) : "",
-                      pinned_tables > 0
-                          ? absl::StrCat(", pinned tables ", FormatBytes(pinned_tables))
-                          : "");
+  return absl::StrCat(
+      "weights ", FormatBytes(weights), ", dense layers ", FormatBytes(dense), ", CPU plan ",
+      FormatBytes(plan), ", scratch ", FormatBytes(scratch), ", hot rows ", FormatBytes(hot_rows),
+      near_cache > 0 ? absl::StrCat(", near cache ", FormatBytes(near_cache)) : "",
+      pinned_tables > 0 ? absl::StrCat(", pinned tables ", FormatBytes(pinned_tables)) : "");
 }
 
 uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8) {

@@ -2,9 +2,9 @@
 // allows, kUnroll rows in flight per lane before the first add, fp32 accumulation; with
 // LookupArgs::prefetch_ids, a lane group reads the ids of several bags at once and issues
 // their rows together (PrefetchingLookupKernel); with LookupArgs::d_hot, rows the table's HBM
-// hot-row cache holds are read from it (HotCachedLookupKernel). The row type (fp32, fp16, bf16, int8) is a
-// template parameter of the kernel: the launcher picks the instantiation, and no branch on
-// the type runs per bag or row.
+// hot-row cache holds are read from it (HotCachedLookupKernel). The row type (fp32, fp16, bf16,
+// int8) is a template parameter of the kernel: the launcher picks the instantiation, and no branch
+// on the type runs per bag or row.
 #include <cstdint>
 
 #include "kernels/batch_layout.h"
@@ -104,7 +104,8 @@ __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs 
     Bag bag;
     LookupTable t;
     int k;
-    if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t, &k)) PoolBag<T>(bag, t, lane, kLanes);
+    if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t, &k))
+      PoolBag<T>(bag, t, lane, kLanes);
   }
 }
 

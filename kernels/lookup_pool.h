@@ -257,8 +257,8 @@ template <RowType T, bool kHot>
 __device__ uint32_t PoolBagFrom(const Bag& bag, const HotCacheTable& hot, const LookupTable& t,
                                 int lane, int lanes) {
   if (t.vector) {
-    return PoolVectors<T, kHot>(bag, hot, t.dim, t.dim * Row<T>::kElemBytes / 16, t.mean != 0,
-                                lane, lanes);
+    return PoolVectors<T, kHot>(bag, hot, t.dim, t.dim * Row<T>::kElemBytes / 16, t.mean != 0, lane,
+                                lanes);
   }
   return PoolElements<T, kHot>(bag, hot, t.dim, t.mean != 0, lane, lanes);
 }

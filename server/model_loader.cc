@@ -159,8 +159,8 @@ absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
   }
   ASSIGN_OR_RETURN(prepared.weights_bytes, engine::Model::CheckWeightsFile(prepared.spec));
   const engine::ServingShape shape{
-      options.backend.workers, options.backend.cpu_threads, options.backend.max_batch_candidates,
-      options.cache.capacity,  options.cache.frequency,     options.remote.near_cache_rows,
+      options.backend.workers,    options.backend.cpu_threads, options.backend.max_batch_candidates,
+      options.cache.capacity,     options.cache.frequency,     options.remote.near_cache_rows,
       options.backend.host_tables};
   prepared.memory = engine::EstimateModelMemory(prepared.spec, prepared.weights_bytes, shape);
   if (options.budget != nullptr) {

@@ -43,8 +43,8 @@ class Zipf {
 };
 
 // One request of n candidates, one id per bag, ids drawn from each table's law.
-Batch ZipfRequest(const std::shared_ptr<const engine::Model>& model,
-                  const std::vector<Zipf>& laws, uint32_t n, std::mt19937_64& rng) {
+Batch ZipfRequest(const std::shared_ptr<const engine::Model>& model, const std::vector<Zipf>& laws,
+                  uint32_t n, std::mt19937_64& rng) {
   Batch b;
   b.model = model;
   b.candidate_begin = {0, n};

@@ -15,8 +15,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/backend.h"
 #include "absl/time/time.h"
+#include "engine/backend.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/cuda/device_hot_cache.h"
 #include "engine/cuda/device_model.h"
@@ -79,9 +79,7 @@ class CudaBackend final : public Backend {
   const std::string& description() const { return description_; }
   // host_tables: the hot-row set version the device cache holds now (what the next batch
   // reads); 0 without host tables.
-  uint64_t hot_cache_version() const {
-    return hot_cache_ == nullptr ? 0 : hot_cache_->version();
-  }
+  uint64_t hot_cache_version() const { return hot_cache_ == nullptr ? 0 : hot_cache_->version(); }
 
  private:
   CudaBackend() = default;

@@ -249,8 +249,7 @@ absl::Status CudaWorker::EnqueueTopK(uint32_t bucket, int shape) {
   return absl::OkStatus();
 }
 
-absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_graph,
-                                        bool timed) {
+absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_graph, bool timed) {
   const uint32_t bucket = shared_->buckets[bucket_index];
   cudaStream_t s = stream_.get();
   // In a capture a plain record is only an ordering point; cudaEventRecordExternal makes it
@@ -310,8 +309,7 @@ absl::Status CudaWorker::CaptureVariant(int bucket_index, int shape, bool timed,
   }
   exec->Reset();
   cudaGraphExec_t instantiated = nullptr;
-  RETURN_IF_CUDA_ERROR(cudaGraphInstantiate(&instantiated, graph.get(), 0),
-                       "cudaGraphInstantiate");
+  RETURN_IF_CUDA_ERROR(cudaGraphInstantiate(&instantiated, graph.get(), 0), "cudaGraphInstantiate");
   *exec = GraphExec(instantiated);
   return absl::OkStatus();
 }
@@ -464,8 +462,9 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   const bool use_graphs = shared_->cuda_graphs;
   // The sampled share of batches replays the timed variant (all of them when it is the
   // only one kept).
-  timed_ = want_timed_ &&
-           (!want_plain_ || stats_.batches % static_cast<uint64_t>(shared_->stage_sample_period) == 0);
+  timed_ =
+      want_timed_ &&
+      (!want_plain_ || stats_.batches % static_cast<uint64_t>(shared_->stage_sample_period) == 0);
   const GraphSlot& slot = Slot(bucket_index, shape);
   bool replay = use_graphs && Ready(slot) && !slot.regrow;
   if (use_graphs && slot.regrow) replay = RecaptureAfterGrow(bucket_index, shape, result);

@@ -124,8 +124,8 @@ class CudaWorker {
   absl::Status Capture(int bucket_index, int shape);
   // One variant into *exec: re-pointed in place when `update` (*exec holds the same pass on
   // older buffers) and the runtime takes it (*updated true), else instantiated anew.
-  absl::Status CaptureVariant(int bucket_index, int shape, bool timed, bool update,
-                              GraphExec* exec, bool* updated);
+  absl::Status CaptureVariant(int bucket_index, int shape, bool timed, bool update, GraphExec* exec,
+                              bool* updated);
   // Whether the key's graph variants are all there.
   bool Ready(const GraphSlot& slot) const {
     return (!want_plain_ || slot.exec) && (!want_timed_ || slot.timed);

@@ -28,8 +28,8 @@ absl::StatusOr<DeviceBuffer> Copy(const void* src, size_t bytes, cudaStream_t st
 
 }  // namespace
 
-DeviceHotCache::DeviceHotCache(const Model& model, const GpuLayout& layout,
-                               HotRowManager* manager, int gpu, absl::Duration poll)
+DeviceHotCache::DeviceHotCache(const Model& model, const GpuLayout& layout, HotRowManager* manager,
+                               int gpu, absl::Duration poll)
     : model_(model), layout_(layout), manager_(manager), gpu_(gpu), poll_(poll) {}
 
 absl::StatusOr<std::unique_ptr<DeviceHotCache>> DeviceHotCache::Create(const Model& model,
@@ -79,9 +79,8 @@ absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> DeviceHotCache::Build(
     }
     const std::string name = model_.tables()[layout_.lookup_spec_index[k]].name;
     const size_t index_bytes = image.index.size() * sizeof(kernels::HotCacheEntry);
-    ASSIGN_OR_RETURN(DeviceBuffer index,
-                     Copy(image.index.data(), index_bytes, stream_.get(),
-                          absl::StrCat("hot-row index of table '", name, "'")));
+    ASSIGN_OR_RETURN(DeviceBuffer index, Copy(image.index.data(), index_bytes, stream_.get(),
+                                              absl::StrCat("hot-row index of table '", name, "'")));
     ASSIGN_OR_RETURN(DeviceBuffer rows, Copy(image.rows.data(), image.rows.size(), stream_.get(),
                                              absl::StrCat("hot rows of table '", name, "'")));
     tables.push_back(image.Table(index.get<kernels::HotCacheEntry>(), rows.get<unsigned char>()));
@@ -99,9 +98,10 @@ absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> DeviceHotCache::Build(
 
 void DeviceHotCache::Run() {
   if (cudaSetDevice(gpu_) != cudaSuccess) {
-    spdlog::error("cuda:{}: the hot-row cache updater cannot select its device; hot-row swaps "
-                  "are not uploaded",
-                  gpu_);
+    spdlog::error(
+        "cuda:{}: the hot-row cache updater cannot select its device; hot-row swaps "
+        "are not uploaded",
+        gpu_);
     return;
   }
   for (;;) {
@@ -127,8 +127,8 @@ void DeviceHotCache::Run() {
     std::shared_ptr<const HotCacheGeneration> old =
         current_.exchange(*std::move(built), std::memory_order_acq_rel);
     version_.store(snapshot->version, std::memory_order_release);
-    spdlog::debug("cuda:{}: hot-row cache version {} published ({} bytes)", gpu_,
-                  snapshot->version, current()->bytes);
+    spdlog::debug("cuda:{}: hot-row cache version {} published ({} bytes)", gpu_, snapshot->version,
+                  current()->bytes);
     retired_.push_back(std::move(old));
   }
 }

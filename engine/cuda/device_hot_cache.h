@@ -31,10 +31,10 @@ namespace fuserank::engine::cuda {
 
 // One snapshot's caches in device memory. Immutable once published.
 struct HotCacheGeneration {
-  uint64_t version = 0;         // the snapshot's
+  uint64_t version = 0;               // the snapshot's
   std::vector<DeviceBuffer> buffers;  // per table with hot rows: index, rows
-  DeviceBuffer d_tables;        // kernels::HotCacheTable per lookup table
-  size_t bytes = 0;             // device bytes of buffers and d_tables
+  DeviceBuffer d_tables;              // kernels::HotCacheTable per lookup table
+  size_t bytes = 0;                   // device bytes of buffers and d_tables
 };
 
 class DeviceHotCache {

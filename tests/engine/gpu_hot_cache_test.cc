@@ -58,7 +58,8 @@ TEST_P(HotCacheImageTest, TheKernelsProbeFindsEveryHotRowWithItsBytesAndNothingE
   const uint64_t seed = fuserank::testing::TestSeed();
   SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   const int64_t rows = 5000;  // a table larger than its cache
-  const std::shared_ptr<const Model> model = MakeModel(GetParam().dtype, rows, GetParam().dim, seed);
+  const std::shared_ptr<const Model> model =
+      MakeModel(GetParam().dtype, rows, GetParam().dim, seed);
   ASSERT_NE(model, nullptr);
   const EmbeddingTable& table = model->tables()[1];
   std::mt19937_64 rng(seed);
@@ -89,9 +90,9 @@ TEST_P(HotCacheImageTest, TheKernelsProbeFindsEveryHotRowWithItsBytesAndNothingE
         continue;
       }
       const std::vector<std::byte> want = DeviceRow(table, r);
-      ASSERT_EQ(std::memcmp(t.d_rows + static_cast<size_t>(slot) * want.size(), want.data(),
-                            want.size()),
-                0)
+      ASSERT_EQ(
+          std::memcmp(t.d_rows + static_cast<size_t>(slot) * want.size(), want.data(), want.size()),
+          0)
           << "row " << r << " in slot " << slot;
     }
   }
@@ -109,7 +110,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HotCacheImageTest,
 TEST(HotCacheImageTest, AnEmptySetHasNoIndexSoEveryRowIsReadFromTheTable) {
   const std::shared_ptr<const Model> model = MakeModel(DType::kF32, 100, 8, 7);
   ASSERT_NE(model, nullptr);
-  const HotCacheImage image = MakeHotCacheImage(model->tables()[0], *HotSet::Empty(model->tables()[0]));
+  const HotCacheImage image =
+      MakeHotCacheImage(model->tables()[0], *HotSet::Empty(model->tables()[0]));
   EXPECT_EQ(image.count, 0);
   EXPECT_TRUE(image.index.empty());
   EXPECT_TRUE(image.rows.empty());

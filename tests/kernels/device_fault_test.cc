@@ -7,6 +7,8 @@
 // on the CPU in guarded_backend_test.cc). The fault kills the process's context, so it
 // runs in a child process (a death test that re-runs this binary): nothing after it in
 // this process is touched.
+#include "engine/device_fault.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -19,7 +21,6 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/device_fault.h"
 #include "gtest/gtest.h"
 #include "kernels/batch_layout.h"
 #include "kernels/lookup.h"

@@ -91,7 +91,7 @@ TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 900));
   EXPECT_EQ(gpu_->stats(0).staging_grows, grows + 1);
   EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
-  EXPECT_EQ(gpu_->stats(0).graphs_updated, 1u);  // re-pointed in place, not instantiated anew
+  EXPECT_EQ(gpu_->stats(0).graphs_updated, 1u);        // re-pointed in place, not instantiated anew
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));  // and the new graph serves small ones
 }
 
