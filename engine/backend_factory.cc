@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cuda_module_abi.h"
+#include "engine/hot_rows/sampling_backend.h"
 #include "spdlog/spdlog.h"
 
 namespace fuserank::engine {
@@ -91,6 +92,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(std::shared_ptr<const
   if (!status.ok()) return status;
   spdlog::info("engine: CUDA backend on {} ({}), {} streams, graphs {}", backend->device(),
                description, backend->num_workers(), options.cuda_graphs ? "on" : "off");
+  // Its lookups run on the device: the frequency policy's samples are taken on the host.
+  if (options.sample_accesses && options.hot_rows != nullptr &&
+      options.hot_rows->options().sketches) {
+    backend = std::make_unique<SamplingBackend>(std::move(backend), options.hot_rows);
+  }
   return backend;
 }
 

@@ -67,6 +67,23 @@ def metrics(port, device):
     return 0 if ok else 1
 
 
+def hits(port):
+    """The device hot-row cache's hits and misses on the server at `port` + 1's metrics."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    except OSError as e:
+        print(json.dumps({"bench": "hot_cache", "ok": False, "problems": [f"scrape failed: {e}"]}))
+        return 1
+    lookups = series(text, "fuserank_embedding_cache_lookups_total")
+    hit = sum(v for labels, v in lookups.items() if 'result="hit"' in labels)
+    miss = sum(v for labels, v in lookups.items() if 'result="miss"' in labels)
+    ok = hit > 0
+    print(json.dumps({"bench": "hot_cache", "ok": ok, "hits": hit, "misses": miss,
+                      "hit_rate": hit / (hit + miss) if hit + miss else 0,
+                      "problems": [] if ok else ["no lookup was served from the device cache"]}))
+    return 0 if ok else 1
+
+
 def stages(port, state_file):
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
@@ -113,6 +130,8 @@ def main(argv):
         return load(int(argv[2]), int(argv[3]), *argv[4:])
     if len(argv) == 4 and argv[1] == "metrics":
         return metrics(int(argv[2]), argv[3])
+    if len(argv) == 3 and argv[1] == "hits":
+        return hits(int(argv[2]))
     if len(argv) == 4 and argv[1] == "stages":
         return stages(int(argv[2]), argv[3])
     print(__doc__, file=sys.stderr)

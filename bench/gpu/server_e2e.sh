@@ -64,8 +64,19 @@ done
 if [[ $DEVICE == cuda ]]; then
   # The tables in host memory behind the device hot-row cache (the CPU reference keeps the
   # default cache keys: placement: host is refused on the CPU engine).
-  CACHE_KEYS="placement: host, policy: frequency, rebuild_interval_seconds: 1" \
-    compare dot_fp32_sum_host_tables dot_fp32_sum || failed=1
+  if CACHE_KEYS="placement: host, policy: frequency, rebuild_interval_seconds: 1" \
+    compare dot_fp32_sum_host_tables dot_fp32_sum; then
+    # Traffic, a rebuild of the hot sets from it, more traffic: the device cache must serve
+    # some of the second (counts reach /metrics within a second).
+    for _ in 1 2; do
+      "$BIN/fuserank-bench" --target="127.0.0.1:$PORT" --model="$WORK/dot_fp32_sum.yaml" \
+        --candidates=64 --concurrency=4 --duration=2 --warmup=0 --json >/dev/null 2>&1
+      sleep 1.5
+    done
+    python3 "$HERE/e2e_report.py" hits $((PORT + 1)) || failed=1
+  else
+    failed=1
+  fi
   stop_all
 fi
 

@@ -43,6 +43,20 @@ CudaWorker::CudaWorker(const BackendShared* shared)
       want_plain_(!(shared->graph_stage_events && shared->stage_sample_period == 1)),
       want_timed_(shared->graph_stage_events && shared->stage_sample_period > 0) {}
 
+CudaWorker::~CudaWorker() {
+  if (shared_->hot_cache == nullptr || shared_->hot_rows == nullptr || !d_hot_counts_.get()) {
+    return;
+  }
+  // The counts of the batches since the last read (a worker idle since then, or shutting
+  // down), unless the device has failed.
+  if (cudaMemcpy(h_hot_counts_.get(), d_hot_counts_.get(), d_hot_counts_.bytes(),
+                 cudaMemcpyDeviceToHost) != cudaSuccess) {
+    return;
+  }
+  read_hot_counts_ = true;
+  RecordLookups();
+}
+
 absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(const BackendShared* shared) {
   std::unique_ptr<CudaWorker> w(new CudaWorker(shared));
   RETURN_IF_ERROR(w->Allocate());
@@ -460,14 +474,15 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   RETURN_IF_ERROR(RefreshHotCache());
   const int shape = kernels::TopKShapeIndex(h.max_segment);
   const bool use_graphs = shared_->cuda_graphs;
-  // The sampled share of batches replays the timed variant (all of them when it is the
-  // only one kept).
-  timed_ =
-      want_timed_ &&
-      (!want_plain_ || stats_.batches % static_cast<uint64_t>(shared_->stage_sample_period) == 0);
-  const GraphSlot& slot = Slot(bucket_index, shape);
+  GraphSlot& slot = Slot(bucket_index, shape);
+  // One batch of the key in stage_sample_period replays the timed variant (all of them
+  // when it is the only one kept); counted per key, so every key's stages are sampled.
+  timed_ = want_timed_ &&
+           (!want_plain_ ||
+            slot.batches++ % static_cast<uint64_t>(shared_->stage_sample_period) == 0);
   bool replay = use_graphs && Ready(slot) && !slot.regrow;
-  if (use_graphs && slot.regrow) replay = RecaptureAfterGrow(bucket_index, shape, result);
+  const bool recaptured = use_graphs && slot.regrow;
+  if (recaptured) replay = RecaptureAfterGrow(bucket_index, shape, result);
   launches_ = 0;
   RETURN_IF_ERROR(Execute(h, bucket_index, shape, replay));
   result->items.resize(h.total_results);
@@ -477,7 +492,8 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   ++stats_.batches;
   stats_.last_launches = launches_;
   stats_.last_used_graph = replay;
-  if (use_graphs && !replay) MaybeCapture(bucket_index, shape, result);
+  // (A failed recapture was this batch's try: the next waits for the retry's backoff.)
+  if (use_graphs && !replay && !recaptured) MaybeCapture(bucket_index, shape, result);
   RecordLookups();
   return absl::OkStatus();
 }

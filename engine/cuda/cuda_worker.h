@@ -82,6 +82,9 @@ class CudaWorker {
  public:
   // REQUIRES: the current device is shared->gpu.
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(const BackendShared* shared);
+  // With a device hot-row cache, adds the counts not read back yet to the manager.
+  // REQUIRES: the current device is shared->gpu.
+  ~CudaWorker();
 
   // Scores `batch` and writes every request's top-K into `result`.
   absl::Status Run(const Batch& batch, BatchResult* result);
@@ -101,6 +104,7 @@ class CudaWorker {
     GraphExec timed;
     GraphRetry retry;
     bool regrow = false;
+    uint64_t batches = 0;  // of this key: one in stage_sample_period replays `timed`
   };
 
   explicit CudaWorker(const BackendShared* shared);

@@ -15,10 +15,10 @@
 namespace fuserank::engine::cuda {
 namespace {
 
-// Copies `bytes` host bytes into a new device buffer on `stream` (the caller waits).
-absl::StatusOr<DeviceBuffer> Copy(const void* src, size_t bytes, cudaStream_t stream,
+// Copies `bytes` host bytes into new stream-ordered device memory (the caller waits).
+absl::StatusOr<StreamBuffer> Copy(const void* src, size_t bytes, cudaStream_t stream,
                                   const std::string& what) {
-  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(bytes, what));
+  ASSIGN_OR_RETURN(StreamBuffer buffer, StreamBuffer::Allocate(bytes, stream, what));
   if (bytes > 0) {
     RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(buffer.get(), src, bytes, cudaMemcpyHostToDevice, stream),
                          absl::StrCat("copy ", what));
@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<DeviceHotCache>> DeviceHotCache::Create(const Mod
   const std::shared_ptr<const HotRowSnapshot> snapshot = manager->snapshot();
   ASSIGN_OR_RETURN(std::shared_ptr<const HotCacheGeneration> first, cache->Build(*snapshot));
   cache->version_.store(first->version, std::memory_order_release);
+  cache->tried_.store(first->version, std::memory_order_release);
   cache->current_.store(std::move(first), std::memory_order_release);
   cache->thread_ = std::thread([c = cache.get()] { c->Run(); });
   return cache;
@@ -59,7 +60,7 @@ DeviceHotCache::~DeviceHotCache() {
 }
 
 void DeviceHotCache::Notice() {
-  if (manager_->version() == version()) return;
+  if (manager_->version() == tried_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   wake_ = true;
 }
@@ -79,9 +80,9 @@ absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> DeviceHotCache::Build(
     }
     const std::string name = model_.tables()[layout_.lookup_spec_index[k]].name;
     const size_t index_bytes = image.index.size() * sizeof(kernels::HotCacheEntry);
-    ASSIGN_OR_RETURN(DeviceBuffer index, Copy(image.index.data(), index_bytes, stream_.get(),
+    ASSIGN_OR_RETURN(StreamBuffer index, Copy(image.index.data(), index_bytes, stream_.get(),
                                               absl::StrCat("hot-row index of table '", name, "'")));
-    ASSIGN_OR_RETURN(DeviceBuffer rows, Copy(image.rows.data(), image.rows.size(), stream_.get(),
+    ASSIGN_OR_RETURN(StreamBuffer rows, Copy(image.rows.data(), image.rows.size(), stream_.get(),
                                              absl::StrCat("hot rows of table '", name, "'")));
     tables.push_back(image.Table(index.get<kernels::HotCacheEntry>(), rows.get<unsigned char>()));
     gen->bytes += index.bytes() + rows.bytes();
@@ -113,10 +114,11 @@ void DeviceHotCache::Run() {
     }
     FreeRetired();
     const std::shared_ptr<const HotRowSnapshot> snapshot = manager_->snapshot();
-    if (snapshot->version == version() || snapshot->version == failed_version_) continue;
+    if (snapshot->version == tried_.load(std::memory_order_relaxed)) continue;
     absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> built = Build(*snapshot);
+    // Tried, built or not: a failed version is not retried until the manager moves on.
+    tried_.store(snapshot->version, std::memory_order_release);
     if (!built.ok()) {
-      failed_version_ = snapshot->version;
       static_cast<void>(cudaGetLastError());
       spdlog::warn(
           "cuda:{}: uploading hot-row set version {} to the device cache failed; batches go "
@@ -135,7 +137,9 @@ void DeviceHotCache::Run() {
 
 void DeviceHotCache::FreeRetired() {
   // A retired generation is no longer published, so no new holder can appear: use_count()
-  // == 1 means only this list holds it.
+  // == 1 means only this list holds it, and a worker lets go of a generation only between
+  // its batches (after waiting for the last), so no stream reads it any more. Its memory
+  // goes back in this stream's order.
   std::erase_if(retired_, [](const std::shared_ptr<const HotCacheGeneration>& g) {
     return g.use_count() == 1;
   });

@@ -29,11 +29,12 @@
 
 namespace fuserank::engine::cuda {
 
-// One snapshot's caches in device memory. Immutable once published.
+// One snapshot's caches in device memory, allocated and freed in the updater's stream
+// order (no device-wide wait). Immutable once published.
 struct HotCacheGeneration {
   uint64_t version = 0;               // the snapshot's
-  std::vector<DeviceBuffer> buffers;  // per table with hot rows: index, rows
-  DeviceBuffer d_tables;              // kernels::HotCacheTable per lookup table
+  std::vector<StreamBuffer> buffers;  // per table with hot rows: index, rows
+  StreamBuffer d_tables;              // kernels::HotCacheTable per lookup table
   size_t bytes = 0;                   // device bytes of buffers and d_tables
 };
 
@@ -46,7 +47,8 @@ class DeviceHotCache {
                                                                 const GpuLayout& layout,
                                                                 HotRowManager* manager, int gpu,
                                                                 absl::Duration poll);
-  ~DeviceHotCache();  // stops the updater; frees every generation no worker holds
+  // Stops the updater and frees every generation. REQUIRES: no worker holds one.
+  ~DeviceHotCache();
 
   // The generation to read from (never null): hold it for the batch.
   std::shared_ptr<const HotCacheGeneration> current() const {
@@ -54,8 +56,8 @@ class DeviceHotCache {
   }
   // current()->version, one atomic load.
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
-  // Wakes the updater if the manager has published a snapshot newer than current().
-  // Cheap when it has not (two atomic loads): call it before every batch.
+  // Wakes the updater if the manager has published a snapshot the updater has not tried
+  // yet. Cheap when it has not (two atomic loads): call it before every batch.
   void Notice();
 
   DeviceHotCache(const DeviceHotCache&) = delete;
@@ -79,13 +81,13 @@ class DeviceHotCache {
   Stream stream_;
   std::atomic<std::shared_ptr<const HotCacheGeneration>> current_;
   std::atomic<uint64_t> version_{0};
+  // The last snapshot version the updater built or failed to build (Notice compares).
+  std::atomic<uint64_t> tried_{0};
   mutable absl::Mutex mu_;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  // Updater thread only: generations replaced and maybe still held; the last version
-  // whose build failed (not retried until the manager moves on).
+  // Updater thread only: generations replaced and maybe still held.
   std::vector<std::shared_ptr<const HotCacheGeneration>> retired_;
-  uint64_t failed_version_ = 0;
   std::thread thread_;
 };
 

@@ -108,6 +108,59 @@ class PinnedBuffer : public internal::Buffer<internal::HostFree> {
   PinnedBuffer(void* p, size_t bytes) : Buffer(p, bytes) {}
 };
 
+// Device memory allocated and freed in the order of one stream (cudaMallocAsync /
+// cudaFreeAsync, the device's default memory pool): neither waits for the rest of the
+// device, as cudaMalloc's zero fill and cudaFree do. Not zero-filled. The owner frees it
+// only once no other stream's work reads it any more, and the stream outlives it.
+class StreamBuffer {
+ public:
+  StreamBuffer() = default;
+  static absl::StatusOr<StreamBuffer> Allocate(size_t bytes, cudaStream_t stream,
+                                               absl::string_view what) {
+    StreamBuffer buffer;
+    if (bytes == 0) return buffer;
+    const cudaError_t err = cudaMallocAsync(&buffer.ptr_, bytes, stream);
+    if (err != cudaSuccess) {
+      return CudaStatus(err, absl::StrCat("cudaMallocAsync ", bytes, " bytes for ", what));
+    }
+    buffer.bytes_ = bytes;
+    buffer.stream_ = stream;
+    return buffer;
+  }
+  StreamBuffer(StreamBuffer&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)),
+        bytes_(std::exchange(other.bytes_, 0)),
+        stream_(other.stream_) {}
+  StreamBuffer& operator=(StreamBuffer&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+      stream_ = other.stream_;
+    }
+    return *this;
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  ~StreamBuffer() { Reset(); }
+
+  void Reset() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  template <typename T = void>
+  T* get() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
 // Page-locked host memory mapped into the device's address space: kernels read it over
 // the bus through device_ptr() (cache.placement: host keeps the embedding tables here).
 class MappedHostBuffer : public internal::Buffer<internal::HostFree> {
