@@ -1,10 +1,10 @@
 // Fused pooled lookup: one lane group per bag, 16-byte row vectors where the row width
 // allows, kUnroll rows in flight per lane before the first add, fp32 accumulation; with
 // LookupArgs::prefetch_ids, a lane group reads the ids of several bags at once and issues
-// their rows together (PrefetchingLookupKernel); with LookupArgs::d_hot, rows the table's HBM
-// hot-row cache holds are read from it (HotCachedLookupKernel). The row type (fp32, fp16, bf16,
-// int8) is a template parameter of the kernel: the launcher picks the instantiation, and no branch
-// on the type runs per bag or row.
+// their rows together (PrefetchingLookupKernel); with LookupArgs::d_hot, rows the table's
+// HBM hot-row cache holds are read from it (PooledLookupKernel<..., kHot>). The row type
+// (fp32, fp16, bf16, int8) is a template parameter of the kernel: the launcher picks the
+// instantiation, and no branch on the type runs per bag or row.
 #include <cstdint>
 
 #include "kernels/batch_layout.h"
@@ -90,35 +90,18 @@ __device__ __forceinline__ bool TakeTask(const LookupArgs& a, const PackedHeader
 }
 
 // Every table of a model has the one row type T (its embedding dtype): one lane group per
-// task, one task after another.
-template <int kLanes, RowType T>
+// task, one task after another. kHot (LookupArgs::d_hot, cache.placement: host): a row the
+// table's HBM hot-row cache holds is read from device memory, any other from the table's
+// mapped host rows; lane 0 of each lane group adds its bag's ids to the block's per-table
+// counts in shared memory, and the block adds them to the launch's counters at its end.
+template <int kLanes, RowType T, bool kHot>
 __global__ void __launch_bounds__(kThreads) PooledLookupKernel(const LookupArgs a) {
-  const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
-  const uint32_t dense_tasks = a.d_dense_out != nullptr ? h->num_candidates : 0;
-  const uint32_t total = h->num_item_bags + h->num_user_bags + dense_tasks;
-  const bool weighted = h->has_weights != 0;
-  const int lane = static_cast<int>(threadIdx.x % kLanes);
-  const uint32_t groups = gridDim.x * (kThreads / kLanes);
-  for (uint32_t task = (blockIdx.x * kThreads + threadIdx.x) / kLanes; task < total;
-       task += groups) {
-    Bag bag;
-    LookupTable t;
-    int k;
-    if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t, &k))
-      PoolBag<T>(bag, t, lane, kLanes);
+  extern __shared__ unsigned int counts[];  // kHot: [table][served from the cache, not]
+  const int counted = kHot ? 2 * (a.user_tables + a.item_tables) : 0;
+  if constexpr (kHot) {
+    for (int i = static_cast<int>(threadIdx.x); i < counted; i += kThreads) counts[i] = 0;
+    __syncthreads();
   }
-}
-
-// PooledLookupKernel with each table's HBM hot-row cache (cache.placement: host): a row the
-// cache holds is read from device memory, any other from the table's mapped host rows. Lane
-// 0 of each lane group adds its bag's ids to the block's per-table counts in shared memory;
-// the block adds them to the launch's counters once, at its end.
-template <int kLanes, RowType T>
-__global__ void __launch_bounds__(kThreads) HotCachedLookupKernel(const LookupArgs a) {
-  extern __shared__ unsigned int counts[];  // [table][served from the cache, not]
-  const int counted = 2 * (a.user_tables + a.item_tables);
-  for (int i = static_cast<int>(threadIdx.x); i < counted; i += kThreads) counts[i] = 0;
-  __syncthreads();
   const PackedHeader* h = reinterpret_cast<const PackedHeader*>(a.d_batch);
   const uint32_t dense_tasks = a.d_dense_out != nullptr ? h->num_candidates : 0;
   const uint32_t total = h->num_item_bags + h->num_user_bags + dense_tasks;
@@ -130,17 +113,24 @@ __global__ void __launch_bounds__(kThreads) HotCachedLookupKernel(const LookupAr
     Bag bag;
     LookupTable t;
     int k;
-    if (!TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t, &k)) continue;
-    const HotCacheTable hot = a.d_hot[k];
-    const uint32_t hits = PoolBagFrom<T, true>(bag, hot, t, lane, kLanes);
-    if (lane == 0) {
-      atomicAdd(&counts[2 * k], hits);
-      atomicAdd(&counts[2 * k + 1], bag.end - bag.begin - hits);
+    if (TakeTask<kLanes>(a, h, task, weighted, lane, &bag, &t, &k)) {
+      if constexpr (kHot) {
+        const HotCacheTable hot = a.d_hot[k];  // in registers for the bag's probes
+        const uint32_t hits = PoolBagFrom<T, true>(bag, hot, t, lane, kLanes);
+        if (lane == 0) {
+          atomicAdd(&counts[2 * k], hits);
+          atomicAdd(&counts[2 * k + 1], bag.end - bag.begin - hits);
+        }
+      } else {
+        PoolBag<T>(bag, t, lane, kLanes);
+      }
     }
   }
-  __syncthreads();
-  for (int i = static_cast<int>(threadIdx.x); i < counted; i += kThreads) {
-    if (counts[i] != 0) atomicAdd(a.d_hot_counts + i, static_cast<unsigned long long>(counts[i]));
+  if constexpr (kHot) {
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.x); i < counted; i += kThreads) {
+      if (counts[i] != 0) atomicAdd(a.d_hot_counts + i, static_cast<unsigned long long>(counts[i]));
+    }
   }
 }
 
@@ -319,14 +309,15 @@ template <int kLanes, RowType T>
 void LaunchOfShape(const LookupArgs& a, uint64_t tasks, cudaStream_t stream) {
   if (a.d_hot != nullptr) {
     const size_t shared = 2 * sizeof(unsigned int) * (a.user_tables + a.item_tables);
-    HotCachedLookupKernel<kLanes, T>
+    PooledLookupKernel<kLanes, T, true>
         <<<Blocks(tasks, kThreads / kLanes), kThreads, shared, stream>>>(a);
   } else if (a.prefetch_ids) {
     const uint64_t groups = (tasks + kGroupTasks<kLanes> - 1) / kGroupTasks<kLanes>;
     PrefetchingLookupKernel<kLanes, T>
         <<<Blocks(groups, kThreads / kLanes), kThreads, 0, stream>>>(a);
   } else {
-    PooledLookupKernel<kLanes, T><<<Blocks(tasks, kThreads / kLanes), kThreads, 0, stream>>>(a);
+    PooledLookupKernel<kLanes, T, false>
+        <<<Blocks(tasks, kThreads / kLanes), kThreads, 0, stream>>>(a);
   }
 }
 

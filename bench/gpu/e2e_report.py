@@ -40,12 +40,19 @@ def series(text, name):
     return out
 
 
+def scrape(port, bench):
+    """The /metrics text at `port`, or None after printing `bench`'s failure line."""
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    except OSError as e:
+        print(json.dumps({"bench": bench, "ok": False, "problems": [f"scrape failed: {e}"]}))
+        return None
+
+
 def metrics(port, device):
     problems = []
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    except OSError as e:
-        print(json.dumps({"bench": "metrics", "ok": False, "problems": [f"scrape failed: {e}"]}))
+    text = scrape(port, "metrics")
+    if text is None:
         return 1
     counts = series(text, "fuserank_stage_duration_seconds_count")
     for stage in ("decode", "queue", "dnn", "encode"):
@@ -69,10 +76,8 @@ def metrics(port, device):
 
 def hits(port):
     """The device hot-row cache's hits and misses on the server at `port` + 1's metrics."""
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    except OSError as e:
-        print(json.dumps({"bench": "hot_cache", "ok": False, "problems": [f"scrape failed: {e}"]}))
+    text = scrape(port, "hot_cache")
+    if text is None:
         return 1
     lookups = series(text, "fuserank_embedding_cache_lookups_total")
     hit = sum(v for labels, v in lookups.items() if 'result="hit"' in labels)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/gpu/bench_batches.h"
 #include "bench/gpu/bench_timer.h"
 #include "bench/gpu/host_tables_bench.h"
 #include "bench/gpu/lookup_bench.h"
@@ -71,26 +72,9 @@ constexpr int kBatchPool = 64;
 
 // One request of n candidates, one id per bag, uniform rows; top 100 (or all).
 Batch OneRequest(std::shared_ptr<const engine::Model> model, uint32_t n, std::mt19937_64& rng) {
-  Batch b;
-  b.model = model;
-  b.candidate_begin = {0, n};
-  b.top_k = {std::min<uint32_t>(n, 100)};
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (int s : model->user_tables()) {
-    b.user.rows.push_back(static_cast<int32_t>(rng() % model->tables()[s].rows));
-    b.user.weights.push_back(1.0f);
-    b.user.bag_begin.push_back(static_cast<uint32_t>(b.user.rows.size()));
-  }
-  for (uint32_t c = 0; c < n; ++c) {
-    for (int s : model->item_tables()) {
-      b.item.rows.push_back(static_cast<int32_t>(rng() % model->tables()[s].rows));
-      b.item.weights.push_back(1.0f);
-      b.item.bag_begin.push_back(static_cast<uint32_t>(b.item.rows.size()));
-    }
-  }
-  for (int i = 0; i < model->spec().dense_user; ++i) b.user_dense.push_back(u(rng));
-  for (uint32_t i = 0; i < n * model->spec().dense_item; ++i) b.item_dense.push_back(u(rng));
-  return b;
+  return OneRequestBatch(model, n, rng, [&](int t, std::mt19937_64& g) {
+    return static_cast<int32_t>(g() % model->tables()[t].rows);
+  });
 }
 
 void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bool reorder,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/gpu/bench_batches.h"
 #include "bench/gpu/bench_timer.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/hot_rows/hot_row_manager.h"
@@ -41,31 +42,6 @@ class Zipf {
  private:
   std::vector<double> cdf_;
 };
-
-// One request of n candidates, one id per bag, ids drawn from each table's law.
-Batch ZipfRequest(const std::shared_ptr<const engine::Model>& model, const std::vector<Zipf>& laws,
-                  uint32_t n, std::mt19937_64& rng) {
-  Batch b;
-  b.model = model;
-  b.candidate_begin = {0, n};
-  b.top_k = {std::min<uint32_t>(n, 100)};
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (int s : model->user_tables()) {
-    b.user.rows.push_back(laws[s](rng));
-    b.user.weights.push_back(1.0f);
-    b.user.bag_begin.push_back(static_cast<uint32_t>(b.user.rows.size()));
-  }
-  for (uint32_t c = 0; c < n; ++c) {
-    for (int s : model->item_tables()) {
-      b.item.rows.push_back(laws[s](rng));
-      b.item.weights.push_back(1.0f);
-      b.item.bag_begin.push_back(static_cast<uint32_t>(b.item.rows.size()));
-    }
-  }
-  for (int i = 0; i < model->spec().dense_user; ++i) b.user_dense.push_back(u(rng));
-  for (uint32_t i = 0; i < n * model->spec().dense_item; ++i) b.item_dense.push_back(u(rng));
-  return b;
-}
 
 std::unique_ptr<engine::cuda::CudaBackend> Backend(std::shared_ptr<const engine::Model> model,
                                                    engine::HotRowManager* hot_rows) {
@@ -146,7 +122,9 @@ void RunHostTableBenches(std::shared_ptr<const engine::Model> model, int reps) {
       }
       for (uint32_t n : {16u, 256u, 1024u}) {
         std::vector<Batch> pool;
-        for (int p = 0; p < kBatchPool; ++p) pool.push_back(ZipfRequest(model, laws, n, rng));
+        for (int p = 0; p < kBatchPool; ++p)
+          pool.push_back(OneRequestBatch(model, n, rng,
+                                         [&](int t, std::mt19937_64& g) { return laws[t](g); }));
         const double on_device = DeviceTime(*device, pool, reps);
         const auto before = Counts(**manager);
         const double on_host = DeviceTime(*host, pool, reps);

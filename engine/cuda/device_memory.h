@@ -1,6 +1,7 @@
-// Owners of device memory (cudaMalloc) and pinned host memory (cudaHostAlloc; mapped into
-// the device's address space for tables kept in host memory): move-only, freed on
-// destruction. The only place in the engine that allocates either.
+// Owners of device memory (cudaMalloc, or cudaMallocAsync in one stream's order) and
+// pinned host memory (cudaHostAlloc; mapped into the device's address space for tables
+// kept in host memory): move-only, freed on destruction. The only place in the engine
+// that allocates either.
 // Not thread-safe: one owner at a time.
 #ifndef FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_
 #define FUSERANK_ENGINE_CUDA_DEVICE_MEMORY_H_
@@ -20,11 +21,22 @@ namespace fuserank::engine::cuda {
 
 namespace internal {
 
+// How a Buffer gives its memory back; stateful where the release needs more than the
+// pointer (the stream of a stream-ordered allocation).
 struct DeviceFree {
-  static void Free(void* p) { cudaFree(p); }
+  void operator()(void* p) const { cudaFree(p); }
 };
 struct HostFree {
-  static void Free(void* p) { cudaFreeHost(p); }
+  void operator()(void* p) const { cudaFreeHost(p); }
+};
+struct StreamFree {
+  cudaStream_t stream = nullptr;
+  void operator()(void* p) const { cudaFreeAsync(p, stream); }
+};
+// Mapped host memory: freed as page-locked memory; also holds the device's address of it.
+struct MappedHostFree {
+  void* device = nullptr;
+  void operator()(void* p) const { cudaFreeHost(p); }
 };
 
 template <typename Free>
@@ -32,12 +44,15 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(Buffer&& other) noexcept
-      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+      : ptr_(std::exchange(other.ptr_, nullptr)),
+        bytes_(std::exchange(other.bytes_, 0)),
+        free_(std::exchange(other.free_, Free{})) {}
   Buffer& operator=(Buffer&& other) noexcept {
     if (this != &other) {
       Reset();
       ptr_ = std::exchange(other.ptr_, nullptr);
       bytes_ = std::exchange(other.bytes_, 0);
+      free_ = std::exchange(other.free_, Free{});
     }
     return *this;
   }
@@ -46,7 +61,7 @@ class Buffer {
   ~Buffer() { Reset(); }
 
   void Reset() {
-    if (ptr_ != nullptr) Free::Free(ptr_);
+    if (ptr_ != nullptr) free_(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
   }
@@ -57,11 +72,13 @@ class Buffer {
   size_t bytes() const { return bytes_; }
 
  protected:
-  Buffer(void* ptr, size_t bytes) : ptr_(ptr), bytes_(bytes) {}
+  Buffer(void* ptr, size_t bytes, Free free = {}) : ptr_(ptr), bytes_(bytes), free_(free) {}
+  const Free& free() const { return free_; }
 
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  Free free_{};
 };
 
 }  // namespace internal
@@ -112,58 +129,28 @@ class PinnedBuffer : public internal::Buffer<internal::HostFree> {
 // cudaFreeAsync, the device's default memory pool): neither waits for the rest of the
 // device, as cudaMalloc's zero fill and cudaFree do. Not zero-filled. The owner frees it
 // only once no other stream's work reads it any more, and the stream outlives it.
-class StreamBuffer {
+class StreamBuffer : public internal::Buffer<internal::StreamFree> {
  public:
   StreamBuffer() = default;
   static absl::StatusOr<StreamBuffer> Allocate(size_t bytes, cudaStream_t stream,
                                                absl::string_view what) {
-    StreamBuffer buffer;
-    if (bytes == 0) return buffer;
-    const cudaError_t err = cudaMallocAsync(&buffer.ptr_, bytes, stream);
+    if (bytes == 0) return StreamBuffer();
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocAsync(&p, bytes, stream);
     if (err != cudaSuccess) {
       return CudaStatus(err, absl::StrCat("cudaMallocAsync ", bytes, " bytes for ", what));
     }
-    buffer.bytes_ = bytes;
-    buffer.stream_ = stream;
-    return buffer;
+    return StreamBuffer(p, bytes, stream);
   }
-  StreamBuffer(StreamBuffer&& other) noexcept
-      : ptr_(std::exchange(other.ptr_, nullptr)),
-        bytes_(std::exchange(other.bytes_, 0)),
-        stream_(other.stream_) {}
-  StreamBuffer& operator=(StreamBuffer&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      ptr_ = std::exchange(other.ptr_, nullptr);
-      bytes_ = std::exchange(other.bytes_, 0);
-      stream_ = other.stream_;
-    }
-    return *this;
-  }
-  StreamBuffer(const StreamBuffer&) = delete;
-  StreamBuffer& operator=(const StreamBuffer&) = delete;
-  ~StreamBuffer() { Reset(); }
-
-  void Reset() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-  }
-  template <typename T = void>
-  T* get() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
 
  private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-  cudaStream_t stream_ = nullptr;
+  StreamBuffer(void* p, size_t bytes, cudaStream_t stream)
+      : Buffer(p, bytes, internal::StreamFree{stream}) {}
 };
 
 // Page-locked host memory mapped into the device's address space: kernels read it over
 // the bus through device_ptr() (cache.placement: host keeps the embedding tables here).
-class MappedHostBuffer : public internal::Buffer<internal::HostFree> {
+class MappedHostBuffer : public internal::Buffer<internal::MappedHostFree> {
  public:
   MappedHostBuffer() = default;
   static absl::StatusOr<MappedHostBuffer> Allocate(size_t bytes, absl::string_view what) {
@@ -173,27 +160,23 @@ class MappedHostBuffer : public internal::Buffer<internal::HostFree> {
     if (err != cudaSuccess) {
       return CudaStatus(err, absl::StrCat("cudaHostAlloc (mapped) ", bytes, " bytes for ", what));
     }
-    MappedHostBuffer buffer(p, bytes);
-    RETURN_IF_CUDA_ERROR(cudaHostGetDevicePointer(&buffer.device_, p, 0),
-                         absl::StrCat("cudaHostGetDevicePointer ", what));
-    return buffer;
-  }
-  MappedHostBuffer(MappedHostBuffer&& other) noexcept
-      : Buffer(std::move(other)), device_(std::exchange(other.device_, nullptr)) {}
-  MappedHostBuffer& operator=(MappedHostBuffer&& other) noexcept {
-    Buffer::operator=(std::move(other));
-    device_ = std::exchange(other.device_, nullptr);
-    return *this;
+    void* device = nullptr;
+    const cudaError_t mapped = cudaHostGetDevicePointer(&device, p, 0);
+    if (mapped != cudaSuccess) {
+      cudaFreeHost(p);
+      return CudaStatus(mapped, absl::StrCat("cudaHostGetDevicePointer ", what));
+    }
+    return MappedHostBuffer(p, bytes, device);
   }
   // The device's address of the first byte (what a kernel reads).
   template <typename T = void>
   T* device_ptr() const {
-    return static_cast<T*>(device_);
+    return static_cast<T*>(free().device);
   }
 
  private:
-  MappedHostBuffer(void* p, size_t bytes) : Buffer(p, bytes) {}
-  void* device_ = nullptr;
+  MappedHostBuffer(void* p, size_t bytes, void* device)
+      : Buffer(p, bytes, internal::MappedHostFree{device}) {}
 };
 
 }  // namespace fuserank::engine::cuda
