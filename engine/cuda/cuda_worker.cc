@@ -477,9 +477,9 @@ absl::Status CudaWorker::Run(const Batch& batch, BatchResult* result) {
   GraphSlot& slot = Slot(bucket_index, shape);
   // One batch of the key in stage_sample_period replays the timed variant (all of them
   // when it is the only one kept); counted per key, so every key's stages are sampled.
-  timed_ = want_timed_ &&
-           (!want_plain_ ||
-            slot.batches++ % static_cast<uint64_t>(shared_->stage_sample_period) == 0);
+  timed_ =
+      want_timed_ &&
+      (!want_plain_ || slot.batches++ % static_cast<uint64_t>(shared_->stage_sample_period) == 0);
   bool replay = use_graphs && Ready(slot) && !slot.regrow;
   const bool recaptured = use_graphs && slot.regrow;
   if (recaptured) replay = RecaptureAfterGrow(bucket_index, shape, result);
