@@ -45,7 +45,9 @@ struct BackendOptions {
   // mapped into the device (a table may be larger than the device's memory) and the hot
   // rows in device memory. The CPU engine's tables are in host memory either way.
   bool host_tables = false;
-  // cache.policy: frequency: sample row accesses into hot_rows' frequency sketches.
+  // cache.policy: frequency: sample row accesses into hot_rows' frequency sketches (the
+  // CPU engine while it pools; for the CUDA backend, CreateBackend wraps it in a
+  // SamplingBackend that samples each scored batch's rows on the host).
   bool sample_accesses = false;
   // The model's storage: redis tier (remote.*), or null when it has no remote table. The
   // CPU backend stages each batch's remote rows through it; the CUDA backend refuses a
