@@ -74,19 +74,25 @@ def metrics(port, device):
     return 0 if ok else 1
 
 
-def hits(port):
-    """The device hot-row cache's hits and misses on the server at `port` + 1's metrics."""
-    text = scrape(port, "hot_cache")
-    if text is None:
-        return 1
+def hot_cache_row(text):
+    """The device hot-row cache's hits and misses in a /metrics text, as a JSON row."""
     lookups = series(text, "fuserank_embedding_cache_lookups_total")
     hit = sum(v for labels, v in lookups.items() if 'result="hit"' in labels)
     miss = sum(v for labels, v in lookups.items() if 'result="miss"' in labels)
     ok = hit > 0
-    print(json.dumps({"bench": "hot_cache", "ok": ok, "hits": hit, "misses": miss,
-                      "hit_rate": hit / (hit + miss) if hit + miss else 0,
-                      "problems": [] if ok else ["no lookup was served from the device cache"]}))
-    return 0 if ok else 1
+    return {"bench": "hot_cache", "ok": ok, "hits": hit, "misses": miss,
+            "hit_rate": hit / (hit + miss) if hit + miss else 0,
+            "problems": [] if ok else ["no lookup was served from the device cache"]}
+
+
+def hits(port):
+    """hot_cache_row of the server whose metrics listen on `port`."""
+    text = scrape(port, "hot_cache")
+    if text is None:
+        return 1
+    row = hot_cache_row(text)
+    print(json.dumps(row))
+    return 0 if row["ok"] else 1
 
 
 def stages(port, state_file):

@@ -203,6 +203,18 @@ def print_kernel_tables(ours, torch):
                   f"{r['hit_rate']:8.3f}")
 
 
+def print_hot_cache(rows):
+    """The placement: host server's device-cache line; its failures (no hit)."""
+    failures = []
+    for r in rows:
+        if r.get("bench") == "hot_cache":
+            print(f"cache.placement: host, device hot-row cache: {r.get('hits', 0):.0f} hits, "
+                  f"{r.get('misses', 0):.0f} misses (hit rate {r.get('hit_rate', 0):.2f})")
+            if not r.get("ok"):
+                failures.append("hot_cache: " + "; ".join(r.get("problems", [])))
+    return failures
+
+
 def summarize_bench(out):
     steps = read_steps(out)
     failures = []
@@ -232,12 +244,7 @@ def summarize_bench(out):
         if not ok:
             failures.append(f"compare {r.get('model')}: diff {r.get('max_abs_diff')}, "
                             f"{r.get('order_mismatches')} order mismatches, {r.get('errors')} errors")
-    for r in e2e:
-        if r.get("bench") == "hot_cache":
-            print(f"cache.placement: host, device hot-row cache: {r.get('hits', 0):.0f} hits, "
-                  f"{r.get('misses', 0):.0f} misses (hit rate {r.get('hit_rate', 0):.2f})")
-            if not r.get("ok"):
-                failures.append("hot_cache: " + "; ".join(r.get("problems", [])))
+    failures += print_hot_cache(e2e)
     for why, models in unstarted.items():
         failures.append(f"compare {', '.join(models)}: not run: ...{why}")
     for r in e2e:

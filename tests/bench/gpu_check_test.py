@@ -176,6 +176,31 @@ class ReloadUnderLoad(unittest.TestCase):
         self.assertEqual(summarize.print_reload(idle), ["reload: a swap window saw no reload"])
 
 
+class HostTablesCheck(unittest.TestCase):
+    """The placement: host server's check: hits read from /metrics, and the verdict."""
+
+    def test_hits_come_from_the_cache_series_and_none_fails_the_check(self):
+        sys.path.insert(0, GPU)
+        import e2e_report
+        import summarize
+        text = "\n".join([
+            "# TYPE fuserank_embedding_cache_lookups_total counter",
+            'fuserank_embedding_cache_lookups_total{result="hit",table="item_0"} 30',
+            'fuserank_embedding_cache_lookups_total{result="miss",table="item_0"} 60',
+            'fuserank_embedding_cache_lookups_total{result="hit",table="user_0"} 10',
+            'fuserank_embedding_cache_lookups_total{result="miss",table="user_0"} 0',
+        ])
+        row = e2e_report.hot_cache_row(text)
+        self.assertTrue(row["ok"], row)
+        self.assertEqual((row["hits"], row["misses"]), (40, 60))
+        self.assertAlmostEqual(row["hit_rate"], 0.4)
+        self.assertEqual(summarize.print_hot_cache([row]), [])
+        cold = e2e_report.hot_cache_row(text.replace("} 30", "} 0").replace("} 10", "} 0"))
+        self.assertFalse(cold["ok"], cold)
+        self.assertEqual(summarize.print_hot_cache([cold]),
+                         ["hot_cache: no lookup was served from the device cache"])
+
+
 def run_quick(test, script, quick_var, port_offset, extra_binaries=(), timeout=120):
     """Runs bench/gpu/SCRIPT on the CPU in its quick mode (QUICK_VAR=1); returns its JSON
     lines. Skips `test` when a binary it needs is not built."""
