@@ -225,8 +225,10 @@ def run_quick(test, script, quick_var, port_offset, extra_binaries=(), timeout=1
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     BIN = os.path.abspath(args[0]) if args else os.path.join(ROOT, "build", "bin")
-    selected = [Verdicts, ThisBuild] if "--server-e2e" not in sys.argv else [ServerEndToEnd,
-                                                                            ReloadUnderLoad]
+    if "--server-e2e" in sys.argv:
+        selected = [ServerEndToEnd, ReloadUnderLoad]
+    else:
+        selected = [Verdicts, ThisBuild, HostTablesCheck]
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in selected)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
