@@ -38,14 +38,18 @@ __global__ void DotInteractionKernel(const DotArgs a) {
     // first is stored, so the loads overlap instead of one global round trip per element
     // (a fixed ~15 us at any batch size when they ran one after another).
     const int elements = n * a.dim;
+    const int z_elements = has_z * a.dim;  // z is vector 0: its element e is idx e
     for (int base = lane; base < elements; base += 32 * kStage) {
       float x[kStage];
+      int at[kStage];  // where element u goes in v; -1 past the last element
 #pragma unroll
       for (int u = 0; u < kStage; ++u) {
         const int idx = base + 32 * u;
-        if (idx >= elements) break;
+        at[u] = -1;
+        if (idx >= elements) continue;
         const int k = idx / a.dim;
         const int e = idx - k * a.dim;
+        at[u] = k * pitch + e;
         if (k < has_z) {
           // z, the bottom MLP's output in h, saturated (as the CPU saturates it).
           x[u] = SaturateFinite(hrow[e]);
@@ -57,12 +61,10 @@ __global__ void DotInteractionKernel(const DotArgs a) {
       }
 #pragma unroll
       for (int u = 0; u < kStage; ++u) {
+        if (at[u] < 0) continue;
+        v[at[u]] = x[u];
         const int idx = base + 32 * u;
-        if (idx >= elements) break;
-        const int k = idx / a.dim;
-        const int e = idx - k * a.dim;
-        if (k < has_z) hrow[e] = x[u];  // z saturated in place
-        v[k * pitch + e] = x[u];
+        if (idx < z_elements) hrow[idx] = x[u];  // z saturated in place
       }
     }
     __syncwarp();
