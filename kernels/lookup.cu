@@ -34,6 +34,31 @@ __device__ __forceinline__ void SetRowSource(Bag& bag, const LookupTable& t, con
   }
 }
 
+// Bag b of the item side (kItem: candidate b / item tables) or of the user side (request
+// b / user tables): *bag, *t and *k, the table's index in d_tables.
+template <bool kItem>
+__device__ __forceinline__ void BagOf(const LookupArgs& a, const PackedHeader* h, uint32_t b,
+                                      bool weighted, Bag* bag, LookupTable* t, int* k) {
+  const uint32_t tables = kItem ? a.item_tables : a.user_tables;
+  const uint32_t row = b / tables;  // the candidate (item) or request (user)
+  const uint32_t table = (kItem ? a.user_tables : 0) + b % tables;
+  *k = static_cast<int>(table);
+  *t = a.d_tables[table];
+  const uint32_t* begin =
+      Section<uint32_t>(a.d_batch, kItem ? h->item_bag_begin : h->user_bag_begin);
+  float* out = kItem ? a.d_item_out + static_cast<size_t>(row) * a.item_ld
+                     : a.d_user_out + static_cast<size_t>(row) * a.user_ld;
+  *bag =
+      Bag{nullptr,
+          0,
+          Section<int32_t>(a.d_batch, kItem ? h->item_rows : h->user_rows),
+          weighted ? Section<float>(a.d_batch, kItem ? h->item_weights : h->user_weights) : nullptr,
+          begin[b],
+          begin[b + 1],
+          out + t->out_col};
+  SetRowSource(*bag, *t, a);
+}
+
 // Task `task` of the launch: an item bag, a user bag (true: *bag, *t and *k, the table's
 // index in d_tables, filled) or the dense row of a candidate (false: written here).
 template <int kLanes>
@@ -43,36 +68,11 @@ __device__ __forceinline__ bool TakeTask(const LookupArgs& a, const PackedHeader
   const uint32_t item_bags = h->num_item_bags;
   const uint32_t user_bags = h->num_user_bags;
   if (task < item_bags) {
-    const uint32_t c = task / a.item_tables;
-    const uint32_t table = a.user_tables + task % a.item_tables;
-    *k = static_cast<int>(table);
-    *t = a.d_tables[table];
-    const uint32_t* begin = Section<uint32_t>(a.d_batch, h->item_bag_begin);
-    *bag = Bag{nullptr,
-               0,
-               Section<int32_t>(a.d_batch, h->item_rows),
-               weighted ? Section<float>(a.d_batch, h->item_weights) : nullptr,
-               begin[task],
-               begin[task + 1],
-               a.d_item_out + static_cast<size_t>(c) * a.item_ld + t->out_col};
-    SetRowSource(*bag, *t, a);
+    BagOf<true>(a, h, task, weighted, bag, t, k);
     return true;
   }
   if (task < item_bags + user_bags) {
-    const uint32_t b = task - item_bags;
-    const uint32_t r = b / a.user_tables;
-    const uint32_t table = b % a.user_tables;
-    *k = static_cast<int>(table);
-    *t = a.d_tables[table];
-    const uint32_t* begin = Section<uint32_t>(a.d_batch, h->user_bag_begin);
-    *bag = Bag{nullptr,
-               0,
-               Section<int32_t>(a.d_batch, h->user_rows),
-               weighted ? Section<float>(a.d_batch, h->user_weights) : nullptr,
-               begin[b],
-               begin[b + 1],
-               a.d_user_out + static_cast<size_t>(r) * a.user_ld + t->out_col};
-    SetRowSource(*bag, *t, a);
+    BagOf<false>(a, h, task - item_bags, weighted, bag, t, k);
     return true;
   }
   const uint32_t c = task - item_bags - user_bags;
