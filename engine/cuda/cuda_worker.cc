@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -16,7 +15,6 @@
 #include "kernels/lookup.h"
 #include "kernels/topk.h"
 #include "kernels/topk_keys.h"
-#include "spdlog/spdlog.h"
 
 namespace fuserank::engine::cuda {
 namespace {
@@ -29,12 +27,6 @@ constexpr size_t kInitialStagingBytes = 256 * 1024;
 
 size_t Floats(uint32_t rows, int ld) { return sizeof(float) * rows * static_cast<size_t>(ld); }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 CudaWorker::CudaWorker(const BackendShared* shared)
@@ -42,20 +34,6 @@ CudaWorker::CudaWorker(const BackendShared* shared)
       packer_(shared->pack_info, shared->reorder_ids),
       want_plain_(!(shared->graph_stage_events && shared->stage_sample_period == 1)),
       want_timed_(shared->graph_stage_events && shared->stage_sample_period > 0) {}
-
-CudaWorker::~CudaWorker() {
-  if (shared_->hot_cache == nullptr || shared_->hot_rows == nullptr || !d_hot_counts_.get()) {
-    return;
-  }
-  // The counts of the batches since the last read (a worker idle since then, or shutting
-  // down), unless the device has failed.
-  if (cudaMemcpy(h_hot_counts_.get(), d_hot_counts_.get(), d_hot_counts_.bytes(),
-                 cudaMemcpyDeviceToHost) != cudaSuccess) {
-    return;
-  }
-  read_hot_counts_ = true;
-  RecordLookups();
-}
 
 absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(const BackendShared* shared) {
   std::unique_ptr<CudaWorker> w(new CudaWorker(shared));
@@ -104,17 +82,7 @@ absl::Status CudaWorker::Allocate() {
   top_io_ = ChainIo(shared_->top->num_layers(), top_in, hidden0_.get<float>(),
                     hidden1_.get<float>(), logits_.get<float>());
   graphs_.resize(shared_->buckets.size() * kernels::kNumTopKShapes * 2);  // id prefetch off, on
-  if (shared_->hot_cache != nullptr) {
-    const size_t tables = g.lookup.size();
-    ASSIGN_OR_RETURN(d_hot_, DeviceBuffer::Allocate(tables * sizeof(kernels::HotCacheTable),
-                                                    "hot-row cache descriptors"));
-    ASSIGN_OR_RETURN(d_hot_counts_, DeviceBuffer::Allocate(2 * tables * sizeof(uint64_t),
-                                                           "hot-row cache counters"));
-    ASSIGN_OR_RETURN(h_hot_counts_, PinnedBuffer::Allocate(2 * tables * sizeof(uint64_t),
-                                                           "hot-row cache counters"));
-    hot_counts_seen_.assign(2 * tables, 0);
-    hot_counts_read_ns_ = NowNs();
-  }
+  RETURN_IF_ERROR(AllocateHotCache());
   kernels::PackedHeader empty;
   empty.total_bytes = kInitialStagingBytes;
   return EnsureStaging(empty);
@@ -124,10 +92,6 @@ bool PrefetchIds(kernels::RowType row_type, const kernels::PackedHeader& h, uint
   const uint64_t ids = uint64_t{h.num_user_ids} + h.num_item_ids;
   const uint64_t bags = uint64_t{h.num_user_bags} + h.num_item_bags;
   return row_type == kernels::RowType::kF32 && ids >= min_ids && 4 * ids <= 5 * bags;
-}
-
-CudaWorker::GraphSlot& CudaWorker::Slot(int bucket_index, int shape) {
-  return graphs_[(bucket_index * kernels::kNumTopKShapes + shape) * 2 + (prefetch_ids_ ? 1 : 0)];
 }
 
 absl::Status CudaWorker::EnsureStaging(const kernels::PackedHeader& h) {
@@ -296,100 +260,6 @@ absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_gra
   return EnqueueTopK(bucket, shape);
 }
 
-absl::Status CudaWorker::CaptureVariant(int bucket_index, int shape, bool timed, bool update,
-                                        GraphExec* exec, bool* updated) {
-  *updated = false;
-  cudaStream_t s = stream_.get();
-  RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
-                       "cudaStreamBeginCapture");
-  const int launches = launches_;
-  const absl::Status enqueued = EnqueueForward(bucket_index, shape, /*in_graph=*/true, timed);
-  launches_ = launches;
-  cudaGraph_t raw = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(s, &raw);
-  Graph graph(raw);
-  RETURN_IF_ERROR(enqueued);
-  RETURN_IF_CUDA_ERROR(ended, "cudaStreamEndCapture");
-  if (raw == nullptr) return absl::InternalError("cudaStreamEndCapture returned no graph");
-  if (update && *exec) {
-    // The same forward pass on other buffers: the same nodes with new parameters, so the
-    // instantiated graph takes them in place (cheaper than a new instantiation).
-    cudaGraphExecUpdateResultInfo info = {};
-    if (cudaGraphExecUpdate(exec->get(), graph.get(), &info) == cudaSuccess) {
-      *updated = true;
-      return absl::OkStatus();
-    }
-    static_cast<void>(cudaGetLastError());  // refused: instantiate it anew below
-  }
-  exec->Reset();
-  cudaGraphExec_t instantiated = nullptr;
-  RETURN_IF_CUDA_ERROR(cudaGraphInstantiate(&instantiated, graph.get(), 0), "cudaGraphInstantiate");
-  *exec = GraphExec(instantiated);
-  return absl::OkStatus();
-}
-
-absl::Status CudaWorker::Capture(int bucket_index, int shape) {
-  GraphSlot& slot = Slot(bucket_index, shape);
-  bool plain_updated = true;
-  bool timed_updated = true;
-  if (want_plain_) {
-    RETURN_IF_ERROR(
-        CaptureVariant(bucket_index, shape, false, slot.regrow, &slot.exec, &plain_updated));
-  }
-  if (want_timed_) {
-    RETURN_IF_ERROR(
-        CaptureVariant(bucket_index, shape, true, slot.regrow, &slot.timed, &timed_updated));
-  }
-  ++stats_.graphs_captured;
-  if (slot.regrow && plain_updated && timed_updated) ++stats_.graphs_updated;
-  return absl::OkStatus();
-}
-
-void CudaWorker::MaybeCapture(int bucket_index, int shape, BatchResult* result) {
-  GraphSlot& slot = Slot(bucket_index, shape);
-  slot.retry.RanEagerly();
-  if (!slot.retry.ShouldCapture()) return;
-  const absl::Status captured = Capture(bucket_index, shape);
-  // A failed capture may leave an error for the next call to report: clear it.
-  static_cast<void>(cudaGetLastError());
-  if (captured.ok()) {
-    slot.retry.CaptureSucceeded();
-    return;
-  }
-  CaptureFailed(slot, bucket_index, shape, captured, result);
-}
-
-bool CudaWorker::RecaptureAfterGrow(int bucket_index, int shape, BatchResult* result) {
-  GraphSlot& slot = Slot(bucket_index, shape);
-  const absl::Status captured = Capture(bucket_index, shape);
-  slot.regrow = false;
-  static_cast<void>(cudaGetLastError());
-  if (captured.ok()) return true;
-  slot.exec.Reset();  // they may still point at the old buffers
-  slot.timed.Reset();
-  CaptureFailed(slot, bucket_index, shape, captured, result);
-  return false;
-}
-
-void CudaWorker::CaptureFailed(GraphSlot& slot, int bucket_index, int shape,
-                               const absl::Status& why, BatchResult* result) {
-  // The batch is scored; this key runs eagerly and is captured again after a backoff.
-  slot.retry.CaptureFailed();
-  ++stats_.graph_capture_failures;
-  ++result->graph_capture_failures;
-  stats_.graph_error = std::string(why.message());
-  const uint32_t bucket = shared_->buckets[bucket_index];
-  if (slot.retry.failures() == 1) {
-    spdlog::warn(
-        "cuda:{}: capturing the graph of size bucket {} (top-K shape {}) failed; that bucket "
-        "runs without a graph and is retried with backoff: {}",
-        shared_->gpu, bucket, shape, stats_.graph_error);
-  } else {
-    spdlog::debug("cuda:{}: graph capture of size bucket {} failed again ({} times): {}",
-                  shared_->gpu, bucket, slot.retry.failures(), stats_.graph_error);
-  }
-}
-
 absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_index, int shape,
                                  bool replay) {
   cudaStream_t s = stream_.get();
@@ -423,30 +293,6 @@ absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_inde
   }
   RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[5].get(), s), "cudaEventRecord");
   RETURN_IF_CUDA_ERROR(cudaEventSynchronize(events_[5].get()), "batch on the GPU");
-  return absl::OkStatus();
-}
-
-absl::Status CudaWorker::RefreshHotCache() {
-  read_hot_counts_ = false;
-  DeviceHotCache* cache = shared_->hot_cache;
-  if (cache == nullptr) return absl::OkStatus();
-  cache->Notice();
-  if (hot_gen_ == nullptr || hot_gen_->version != cache->version()) {
-    std::shared_ptr<const HotCacheGeneration> gen = cache->current();
-    if (gen != hot_gen_) {
-      // In stream order: this worker's earlier batches are done (Run waits for each), the
-      // batch at hand reads the new descriptors.
-      RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(d_hot_.get(), gen->d_tables.get(), d_hot_.bytes(),
-                                           cudaMemcpyDeviceToDevice, stream_.get()),
-                           "copy hot-row cache descriptors");
-      hot_gen_ = std::move(gen);
-    }
-  }
-  const int64_t now = NowNs();
-  if (now - hot_counts_read_ns_ >= shared_->hot_count_interval_ns) {
-    read_hot_counts_ = true;
-    hot_counts_read_ns_ = now;
-  }
   return absl::OkStatus();
 }
 

@@ -146,6 +146,8 @@ class CudaWorker {
   // Adds the batch's lookups to the hot-row counters: with a device hot-row cache the
   // device counts read back by this batch (when due), else every lookup as a miss.
   void RecordLookups();
+  // cache.placement: host: this worker's descriptors and device counters (none otherwise).
+  absl::Status AllocateHotCache();
   // cache.placement: host: before a batch, this worker's descriptors point at the current
   // generation of the device hot-row cache (a copy on the stream when it changed), and
   // read_hot_counts_ says whether the batch reads the device counters back.

@@ -1,5 +1,5 @@
 // What a CudaWorker does with a batch once the GPU is done: the stage times from its
-// events, the top-K of requests longer than the GPU sorts, and the hot-row counters.
+// events and the top-K of requests longer than the GPU sorts.
 #include <cuda_runtime_api.h>
 
 #include "engine/cuda/cuda_worker.h"
@@ -16,27 +16,6 @@ double Seconds(cudaEvent_t a, cudaEvent_t b) {
 }
 
 }  // namespace
-
-void CudaWorker::RecordLookups() {
-  if (shared_->hot_rows == nullptr) return;
-  if (shared_->hot_cache != nullptr) {
-    if (!read_hot_counts_) return;
-    // The device counters are cumulative: add what they gained since the last read.
-    const auto* counts = h_hot_counts_.get<unsigned long long>();
-    for (size_t k = 0; k < shared_->layout.lookup_spec_index.size(); ++k) {
-      const uint64_t hits = counts[2 * k] - hot_counts_seen_[2 * k];
-      const uint64_t misses = counts[2 * k + 1] - hot_counts_seen_[2 * k + 1];
-      hot_counts_seen_[2 * k] = counts[2 * k];
-      hot_counts_seen_[2 * k + 1] = counts[2 * k + 1];
-      shared_->hot_rows->RecordLookups(shared_->layout.lookup_spec_index[k], hits, misses);
-    }
-    return;
-  }
-  const std::vector<uint64_t>& ids = packer_.ids_per_table();
-  for (size_t k = 0; k < ids.size(); ++k) {
-    shared_->hot_rows->RecordLookups(shared_->layout.lookup_spec_index[k], /*hits=*/0, ids[k]);
-  }
-}
 
 void CudaWorker::FillStageTimes(bool staged, BatchResult* result) {
   cudaEvent_t e[6];
