@@ -31,11 +31,10 @@ class SamplingBackend final : public Backend {
     return inner_->WarmupBatches(max_batch_candidates, max_request_candidates);
   }
 
+ private:
   // Samples every row `batch` reads with `worker`'s sampler and flushes it.
   void Observe(int worker, const Batch& batch);
-  const Backend& inner() const { return *inner_; }
 
- private:
   const std::unique_ptr<Backend> inner_;
   std::vector<std::unique_ptr<AccessSampler>> samplers_;  // per worker
 };
