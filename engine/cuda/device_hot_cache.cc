@@ -40,7 +40,8 @@ absl::StatusOr<std::unique_ptr<DeviceHotCache>> DeviceHotCache::Create(const Mod
   std::unique_ptr<DeviceHotCache> cache(new DeviceHotCache(model, layout, manager, gpu, poll));
   ASSIGN_OR_RETURN(cache->stream_, CreateStream());
   const std::shared_ptr<const HotRowSnapshot> snapshot = manager->snapshot();
-  ASSIGN_OR_RETURN(std::shared_ptr<const HotCacheGeneration> first, cache->Build(*snapshot));
+  ASSIGN_OR_RETURN(std::shared_ptr<const HotCacheGeneration> first,
+                   cache->Build(*snapshot, /*previous=*/nullptr));
   cache->version_.store(first->version, std::memory_order_release);
   cache->tried_.store(first->version, std::memory_order_release);
   cache->current_.store(std::move(first), std::memory_order_release);
@@ -66,33 +67,38 @@ void DeviceHotCache::Notice() {
 }
 
 absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> DeviceHotCache::Build(
-    const HotRowSnapshot& snapshot) {
+    const HotRowSnapshot& snapshot, const HotCacheGeneration* previous) {
   auto gen = std::make_shared<HotCacheGeneration>();
   gen->version = snapshot.version;
-  const std::vector<HotCacheImage> images = MakeHotCacheImages(model_, layout_, snapshot);
   std::vector<kernels::HotCacheTable> tables;
-  tables.reserve(images.size());
-  for (size_t k = 0; k < images.size(); ++k) {
-    const HotCacheImage& image = images[k];
-    if (image.count == 0) {
-      tables.push_back(image.Table(nullptr, nullptr));
+  for (size_t k = 0; k < layout_.lookup_spec_index.size(); ++k) {
+    const int spec = layout_.lookup_spec_index[k];
+    const std::shared_ptr<const HotSet>& set = snapshot.tables[spec];
+    if (previous != nullptr && previous->tables[k]->set == set) {  // unchanged by the swap
+      gen->tables.push_back(previous->tables[k]);
+      tables.push_back(previous->tables[k]->table);
       continue;
     }
-    const std::string name = model_.tables()[layout_.lookup_spec_index[k]].name;
-    const size_t index_bytes = image.index.size() * sizeof(kernels::HotCacheEntry);
-    ASSIGN_OR_RETURN(StreamBuffer index, Copy(image.index.data(), index_bytes, stream_.get(),
-                                              absl::StrCat("hot-row index of table '", name, "'")));
-    ASSIGN_OR_RETURN(StreamBuffer rows, Copy(image.rows.data(), image.rows.size(), stream_.get(),
-                                             absl::StrCat("hot rows of table '", name, "'")));
-    tables.push_back(image.Table(index.get<kernels::HotCacheEntry>(), rows.get<unsigned char>()));
-    gen->bytes += index.bytes() + rows.bytes();
-    gen->buffers.push_back(std::move(index));
-    gen->buffers.push_back(std::move(rows));
+    const EmbeddingTable& table = model_.tables()[spec];
+    const HotCacheImage image = MakeHotCacheImage(table, *set);
+    auto buffers = std::make_shared<HotCacheTableBuffers>();
+    buffers->set = set;
+    if (image.count > 0) {
+      ASSIGN_OR_RETURN(
+          buffers->index,
+          Copy(image.index.data(), image.index.size() * sizeof(image.index[0]), stream_.get(),
+               absl::StrCat("hot-row index of table '", table.name, "'")));
+      ASSIGN_OR_RETURN(buffers->rows, Copy(image.rows.data(), image.rows.size(), stream_.get(),
+                                           absl::StrCat("hot rows of table '", table.name, "'")));
+    }
+    buffers->table = image.Table(buffers->index.get<kernels::HotCacheEntry>(),
+                                 buffers->rows.get<unsigned char>());
+    tables.push_back(buffers->table);
+    gen->tables.push_back(std::move(buffers));
   }
   ASSIGN_OR_RETURN(gen->d_tables, Copy(tables.data(), tables.size() * sizeof(tables[0]),
                                        stream_.get(), "hot-row cache descriptors"));
-  gen->bytes += gen->d_tables.bytes();
-  // `images` and `tables` are pageable: the copies must land before they go.
+  // The images and `tables` are pageable: the copies must land before they go.
   RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_.get()), "hot-row cache upload");
   return std::shared_ptr<const HotCacheGeneration>(std::move(gen));
 }
@@ -115,7 +121,8 @@ void DeviceHotCache::Run() {
     FreeRetired();
     const std::shared_ptr<const HotRowSnapshot> snapshot = manager_->snapshot();
     if (snapshot->version == tried_.load(std::memory_order_relaxed)) continue;
-    absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> built = Build(*snapshot);
+    absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> built =
+        Build(*snapshot, current().get());
     // Tried, built or not: a failed version is not retried until the manager moves on.
     tried_.store(snapshot->version, std::memory_order_release);
     if (!built.ok()) {
@@ -129,8 +136,7 @@ void DeviceHotCache::Run() {
     std::shared_ptr<const HotCacheGeneration> old =
         current_.exchange(*std::move(built), std::memory_order_acq_rel);
     version_.store(snapshot->version, std::memory_order_release);
-    spdlog::debug("cuda:{}: hot-row cache version {} published ({} bytes)", gpu_, snapshot->version,
-                  current()->bytes);
+    spdlog::debug("cuda:{}: hot-row cache version {} published", gpu_, snapshot->version);
     retired_.push_back(std::move(old));
   }
 }

@@ -25,17 +25,27 @@
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/gpu_layout.h"
 #include "engine/hot_rows/hot_row_manager.h"
+#include "engine/hot_rows/hot_rows.h"
 #include "engine/model.h"
+#include "kernels/hot_cache.h"
 
 namespace fuserank::engine::cuda {
+
+// One table's cache in device memory, built from one hot set: generations whose snapshot
+// holds the same set share it (a swap uploads only the tables it changed).
+struct HotCacheTableBuffers {
+  std::shared_ptr<const HotSet> set;  // what it was built from
+  StreamBuffer index;                 // empty when the set has no rows
+  StreamBuffer rows;
+  kernels::HotCacheTable table;  // its descriptor
+};
 
 // One snapshot's caches in device memory, allocated and freed in the updater's stream
 // order (no device-wide wait). Immutable once published.
 struct HotCacheGeneration {
-  uint64_t version = 0;               // the snapshot's
-  std::vector<StreamBuffer> buffers;  // per table with hot rows: index, rows
-  StreamBuffer d_tables;              // kernels::HotCacheTable per lookup table
-  size_t bytes = 0;                   // device bytes of buffers and d_tables
+  uint64_t version = 0;                                             // the snapshot's
+  std::vector<std::shared_ptr<const HotCacheTableBuffers>> tables;  // lookup order
+  StreamBuffer d_tables;  // kernels::HotCacheTable per lookup table
 };
 
 class DeviceHotCache {
@@ -66,8 +76,10 @@ class DeviceHotCache {
  private:
   DeviceHotCache(const Model& model, const GpuLayout& layout, HotRowManager* manager, int gpu,
                  absl::Duration poll);
-  // The generation of `snapshot` (allocations and copies on stream_, waited for).
-  absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> Build(const HotRowSnapshot& snapshot);
+  // The generation of `snapshot` (allocations and copies on stream_, waited for); the
+  // tables whose set is the one `previous` (may be null) was built from are shared.
+  absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> Build(
+      const HotRowSnapshot& snapshot, const HotCacheGeneration* previous);
   void Run();
   bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stop_; }
   // Frees the replaced generations that no worker holds any more.
