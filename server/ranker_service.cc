@@ -216,28 +216,9 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
   if (shape.candidates > 0) {
     ASSIGN_OR_RETURN(ticket, batcher.Admit(deadline, shape.candidates));
   }
-  // From here on the request is read in place, from one contiguous run of its bytes, and
-  // parsed once, within the feature scan's limits. A parse that succeeds is a request the
-  // scan passes (request_scan.h); else the scan runs to say why (its messages come first,
-  // as they always did), and bytes it passes are no RankRequest.
-  std::unique_ptr<engine::Batch> batch;
-  absl::Status accepted;
-  {
-    const WireBytes wire(*request);
-    const ThreadRankRequestView parsed;
-    const RequestDecoder& decoder = *call->model->decoder;
-    const bool is_request = ParseRankRequest(wire.view(), decoder.parse_bounds(), &*parsed);
-    if (is_request) {
-      shape.ids = static_cast<int64_t>(parsed->ids.size());
-    } else {
-      google::protobuf::io::ArrayInputStream bytes(wire.view().data(),
-                                                   static_cast<int>(wire.view().size()));
-      RETURN_IF_ERROR(ScanFeatures(&bytes, decoder.scan_limits(), &shape));
-    }
-    if (ticket.valid()) RETURN_IF_ERROR(batcher.AddIds(&ticket, shape.ids));
-    batch = batcher.AcquireBatch();
-    accepted = is_request ? Decode(*parsed, call, batch.get()) : NotARankRequest();
-  }
+  // From here on the request is read in place, from one contiguous run of its bytes.
+  std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
+  absl::Status accepted = DecodeWire(*request, call, &shape, &ticket, batch.get());
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
   if (accepted.ok()) accepted = Accept(call);
   if (!accepted.ok() || batch->num_candidates() == 0) {
@@ -256,6 +237,40 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
   if (!queued.ok()) Unaccept(call);  // refused after all (shutting down meanwhile)
   metrics_->SetQueueDepth(models_->QueueDepth());
   return queued;
+}
+
+absl::Status RankerService::DecodeWire(const grpc::ByteBuffer& request, Call* call,
+                                       RequestShape* shape, engine::AdmissionTicket* ticket,
+                                       engine::Batch* batch) {
+  engine::Batcher& batcher = *call->model->batcher;
+  const RequestDecoder& decoder = *call->model->decoder;
+  const WireBytes wire(request);
+  // The shape clients send goes straight into the batch; its ids then join the queue's
+  // count, and a refusal there undoes it (the caller releases the batch).
+  CanonicalRequest read;
+  if (decoder.AppendCanonical(wire.view(), batch, &call->item_ids, &read)) {
+    const absl::string_view request_id = read.request_id.substr(0, kLoggedChars);
+    call->request_id.assign(request_id.data(), request_id.size());
+    call->candidates = read.candidates;
+    call->top_k = read.top_k;
+    if (ticket->valid()) RETURN_IF_ERROR(batcher.AddIds(ticket, read.ids));
+    return absl::OkStatus();
+  }
+  // Any other bytes are parsed once, within the feature scan's limits. A parse that
+  // succeeds is a request the scan passes (request_scan.h); else the scan runs to say why
+  // (its messages come first, as they always did), and bytes it passes are no
+  // RankRequest.
+  const ThreadRankRequestView parsed;
+  const bool is_request = ParseRankRequest(wire.view(), decoder.parse_bounds(), &*parsed);
+  if (is_request) {
+    shape->ids = static_cast<int64_t>(parsed->ids.size());
+  } else {
+    google::protobuf::io::ArrayInputStream bytes(wire.view().data(),
+                                                 static_cast<int>(wire.view().size()));
+    RETURN_IF_ERROR(ScanFeatures(&bytes, decoder.scan_limits(), shape));
+  }
+  if (ticket->valid()) RETURN_IF_ERROR(batcher.AddIds(ticket, shape->ids));
+  return is_request ? Decode(*parsed, call, batch) : NotARankRequest();
 }
 
 absl::Status RankerService::Decode(const RankRequestView& request, Call* call,

@@ -76,6 +76,12 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   // Everything up to the hand-off to the batcher. OK: the batcher owns `call` now.
   absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                      Call* call);
+  // Reads the request's bytes into `batch` (the one-pass decode of the shape clients send,
+  // else the parse, or the scan's word on bytes that do not parse) and adds its ids to
+  // `ticket`'s count in the queue; keeps what the answer and the access log need. On an
+  // error `batch` may still hold the request: the caller releases it.
+  absl::Status DecodeWire(const grpc::ByteBuffer& request, Call* call, RequestShape* shape,
+                          engine::AdmissionTicket* ticket, engine::Batch* batch);
   // Decodes the parsed request into `batch`; keeps what the answer and the access log need
   // (item ids, request id, counts).
   absl::Status Decode(const RankRequestView& request, Call* call, engine::Batch* batch);

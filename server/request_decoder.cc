@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/status_macros.h"
+#include "server/batch_mark.h"
 
 namespace fuserank::server {
 namespace {
@@ -45,39 +46,6 @@ absl::Status AppendDense(absl::Span<const float> values, int expected, absl::str
   return absl::OkStatus();
 }
 
-// Sizes of every array of a Batch, to undo a partial Append.
-struct BatchMark {
-  explicit BatchMark(const engine::Batch& b)
-      : requests(b.candidate_begin.size()),
-        top_k(b.top_k.size()),
-        user_bags(b.user.bag_begin.size()),
-        user_rows(b.user.rows.size()),
-        user_keys(b.user.keys.size()),
-        item_bags(b.item.bag_begin.size()),
-        item_rows(b.item.rows.size()),
-        item_keys(b.item.keys.size()),
-        user_dense(b.user_dense.size()),
-        item_dense(b.item_dense.size()) {}
-
-  void Restore(engine::Batch* b) const {
-    b->candidate_begin.resize(requests);
-    b->top_k.resize(top_k);
-    b->user.bag_begin.resize(user_bags);
-    b->user.rows.resize(user_rows);
-    b->user.weights.resize(user_rows);
-    b->user.keys.resize(user_keys);
-    b->item.bag_begin.resize(item_bags);
-    b->item.rows.resize(item_rows);
-    b->item.weights.resize(item_rows);
-    b->item.keys.resize(item_keys);
-    b->user_dense.resize(user_dense);
-    b->item_dense.resize(item_dense);
-  }
-
-  size_t requests, top_k, user_bags, user_rows, user_keys, item_bags, item_rows, item_keys,
-      user_dense, item_dense;
-};
-
 }  // namespace
 
 RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, DecodeLimits limits)
@@ -92,12 +60,21 @@ RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, Decod
   scan_limits_.model_name = model_->spec().name;
   parse_bounds_ = ParseBoundsOf(scan_limits_);
   keyed_ = model_->spec().has_remote_tables();
-  for (size_t s = 0; s < user.size(); ++s) {
-    tables_[model_->tables()[user[s]].name] = {user[s], static_cast<int>(s), Side::kUser};
-  }
-  for (size_t s = 0; s < item.size(); ++s) {
-    tables_[model_->tables()[item[s]].name] = {item[s], static_cast<int>(s), Side::kItem};
-  }
+  // AppendCanonical knows a table by its name's bytes, which must also pass the parse's
+  // UTF-8 check for it to accept no more than the parse does.
+  canonical_ = !keyed_;
+  const auto add = [&](const std::vector<int>& side_tables, Side side,
+                       std::vector<CanonicalTable>* canonical) {
+    for (size_t s = 0; s < side_tables.size(); ++s) {
+      const engine::EmbeddingTable& table = model_->tables()[side_tables[s]];
+      tables_[table.name] = {side_tables[s], static_cast<int>(s), side};
+      canonical->push_back({table.name, table.rows, table.oov});
+      const auto* name = reinterpret_cast<const uint8_t*>(table.name.data());
+      canonical_ = canonical_ && wire::IsUtf8(name, name + table.name.size());
+    }
+  };
+  add(user, Side::kUser, &canonical_user_);
+  add(item, Side::kItem, &canonical_item_);
 }
 
 absl::Status NotARankRequest() {
@@ -132,6 +109,11 @@ absl::Status RequestDecoder::AppendParsed(const RankRequestView& request, engine
 
 absl::Status RequestDecoder::AppendWire(absl::string_view wire, engine::Batch* batch,
                                         std::vector<int64_t>* item_ids) const {
+  std::vector<int64_t> unused;
+  CanonicalRequest read;
+  if (AppendCanonical(wire, batch, item_ids != nullptr ? item_ids : &unused, &read)) {
+    return absl::OkStatus();
+  }
   const ThreadRankRequestView request;
   if (!ParseRankRequest(wire, ParseBounds(), &*request)) return NotARankRequest();
   return AppendParsed(*request, batch, item_ids);

@@ -22,6 +22,7 @@
 #include "fuserank/v1/ranker.pb.h"
 #include "server/rank_request_view.h"
 #include "server/request_scan.h"
+#include "server/wire_reader.h"
 
 namespace fuserank::server {
 
@@ -35,6 +36,14 @@ struct DecodeLimits {
 // INVALID_ARGUMENT "the request is not a valid fuserank.v1.RankRequest: ".
 absl::Status NotARankRequest();
 
+// What AppendCanonical read of a request besides its bags, dense values and item ids.
+struct CanonicalRequest {
+  absl::string_view request_id;  // a view of the wire bytes
+  uint32_t top_k = 0;            // as sent
+  int candidates = 0;
+  int64_t ids = 0;  // user and item ids
+};
+
 class RequestDecoder {
  public:
   RequestDecoder(std::shared_ptr<const engine::Model> model, DecodeLimits limits);
@@ -46,8 +55,20 @@ class RequestDecoder {
   // have grown.
   absl::Status AppendParsed(const RankRequestView& request, engine::Batch* batch,
                             std::vector<int64_t>* item_ids = nullptr) const;
-  // Parses `wire` (with no bounds) into the calling thread's view, then appends it as
-  // above; bytes that do not parse are NotARankRequest().
+  // The one-pass decode of the shape clients send, without the view: true when `wire`
+  // holds only that shape's fields -- the top level's in any order (user_dense at most
+  // once); a candidate's item_id, then its features, then its dense values, packed; a
+  // feature's name, then its ids, then its weights, packed -- each feature list names the
+  // side's tables in the model's order (the first of them; the others are sent empty) and
+  // nothing in the request is refused. It is then appended, with the batch and item ids
+  // ParseRankRequest and AppendParsed give it. False for any other bytes, the batch and
+  // `item_ids` left as they were: the caller takes that path, which reads every other
+  // request and says what is wrong with a bad one. Always false for a model with
+  // storage: redis tables.
+  bool AppendCanonical(absl::string_view wire, engine::Batch* batch, std::vector<int64_t>* item_ids,
+                       CanonicalRequest* read) const;
+  // AppendCanonical, else the parse into the calling thread's view and AppendParsed;
+  // bytes that do not parse are NotARankRequest().
   absl::Status AppendWire(absl::string_view wire, engine::Batch* batch,
                           std::vector<int64_t>* item_ids = nullptr) const;
   // The same for a message in hand (tests, tools): serialized, then appended as above.
@@ -80,6 +101,19 @@ class RequestDecoder {
                          engine::BagSet* bags) const;
   std::string TableNames(engine::Side side) const;
 
+  // AppendCanonical's tables, per side in the model's order.
+  struct CanonicalTable {
+    absl::string_view name;
+    int64_t rows = 0;
+    engine::Oov oov = engine::Oov::kModulo;
+  };
+  bool CanonicalAppend(wire::Reader in, engine::Batch* batch, std::vector<int64_t>* item_ids,
+                       CanonicalRequest* read) const;
+  bool CanonicalCandidate(wire::Reader in, engine::Batch* batch, int64_t* ids,
+                          std::vector<int64_t>* item_ids) const;
+  bool CanonicalBag(wire::Reader in, const CanonicalTable& table, engine::BagSet* bags,
+                    int64_t* ids) const;
+
   std::shared_ptr<const engine::Model> model_;
   DecodeLimits limits_;
   ScanLimits scan_limits_;
@@ -87,6 +121,9 @@ class RequestDecoder {
   absl::flat_hash_map<std::string, TableRef> tables_;
   // The model has storage: redis tables, so each id's raw key goes with the batch too.
   bool keyed_ = false;
+  std::vector<CanonicalTable> canonical_user_;
+  std::vector<CanonicalTable> canonical_item_;
+  bool canonical_ = false;  // AppendCanonical may read requests for this model
 };
 
 }  // namespace fuserank::server

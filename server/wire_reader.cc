@@ -3,8 +3,20 @@
 namespace fuserank::server::wire {
 namespace {
 
-// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF),
-// which protobuf requires of every proto3 string.
+// The fields of a group up to its end tag, which must close `start_tag`'s group.
+bool SkipGroup(Reader* in, uint32_t start_tag, int depth) {
+  if (depth < 0) return false;
+  while (!in->done()) {
+    uint32_t tag = 0;
+    if (!in->Tag(&tag)) return false;
+    if (tag == 0 || (tag & 7) == 4) return tag == start_tag + 1;
+    if (!SkipField(in, tag, depth)) return false;
+  }
+  return false;  // the message ended inside the group
+}
+
+}  // namespace
+
 bool IsUtf8(const uint8_t* p, const uint8_t* end) {
   while (p != end) {
     const uint8_t c = *p;
@@ -36,20 +48,6 @@ bool IsUtf8(const uint8_t* p, const uint8_t* end) {
   }
   return true;
 }
-
-// The fields of a group up to its end tag, which must close `start_tag`'s group.
-bool SkipGroup(Reader* in, uint32_t start_tag, int depth) {
-  if (depth < 0) return false;
-  while (!in->done()) {
-    uint32_t tag = 0;
-    if (!in->Tag(&tag)) return false;
-    if (tag == 0 || (tag & 7) == 4) return tag == start_tag + 1;
-    if (!SkipField(in, tag, depth)) return false;
-  }
-  return false;  // the message ended inside the group
-}
-
-}  // namespace
 
 bool String(Reader* in, absl::string_view* out) {
   uint32_t length = 0;

@@ -97,6 +97,10 @@ struct Reader {
   }
 };
 
+// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF),
+// which protobuf requires of every proto3 string.
+bool IsUtf8(const uint8_t* p, const uint8_t* end);
+
 // A length-delimited string that must be valid UTF-8 (protobuf's rule for proto3 strings).
 bool String(Reader* in, absl::string_view* out);
 

@@ -6,6 +6,8 @@
 // word for word, and the same batch as the protobuf-based decode it replaced
 // (bench/decode/baseline_rank_decoder.h) on protobuf's parse of the bytes; and on such
 // bytes a parse within the scan's bounds must pass the scan, and one stopped at them not.
+// The one-pass decode of the clients' shape (AppendCanonical) may only take bytes that all
+// of this accepts, and must then give the same batch.
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <cstddef>
@@ -112,7 +114,27 @@ void CheckWireDecode(const Fixture& f, absl::string_view wire, const v1::RankReq
   FUZZ_CHECK(f.decoder->Append(f.first, &batch).ok(), "the fixed request must decode");
   const engine::Batch before = batch;
   std::vector<int64_t> item_ids = {42};
+  // The one-pass decode of the clients' shape first, on copies: when it takes the bytes,
+  // AppendWire (the same decode) must end with its batch and item ids; else they are
+  // untouched.
+  engine::Batch canonical = batch;
+  std::vector<int64_t> canonical_ids = item_ids;
+  server::CanonicalRequest read;
+  const bool took = f.decoder->AppendCanonical(wire, &canonical, &canonical_ids, &read);
+  if (!took) {
+    FUZZ_CHECK(SameBatch(before, canonical) && canonical_ids == item_ids,
+               "AppendCanonical gave up but changed the batch or the item ids");
+  }
   const absl::Status status = f.decoder->AppendWire(wire, &batch, &item_ids);
+  if (took) {
+    FUZZ_CHECK(parsed != nullptr && status.ok(),
+               absl::StrCat("AppendCanonical took bytes the parse refuses: ", status.ToString()));
+    FUZZ_CHECK(SameBatch(batch, canonical) && item_ids == canonical_ids,
+               "AppendCanonical's batch differs from AppendWire's");
+    FUZZ_CHECK(read.candidates == parsed->candidates_size() && read.top_k == parsed->top_k() &&
+                   read.request_id == parsed->request_id(),
+               "AppendCanonical read the request's fields differently");
+  }
   if (parsed == nullptr) {
     FUZZ_CHECK(
         status == server::NotARankRequest(),
