@@ -67,7 +67,9 @@ if [[ $DEVICE == cuda ]]; then
   if CACHE_KEYS="placement: host, policy: frequency, rebuild_interval_seconds: 1" \
     compare dot_fp32_sum_host_tables dot_fp32_sum; then
     # Traffic, a rebuild of the hot sets from it, more traffic: the device cache must serve
-    # some of the second (counts reach /metrics within a second).
+    # some of the second. A worker adds its device counts to /metrics with a batch at least
+    # a second after its last read, so each 2 s run reports all but its workers' last
+    # second.
     for _ in 1 2; do
       "$BIN/fuserank-bench" --target="127.0.0.1:$PORT" --model="$WORK/dot_fp32_sum.yaml" \
         --candidates=64 --concurrency=4 --duration=2 --warmup=0 --json >/dev/null 2>&1

@@ -262,6 +262,16 @@ absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_gra
 
 absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_index, int shape,
                                  bool replay) {
+  const absl::Status status = ExecuteSteps(h, bucket_index, shape, replay);
+  if (!status.ok()) {
+    static_cast<void>(cudaStreamSynchronize(stream_.get()));  // its own error, if any, is moot
+    static_cast<void>(cudaGetLastError());
+  }
+  return status;
+}
+
+absl::Status CudaWorker::ExecuteSteps(const kernels::PackedHeader& h, int bucket_index, int shape,
+                                      bool replay) {
   cudaStream_t s = stream_.get();
   RETURN_IF_CUDA_ERROR(cudaEventRecord(events_[0].get(), s), "cudaEventRecord");
   RETURN_IF_CUDA_ERROR(

@@ -76,6 +76,9 @@ struct WorkerStats {
   bool last_used_graph = false;
   double last_device_seconds = 0;  // from before the copy in to after the copy out
   std::string graph_error;         // why the last failed capture failed ("" if none did)
+  // Why CUDA last refused to re-point a graph in place (the graph was then instantiated
+  // anew): the error and cudaGraphExecUpdateResult; "" if it never refused.
+  std::string graph_update_refusal;
 };
 
 class CudaWorker {
@@ -122,8 +125,12 @@ class CudaWorker {
   absl::Status EnqueueLookup(uint32_t bucket);
   absl::Status EnqueueInteraction(uint32_t bucket);
   absl::Status EnqueueTopK(uint32_t bucket, int shape);
-  // The copy in, the graph or the eager forward pass, the copies out, and the wait.
+  // The copy in, the graph or the eager forward pass, the copies out, and the wait. On an
+  // error it still waits for what it queued, so the next batch never rewrites the staging
+  // buffers or drops a hot-row cache generation while the device reads them.
   absl::Status Execute(const kernels::PackedHeader& h, int bucket_index, int shape, bool replay);
+  absl::Status ExecuteSteps(const kernels::PackedHeader& h, int bucket_index, int shape,
+                            bool replay);
   // Captures every variant of the key (bucket_index, shape) the settings use.
   absl::Status Capture(int bucket_index, int shape);
   // One variant into *exec: re-pointed in place when `update` (*exec holds the same pass on

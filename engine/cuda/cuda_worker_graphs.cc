@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/status_macros.h"
@@ -36,11 +37,20 @@ absl::Status CudaWorker::CaptureVariant(int bucket_index, int shape, bool timed,
     // The same forward pass on other buffers: the same nodes with new parameters, so the
     // instantiated graph takes them in place (cheaper than a new instantiation).
     cudaGraphExecUpdateResultInfo info = {};
-    if (cudaGraphExecUpdate(exec->get(), graph.get(), &info) == cudaSuccess) {
+    const cudaError_t refused = cudaGraphExecUpdate(exec->get(), graph.get(), &info);
+    if (refused == cudaSuccess) {
       *updated = true;
       return absl::OkStatus();
     }
     static_cast<void>(cudaGetLastError());  // refused: instantiate it anew below
+    const bool first = stats_.graph_update_refusal.empty();
+    stats_.graph_update_refusal = absl::StrCat(cudaGetErrorName(refused), ", update result ",
+                                               static_cast<int>(info.result));
+    if (first) {
+      spdlog::warn("cuda: a graph could not be re-pointed in place after a staging grow ({}); "
+                   "it is instantiated anew",
+                   stats_.graph_update_refusal);
+    }
   }
   exec->Reset();
   cudaGraphExec_t instantiated = nullptr;

@@ -28,9 +28,12 @@ CudaWorker::~CudaWorker() {
     return;
   }
   // The counts of the batches since the last read (a worker idle since then, or shutting
-  // down), unless the device has failed.
-  if (cudaMemcpy(h_hot_counts_.get(), d_hot_counts_.get(), d_hot_counts_.bytes(),
-                 cudaMemcpyDeviceToHost) != cudaSuccess) {
+  // down), unless the device has failed; in the worker stream's order, after anything a
+  // failed batch left queued there.
+  cudaStream_t s = stream_.get();
+  if (cudaMemcpyAsync(h_hot_counts_.get(), d_hot_counts_.get(), d_hot_counts_.bytes(),
+                      cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+      cudaStreamSynchronize(s) != cudaSuccess) {
     return;
   }
   read_hot_counts_ = true;

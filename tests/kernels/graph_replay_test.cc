@@ -69,7 +69,7 @@ class CudaGraphReplayTest : public ::testing::Test {
 TEST_F(CudaGraphReplayTest, ReplaysOnOtherBatchesOfTheSameBucket) {
   FUSERANK_SKIP_WITHOUT_GPU();
   ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}));
-  // Buckets of 64 rows, every request <= 128 candidates (top-K shape 0).
+  // Buckets of 64 rows, the longest request 33..64 candidates (top-K shape 1).
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({3, 60}, false));
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({20, 1, 40, 0}, true));
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({64}, true));
@@ -91,7 +91,9 @@ TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 900));
   EXPECT_EQ(gpu_->stats(0).staging_grows, grows + 1);
   EXPECT_EQ(gpu_->stats(0).graphs_captured, 2u);
-  EXPECT_EQ(gpu_->stats(0).graphs_updated, 1u);        // re-pointed in place, not instantiated anew
+  // Re-pointed in place, not instantiated anew.
+  EXPECT_EQ(gpu_->stats(0).graphs_updated, 1u)
+      << "refused: " << gpu_->stats(0).graph_update_refusal;
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));  // and the new graph serves small ones
 }
 
