@@ -44,12 +44,13 @@ absl::Status CudaWorker::CaptureVariant(int bucket_index, int shape, bool timed,
     }
     static_cast<void>(cudaGetLastError());  // refused: instantiate it anew below
     const bool first = stats_.graph_update_refusal.empty();
-    stats_.graph_update_refusal = absl::StrCat(cudaGetErrorName(refused), ", update result ",
-                                               static_cast<int>(info.result));
+    stats_.graph_update_refusal =
+        absl::StrCat(cudaGetErrorName(refused), ", update result ", static_cast<int>(info.result));
     if (first) {
-      spdlog::warn("cuda: a graph could not be re-pointed in place after a staging grow ({}); "
-                   "it is instantiated anew",
-                   stats_.graph_update_refusal);
+      spdlog::warn(
+          "cuda: a graph could not be re-pointed in place after a staging grow ({}); "
+          "it is instantiated anew",
+          stats_.graph_update_refusal);
     }
   }
   exec->Reset();
