@@ -5,10 +5,12 @@
 # stage from the fuserank_stage_duration_seconds metrics, read around each run (no
 # warm-up inside a run; one warm-up run first, not reported). One JSON line per run
 # (bench/kserve/report.py run), then the medians.
-# usage: bench/run_rank_cpu.sh [BUILD_DIR] (env: CANDIDATES=256 DURATION=10 REPEATS=3)
+# usage: bench/run_rank_cpu.sh [BUILD_DIR] (env: CANDIDATES=256 DURATION=10 REPEATS=3;
+# SERVER=<another build's fuserank-server> to measure it under this build's load generator)
 set -euo pipefail
 BUILD=${1:-build}
 CANDIDATES=${CANDIDATES:-256} DURATION=${DURATION:-10} REPEATS=${REPEATS:-3}
+SERVER=${SERVER:-$BUILD/bin/fuserank-server}
 MODEL=bench/out/model/bench.yaml
 OUT=bench/out/rank_cpu
 PY=/usr/bin/python3
@@ -25,7 +27,7 @@ engine: {device: cpu}
 model: {path: $MODEL}
 logging: {level: warn}
 YAML
-"$BUILD/bin/fuserank-server" --config "$OUT/fuserank-server.yaml" >"$OUT/server.log" 2>&1 &
+"$SERVER" --config "$OUT/fuserank-server.yaml" >"$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 for _ in $(seq 600); do
