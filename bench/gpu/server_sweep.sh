@@ -2,7 +2,7 @@
 # Where the time of a Rank call goes on the GPU server, and which engine settings meet the
 # server target (>= 10,000 requests/s of 256 candidates at p99 <= 1 ms): the bench model
 # on E2E_DEVICE under several `engine:` settings, each under closed-loop load
-# (fuserank-bench, 256 candidates, concurrency 16 and 32, 3 s after 1 s of warm-up),
+# (fuserank-bench, 256 candidates, concurrency 8, 16 and 32, 3 s after 1 s of warm-up),
 # with, per load point, the server's mean stage times and batch size (/metrics, e2e_report.py
 # stages) and the machine's CPU use (/proc/stat).
 # Prints one JSON line per result on stdout (summarize.py reads them); progress on stderr.
@@ -24,7 +24,7 @@ SETTINGS=(
   "wait 0, spin, nice 0, cl x2|streams: 4, max_batch_wait_us: 0, cuda_wait: spin, worker_nice: 0|8"
 )
 duration=3
-concurrencies=(16 32)
+concurrencies=(8 16 32)
 if [[ $QUICK == 1 ]]; then
   SETTINGS=("${SETTINGS[@]:0:2}")  # default, wait 50
   duration=1
