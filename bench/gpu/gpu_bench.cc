@@ -77,8 +77,38 @@ Batch OneRequest(std::shared_ptr<const engine::Model> model, uint32_t n, std::mt
   });
 }
 
+// The algorithms the MLP plans chose at the batch sizes benched, with the autotune's
+// times per matmul (the heuristic's first that ran -> the one kept).
+void PrintMlpChoices(const engine::cuda::CudaBackend& backend) {
+  for (const auto& [name, plan] : backend.mlp_plans()) {
+    for (size_t l = 0; l < plan->num_layers(); ++l) {
+      for (size_t b = 0; b < plan->buckets().size(); ++b) {
+        const uint32_t rows = plan->buckets()[b];
+        if (rows != 16 && rows != 256 && rows != 1024) continue;
+        const engine::cuda::AlgoChoice& c = plan->choice(l, b);
+        const engine::cuda::MlpLayerShape& s = plan->shape(l);
+        std::printf(
+            "mlp %s layer %zu (%d -> %d), %u rows: proposal %d of %d that ran, %.1f -> %.1f us\n",
+            name.c_str(), l, s.in, s.out, rows, c.index, c.ran, c.first_us, c.chosen_us);
+        JsonLine("mlp_algo")
+            .Add("plan", name)
+            .Add("layer", static_cast<int>(l))
+            .Add("in", s.in)
+            .Add("out", s.out)
+            .Add("rows", rows)
+            .Add("index", c.index)
+            .Add("ran", c.ran)
+            .Add("first_us", c.first_us)
+            .Add("chosen_us", c.chosen_us)
+            .Print();
+      }
+    }
+  }
+}
+
 void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bool reorder,
-                     int reps, bool stage_events = true) {
+                     int reps, bool stage_events = true, bool autotune = true,
+                     bool print_choices = false) {
   engine::BackendOptions options;
   options.workers = 1;
   options.cuda_graphs = graphs;
@@ -87,11 +117,13 @@ void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bo
   cuda_options.reorder_ids = reorder;
   cuda_options.graph_stage_events = stage_events;
   cuda_options.stage_sample_period = 1;  // every replay timed: what the event nodes cost
+  cuda_options.mlp_autotune = autotune;
   auto backend = engine::cuda::CudaBackend::Create(model, options, cuda_options);
   if (!backend.ok()) {
     std::fprintf(stderr, "CudaBackend: %s\n", backend.status().ToString().c_str());
     std::exit(1);
   }
+  if (print_choices) PrintMlpChoices(**backend);
   std::mt19937_64 rng(7);
   for (uint32_t n : {16u, 256u, 1024u}) {
     // A pool of distinct batches, cycled: each run reads other rows than the last, so the
@@ -120,10 +152,10 @@ void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bo
     }
     const auto& stats = (*backend)->stats(0);
     std::printf(
-        "batch of %4u (pool of %d): graphs %-3s stage events %d reorder %d  device %7.1f us"
-        " (p99 %7.1f)  wall %7.1f us  launches %d",
+        "batch of %4u (pool of %d): graphs %-3s stage events %d reorder %d autotune %d  device"
+        " %7.1f us (p99 %7.1f)  wall %7.1f us  launches %d",
         n, kBatchPool, graphs ? "on" : "off", stage_events ? 1 : 0, reorder ? 1 : 0,
-        Median(device) * 1e6, Percentile(device, 0.99) * 1e6, Median(wall) * 1e6,
+        autotune ? 1 : 0, Median(device) * 1e6, Percentile(device, 0.99) * 1e6, Median(wall) * 1e6,
         stats.last_launches);
     if (!graphs || stage_events) {
       std::printf("  [lookup %.1f cross %.1f dnn %.1f topk %.1f us]", Median(lookup) * 1e6,
@@ -137,6 +169,7 @@ void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bo
         .Add("graphs", graphs ? 1 : 0)
         .Add("stage_events", stage_events ? 1 : 0)
         .Add("reorder", reorder ? 1 : 0)
+        .Add("autotune", autotune ? 1 : 0)
         .Add("device_us", Median(device) * 1e6)
         .Add("device_us_p99", Percentile(device, 0.99) * 1e6)
         .Add("wall_us", Median(wall) * 1e6)
@@ -176,7 +209,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int reps = quick ? 50 : 300;
-  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps);
+  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps, /*stage_events=*/true,
+                  /*autotune=*/true, /*print_choices=*/true);
+  // The MLPs on the heuristic's first algorithms: what the autotune gains.
+  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps, /*stage_events=*/true,
+                  /*autotune=*/false);
   // The same graphs without their stage events: what the event nodes cost a replay.
   RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps, /*stage_events=*/false);
   RunBatchBenches(*model, /*graphs=*/false, /*reorder=*/false, reps);

@@ -169,22 +169,25 @@ def print_kernel_tables(ours, torch):
                   f"{r.get('prefetch', 0):2.0f} "
                   f"{r['us']:9.1f} {r['gbps']:7.0f} {r['pct_of_copy']:6.0f}"
                   f" {r.get('host_pack_us', 0):9.1f} {r.get('us_with_host_pack', 0):9.1f}")
-    batches = {(r["candidates"], r["graphs"], r["reorder"], r.get("stage_events", 1)): r
+    batches = {(r["candidates"], r["graphs"], r["reorder"], r.get("stage_events", 1),
+                r.get("autotune", 1)): r
                for r in ours if r.get("bench") == "batch"}
     peers = {(r["candidates"], r["mode"]): r for r in torch if r.get("bench") == "torch"}
     if not (batches or peers):
         return
     print("device us per batch, 1 request, a pool of 64 distinct batches cycled   targets: torch eager / ours >= 5, torch graph / ours >= 1.5")
     print(f"{'cand':>5} {'graphs':>8} {'no graph':>9} {'launch':>6} {'torch eg':>9} {'torch gr':>9} "
-          f"{'eager/us':>9} {'graph/us':>9} {'no events':>9}")
+          f"{'eager/us':>9} {'graph/us':>9} {'no events':>9} {'heur algo':>9}")
 
     def us(row):
         return f"{row['device_us']:9.1f}" if "device_us" in row else f"{'-':>9}"
 
     for n in (16, 256, 1024):
-        g, ng = batches.get((n, 1, 0, 1), {}), batches.get((n, 0, 0, 1), {})
-        # The same graphs without their stage event nodes: what the nodes cost.
-        quiet = batches.get((n, 1, 0, 0), {})
+        g, ng = batches.get((n, 1, 0, 1, 1), {}), batches.get((n, 0, 0, 1, 1), {})
+        # The same graphs without their stage event nodes: what the nodes cost; and with the
+        # MLPs on the cuBLASLt heuristic's first algorithms: what the autotune gains.
+        quiet = batches.get((n, 1, 0, 0, 1), {})
+        heuristic = batches.get((n, 1, 0, 1, 0), {})
         te, tg = peers.get((n, "eager"), {}), peers.get((n, "graph"), {})
         ours_us = g.get("device_us")
 
@@ -192,7 +195,14 @@ def print_kernel_tables(ours, torch):
             return f"{peer['device_us'] / ours_us:9.1f}" if ours_us and "device_us" in peer else f"{'-':>9}"
 
         print(f"{n:5d} {us(g)[1:]:>8} {us(ng)} {g.get('launches', 0):6.0f} {us(te)} {us(tg)} "
-              f"{ratio(te)} {ratio(tg)} {us(quiet)}")
+              f"{ratio(te)} {ratio(tg)} {us(quiet)} {us(heuristic)}")
+    algos = [r for r in ours if r.get("bench") == "mlp_algo"]
+    if algos:
+        print("MLP algorithms (autotune: the heuristic's first that ran -> the one kept, us per matmul)")
+        for r in algos:
+            print(f"  {r['plan']:>6} layer {r['layer']:.0f} ({r['in']:.0f} -> {r['out']:.0f}) "
+                  f"{r['rows']:5.0f} rows: proposal {r['index']:.0f} of {r['ran']:.0f} ran, "
+                  f"{r['first_us']:.1f} -> {r['chosen_us']:.1f}")
     hosts = [r for r in ours if r.get("bench") == "host_tables"]
     if hosts:
         print("cache.placement: host (tables in mapped host memory), device us per batch, graphs on")

@@ -97,16 +97,19 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr
   if (!b->device_model_->bottom().empty()) {
     std::vector<MlpLayerShape> shapes = b->device_model_->bottom();
     SetPitches(&shapes, layout.x_ld, layout.hidden_ld, layout.h_ld);
-    ASSIGN_OR_RETURN(b->bottom_, MlpPlan::Create(lt.get(), std::move(shapes), sh.buckets,
-                                                 options.allow_tf32, sh.workspace_bytes));
+    ASSIGN_OR_RETURN(b->bottom_,
+                     MlpPlan::Create(lt.get(), std::move(shapes), sh.buckets, options.allow_tf32,
+                                     sh.workspace_bytes, cuda_options.mlp_autotune));
   }
-  ASSIGN_OR_RETURN(b->dcn_, CreateDcnPlans(lt.get(), layout, b->device_model_->dcn(), sh.buckets,
-                                           options.allow_tf32, sh.workspace_bytes));
+  ASSIGN_OR_RETURN(
+      b->dcn_, CreateDcnPlans(lt.get(), layout, b->device_model_->dcn(), sh.buckets,
+                              options.allow_tf32, sh.workspace_bytes, cuda_options.mlp_autotune));
   for (const std::unique_ptr<MlpPlan>& plan : b->dcn_) sh.dcn.push_back(plan.get());
   std::vector<MlpLayerShape> top = b->device_model_->top();
   SetPitches(&top, layout.h_ld, layout.hidden_ld, /*last_out_ld=*/1);
-  ASSIGN_OR_RETURN(b->top_, MlpPlan::Create(lt.get(), std::move(top), sh.buckets,
-                                            options.allow_tf32, sh.workspace_bytes));
+  ASSIGN_OR_RETURN(b->top_,
+                   MlpPlan::Create(lt.get(), std::move(top), sh.buckets, options.allow_tf32,
+                                   sh.workspace_bytes, cuda_options.mlp_autotune));
   sh.layout = std::move(layout);
   sh.model = b->device_model_.get();
   sh.bottom = b->bottom_.get();
@@ -122,6 +125,15 @@ CudaBackend::~CudaBackend() {
   // Device memory is freed on this thread: make the backend's GPU current first.
   cudaSetDevice(shared_.gpu);
   workers_.clear();
+}
+
+std::vector<std::pair<std::string, const MlpPlan*>> CudaBackend::mlp_plans() const {
+  std::vector<std::pair<std::string, const MlpPlan*>> plans;
+  if (bottom_ != nullptr) plans.emplace_back("bottom", bottom_.get());
+  for (size_t l = 0; l < dcn_.size(); ++l)
+    plans.emplace_back(absl::StrCat("dcn ", l), dcn_[l].get());
+  plans.emplace_back("top", top_.get());
+  return plans;
 }
 
 std::string CudaBackend::device() const { return absl::StrCat("cuda:", shared_.gpu); }

@@ -43,6 +43,11 @@ struct CudaOptions {
   // read ids ahead (kernels::LookupArgs::prefetch_ids; PrefetchIds in cuda_worker.h).
   uint64_t prefetch_min_ids = kPrefetchMinIds;
   size_t workspace_bytes = size_t{8} << 20;  // cuBLASLt workspace per worker
+  // Time the cuBLASLt heuristic's proposals per (MLP layer, size bucket) at creation and
+  // keep the fastest (MlpPlan); off: its first that runs. Two backends of one model may
+  // then pick different algorithms, so their scores may differ in the last bits: tests
+  // that compare two backends bit for bit turn it off.
+  bool mlp_autotune = true;
   // BackendOptions::host_tables: how often a worker reads the device hot-row counters
   // back into the manager (zero: after every batch), and how often the cache's updater
   // looks for a swapped hot-row set when no batch has told it.
@@ -80,6 +85,9 @@ class CudaBackend final : public Backend {
   // host_tables: the hot-row set version the device cache holds now (what the next batch
   // reads); 0 without host tables.
   uint64_t hot_cache_version() const { return hot_cache_ == nullptr ? 0 : hot_cache_->version(); }
+  // The MLP plans in the order a batch runs them ("bottom", "dcn <l>", "top"), for the
+  // benchmarks' report of the algorithms chosen.
+  std::vector<std::pair<std::string, const MlpPlan*>> mlp_plans() const;
 
  private:
   CudaBackend() = default;

@@ -17,14 +17,14 @@ size_t Floats(uint32_t rows, int ld) { return sizeof(float) * rows * static_cast
 absl::StatusOr<std::vector<std::unique_ptr<MlpPlan>>> CreateDcnPlans(
     cublasLtHandle_t handle, const GpuLayout& layout,
     const std::vector<std::vector<MlpLayerShape>>& layers, const std::vector<uint32_t>& buckets,
-    bool allow_tf32, size_t workspace_bytes) {
+    bool allow_tf32, size_t workspace_bytes, bool autotune) {
   std::vector<std::unique_ptr<MlpPlan>> plans;
   for (const std::vector<MlpLayerShape>& gemms : layers) {
     std::vector<MlpLayerShape> shapes = gemms;
     SetPitches(&shapes, layout.h_ld, layout.dcn_t_ld, layout.h_ld);
     ASSIGN_OR_RETURN(
         std::unique_ptr<MlpPlan> plan,
-        MlpPlan::Create(handle, std::move(shapes), buckets, allow_tf32, workspace_bytes));
+        MlpPlan::Create(handle, std::move(shapes), buckets, allow_tf32, workspace_bytes, autotune));
     plans.push_back(std::move(plan));
   }
   return plans;

@@ -50,7 +50,7 @@ class DcnStage {
 absl::StatusOr<std::vector<std::unique_ptr<MlpPlan>>> CreateDcnPlans(
     cublasLtHandle_t handle, const GpuLayout& layout,
     const std::vector<std::vector<MlpLayerShape>>& layers, const std::vector<uint32_t>& buckets,
-    bool allow_tf32, size_t workspace_bytes);
+    bool allow_tf32, size_t workspace_bytes, bool autotune);
 
 }  // namespace fuserank::engine::cuda
 

@@ -50,10 +50,19 @@ absl::StatusOr<LtMatmulDesc> MatmulDesc(const MlpLayerShape& s, bool allow_tf32)
 
 // Buffers and a stream on which each candidate algorithm is run once when a plan is
 // built: a NOT_SUPPORTED (or any failure) then costs a fallback at load, not every batch.
+// The events time them for the autotune.
 struct Trial {
   Stream stream;
   DeviceBuffer in, out, workspace;
+  Event start, stop;
 };
+
+// Autotune: rounds of kTimedRuns matmuls per algorithm; the fastest round counts.
+constexpr int kTimedRounds = 3;
+constexpr int kTimedRuns = 4;
+// A proposal replaces the heuristic's first only when it takes less than this share of
+// its time.
+constexpr double kBetterThan = 0.9;
 
 absl::StatusOr<Trial> MakeTrial(const std::vector<MlpLayerShape>& layers, uint32_t max_rows,
                                 size_t workspace_bytes) {
@@ -68,47 +77,119 @@ absl::StatusOr<Trial> MakeTrial(const std::vector<MlpLayerShape>& layers, uint32
   ASSIGN_OR_RETURN(t.in, DeviceBuffer::Allocate(in_floats * sizeof(float), "MLP trial input"));
   ASSIGN_OR_RETURN(t.out, DeviceBuffer::Allocate(out_floats * sizeof(float), "MLP trial output"));
   ASSIGN_OR_RETURN(t.workspace, DeviceBuffer::Allocate(workspace_bytes, "MLP trial workspace"));
+  ASSIGN_OR_RETURN(t.start, CreateEvent());
+  ASSIGN_OR_RETURN(t.stop, CreateEvent());
   return t;
 }
 
-// Runs `algo` once on the trial buffers and waits for it.
-absl::Status TryAlgo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const MlpLayerShape& s,
-                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
-                     const cublasLtMatmulAlgo_t& algo, const Trial& t) {
+// One matmul of `algo` on the trial buffers, enqueued.
+absl::Status EnqueueTrial(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                          const MlpLayerShape& s, cublasLtMatrixLayout_t a,
+                          cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+                          const cublasLtMatmulAlgo_t& algo, const Trial& t) {
   const float alpha = 1.0f;
   const float beta = 0.0f;
   RETURN_IF_CUBLAS_ERROR(
       cublasLtMatmul(handle, desc, &alpha, s.d_weight, a, t.in.get(), b, &beta, t.out.get(), d,
                      t.out.get(), d, &algo, t.workspace.get(), t.workspace.bytes(), t.stream.get()),
       "cublasLtMatmul");
+  return absl::OkStatus();
+}
+
+// Runs `algo` once on the trial buffers and waits for it.
+absl::Status TryAlgo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const MlpLayerShape& s,
+                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+                     const cublasLtMatmulAlgo_t& algo, const Trial& t) {
+  RETURN_IF_ERROR(EnqueueTrial(handle, desc, s, a, b, d, algo, t));
   RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(t.stream.get()), "cudaStreamSynchronize");
   return absl::OkStatus();
 }
 
-// The first of the heuristic's algorithms (best first) that reports success and runs.
+// Device microseconds per matmul of `algo` (the fastest of kTimedRounds rounds).
+absl::StatusOr<double> TimeAlgo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                const MlpLayerShape& s, cublasLtMatrixLayout_t a,
+                                cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+                                const cublasLtMatmulAlgo_t& algo, const Trial& t) {
+  double best = 0;
+  for (int round = 0; round < kTimedRounds; ++round) {
+    RETURN_IF_CUDA_ERROR(cudaEventRecord(t.start.get(), t.stream.get()), "cudaEventRecord");
+    for (int run = 0; run < kTimedRuns; ++run) {
+      RETURN_IF_ERROR(EnqueueTrial(handle, desc, s, a, b, d, algo, t));
+    }
+    RETURN_IF_CUDA_ERROR(cudaEventRecord(t.stop.get(), t.stream.get()), "cudaEventRecord");
+    RETURN_IF_CUDA_ERROR(cudaEventSynchronize(t.stop.get()), "cudaEventSynchronize");
+    float ms = 0;
+    RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&ms, t.start.get(), t.stop.get()),
+                         "cudaEventElapsedTime");
+    const double us = 1e3 * ms / kTimedRuns;
+    if (round == 0 || us < best) best = us;
+  }
+  return best;
+}
+
+// Of the proposals that ran (`ran`, indices into `results`, heuristic order), the one
+// autotune keeps; `choice` gets the times. A failed timing keeps the heuristic's first.
+int Autotune(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const MlpLayerShape& s,
+             cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+             const cublasLtMatmulHeuristicResult_t* results, const std::vector<int>& ran,
+             const Trial& t, AlgoChoice* choice) {
+  std::vector<double> us;
+  for (int i : ran) {
+    absl::StatusOr<double> time = TimeAlgo(handle, desc, s, a, b, d, results[i].algo, t);
+    if (!time.ok()) {
+      static_cast<void>(cudaStreamSynchronize(t.stream.get()));
+      static_cast<void>(cudaGetLastError());
+      return ran.front();
+    }
+    us.push_back(*time);
+  }
+  size_t best = 0;
+  for (size_t k = 1; k < us.size(); ++k) {
+    if (us[k] < kBetterThan * us[0] && us[k] < us[best]) best = k;
+  }
+  choice->first_us = us[0];
+  choice->chosen_us = us[best];
+  return ran[best];
+}
+
+// The algorithm for one (layer, size bucket): the heuristic's first that reports success
+// and runs, or with `autotune` the fastest of those that run (above).
 absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                                                 const MlpLayerShape& s, cublasLtMatrixLayout_t a,
                                                 cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
-                                                cublasLtMatmulPreference_t pref, const Trial& t) {
+                                                cublasLtMatmulPreference_t pref, const Trial& t,
+                                                bool autotune, AlgoChoice* choice) {
   cublasLtMatmulHeuristicResult_t results[kHeuristicResults] = {};
   int found = 0;
   RETURN_IF_CUBLAS_ERROR(cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, pref,
                                                         kHeuristicResults, results, &found),
                          "cublasLtMatmulAlgoGetHeuristic");
   std::string tried;
+  std::vector<int> ran;
   for (int i = 0; i < found; ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS) {
       absl::StrAppend(&tried, "; candidate ", i, ": state ", static_cast<int>(results[i].state));
       continue;
     }
-    const absl::Status ran = TryAlgo(handle, desc, s, a, b, d, results[i].algo, t);
-    if (ran.ok()) return results[i].algo;
+    const absl::Status status = TryAlgo(handle, desc, s, a, b, d, results[i].algo, t);
+    if (status.ok()) {
+      ran.push_back(i);
+      if (!autotune) break;
+      continue;
+    }
     // A failed trial may leave an error for the next call to report.
     static_cast<void>(cudaGetLastError());
-    absl::StrAppend(&tried, "; candidate ", i, ": ", ran.message());
+    absl::StrAppend(&tried, "; candidate ", i, ": ", status.message());
   }
-  return absl::InternalError(
-      absl::StrCat("cuBLASLt has no algorithm that runs (", found, " proposed", tried, ")"));
+  if (ran.empty()) {
+    return absl::InternalError(
+        absl::StrCat("cuBLASLt has no algorithm that runs (", found, " proposed", tried, ")"));
+  }
+  *choice = AlgoChoice();
+  choice->ran = static_cast<int>(ran.size());
+  choice->index =
+      ran.size() > 1 ? Autotune(handle, desc, s, a, b, d, results, ran, t, choice) : ran.front();
+  return results[choice->index].algo;
 }
 
 }  // namespace
@@ -116,7 +197,8 @@ absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgo(cublasLtHandle_t handle, cublasL
 absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle,
                                                          std::vector<MlpLayerShape> layers,
                                                          std::vector<uint32_t> buckets,
-                                                         bool allow_tf32, size_t workspace_bytes) {
+                                                         bool allow_tf32, size_t workspace_bytes,
+                                                         bool autotune) {
   std::unique_ptr<MlpPlan> plan(new MlpPlan());
   plan->buckets_ = std::move(buckets);
   if (plan->buckets_.empty()) return absl::InternalError("MlpPlan: no size buckets");
@@ -142,12 +224,15 @@ absl::StatusOr<std::unique_ptr<MlpPlan>> MlpPlan::Create(cublasLtHandle_t handle
     for (uint32_t n : plan->buckets_) {
       ASSIGN_OR_RETURN(LtLayout b, Layout(s.in, n, s.in_ld));
       ASSIGN_OR_RETURN(LtLayout d, Layout(s.out, n, s.out_ld));
+      AlgoChoice choice;
       absl::StatusOr<cublasLtMatmulAlgo_t> algo =
-          ChooseAlgo(handle, layer.desc.get(), s, layer.a.get(), b.get(), d.get(), pref_raw, trial);
+          ChooseAlgo(handle, layer.desc.get(), s, layer.a.get(), b.get(), d.get(), pref_raw, trial,
+                     autotune, &choice);
       if (!algo.ok()) return WithContext(algo.status(), absl::StrCat(where, ", ", n, " rows"));
       layer.b.push_back(std::move(b));
       layer.d.push_back(std::move(d));
       layer.algo.push_back(*algo);
+      layer.choice.push_back(choice);
     }
     plan->layers_.push_back(std::move(layer));
   }

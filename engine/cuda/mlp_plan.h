@@ -1,9 +1,12 @@
 // One MLP (the bottom or the top stack) on cuBLASLt: per layer a matmul descriptor with
 // the bias (+ReLU) epilogue, and per (layer, size bucket) the matrix layouts and the
-// algorithm, chosen once: the first of cublasLtMatmulAlgoGetHeuristic's proposals (up to
-// 8, best first) whose state is success and that runs when tried once at build time (which
-// also loads its kernels). Built once per model; then read-only and shared by every
-// worker (each passes its own handle, buffers, workspace).
+// algorithm, chosen once at build time from cublasLtMatmulAlgoGetHeuristic's proposals (up
+// to 8, best first): each whose state is success is run once (which also loads its
+// kernels); with autotune, every one that ran is then timed on the device and the fastest
+// kept, where it beats the heuristic's first that ran by more than a tenth (so timing
+// noise does not flip the choice); without, that first one is kept. Built once per model;
+// then read-only and shared by every worker (each passes its own handle, buffers,
+// workspace).
 #ifndef FUSERANK_ENGINE_CUDA_MLP_PLAN_H_
 #define FUSERANK_ENGINE_CUDA_MLP_PLAN_H_
 
@@ -67,14 +70,26 @@ inline std::vector<LayerIo> ChainIo(size_t layers, const float* in, float* hidde
   return io;
 }
 
+// How one (layer, size bucket)'s algorithm was chosen.
+struct AlgoChoice {
+  int index = 0;  // among the heuristic's proposals (0: its first)
+  int ran = 0;    // proposals that ran
+  // Autotune, when more than one ran: device microseconds per matmul of the heuristic's
+  // first that ran and of the one kept (0 otherwise).
+  double first_us = 0;
+  double chosen_us = 0;
+};
+
 class MlpPlan {
  public:
   // `buckets`: the batch sizes (rows N) the plan serves, ascending.
   // allow_tf32: CUBLAS_COMPUTE_32F_FAST_TF32 instead of CUBLAS_COMPUTE_32F.
+  // autotune: time the proposals that run and keep the fastest (above).
   static absl::StatusOr<std::unique_ptr<MlpPlan>> Create(cublasLtHandle_t handle,
                                                          std::vector<MlpLayerShape> layers,
                                                          std::vector<uint32_t> buckets,
-                                                         bool allow_tf32, size_t workspace_bytes);
+                                                         bool allow_tf32, size_t workspace_bytes,
+                                                         bool autotune);
 
   // Enqueues every layer for `bucket_index` rows; io has one entry per layer.
   // Returns the number of cuBLASLt calls made in *launches.
@@ -83,6 +98,11 @@ class MlpPlan {
                        int* launches) const;
 
   size_t num_layers() const { return layers_.size(); }
+  const std::vector<uint32_t>& buckets() const { return buckets_; }
+  const MlpLayerShape& shape(size_t layer) const { return layers_[layer].shape; }
+  const AlgoChoice& choice(size_t layer, size_t bucket_index) const {
+    return layers_[layer].choice[bucket_index];
+  }
 
  private:
   struct Layer {
@@ -92,6 +112,7 @@ class MlpPlan {
     std::vector<LtLayout> b;  // per bucket
     std::vector<LtLayout> d;  // per bucket
     std::vector<cublasLtMatmulAlgo_t> algo;
+    std::vector<AlgoChoice> choice;  // per bucket
   };
   MlpPlan() = default;
 

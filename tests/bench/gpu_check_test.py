@@ -201,6 +201,29 @@ class HostTablesCheck(unittest.TestCase):
                          ["hot_cache: no lookup was served from the device cache"])
 
 
+class BenchTables(unittest.TestCase):
+    def test_the_batch_table_keeps_the_autotune_apart(self):
+        sys.path.insert(0, GPU)
+        import contextlib
+        import io
+        import summarize
+
+        def batch(autotune, us):
+            return {"bench": "batch", "candidates": 256, "graphs": 1, "reorder": 0,
+                    "stage_events": 1, "autotune": autotune, "device_us": us, "launches": 1}
+        rows = [batch(1, 97.5), batch(0, 121.5),
+                {"bench": "mlp_algo", "plan": "top", "layer": 0, "in": 383, "out": 256,
+                 "rows": 256, "index": 3, "ran": 6, "first_us": 12.5, "chosen_us": 6.5}]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            summarize.print_kernel_tables(rows, [])
+        line = [l for l in out.getvalue().splitlines() if l.startswith("  256")][0]
+        self.assertIn("97.5", line)   # the autotuned graphs
+        self.assertIn("121.5", line)  # the heuristic's algorithms, in their own column
+        self.assertIn("top layer 0 (383 -> 256)   256 rows: proposal 3 of 6 ran, 12.5 -> 6.5",
+                      out.getvalue())
+
+
 def run_quick(test, script, quick_var, port_offset, extra_binaries=(), timeout=120):
     """Runs bench/gpu/SCRIPT on the CPU in its quick mode (QUICK_VAR=1); returns its JSON
     lines. Skips `test` when a binary it needs is not built."""
@@ -228,7 +251,7 @@ if __name__ == "__main__":
     if "--server-e2e" in sys.argv:
         selected = [ServerEndToEnd, ReloadUnderLoad]
     else:
-        selected = [Verdicts, ThisBuild, HostTablesCheck]
+        selected = [Verdicts, ThisBuild, HostTablesCheck, BenchTables]
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in selected)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
