@@ -58,8 +58,8 @@ struct Trial {
 };
 
 // Autotune: rounds of kTimedRuns matmuls per algorithm; the fastest round counts.
-constexpr int kTimedRounds = 3;
-constexpr int kTimedRuns = 4;
+constexpr int kTimedRounds = 2;
+constexpr int kTimedRuns = 3;
 // A proposal replaces the heuristic's first only when it takes less than this share of
 // its time.
 constexpr double kBetterThan = 0.9;
