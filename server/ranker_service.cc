@@ -253,7 +253,8 @@ absl::Status RankerService::DecodeWire(const grpc::ByteBuffer& request, Call* ca
     call->request_id.assign(request_id.data(), request_id.size());
     call->candidates = read.candidates;
     call->top_k = read.top_k;
-    if (ticket->valid()) RETURN_IF_ERROR(batcher.AddIds(ticket, read.ids));
+    shape->ids = read.ids;
+    if (ticket->valid()) RETURN_IF_ERROR(batcher.AddIds(ticket, shape->ids));
     return absl::OkStatus();
   }
   // Any other bytes are parsed once, within the feature scan's limits. A parse that

@@ -58,10 +58,10 @@ class RequestDecoder {
   // The one-pass decode of the shape clients send, without the view: true when `wire`
   // holds only that shape's fields -- the top level's in any order (user_dense at most
   // once); a candidate's item_id, then its features, then its dense values, packed; a
-  // feature's name, then its ids, then its weights, packed -- each feature list names the
-  // side's tables in the model's order (the first of them; the others are sent empty) and
-  // nothing in the request is refused. It is then appended, with the batch and item ids
-  // ParseRankRequest and AppendParsed give it. False for any other bytes, the batch and
+  // feature's name, then its ids, then its weights, packed -- each feature list names a
+  // leading run of the side's tables in the model's order (tables left out at the end get
+  // empty bags) and nothing in the request is refused. It is then appended, with the batch and item
+  // ids ParseRankRequest and AppendParsed give it. False for any other bytes, the batch and
   // `item_ids` left as they were: the caller takes that path, which reads every other
   // request and says what is wrong with a bad one. Always false for a model with
   // storage: redis tables.
