@@ -26,8 +26,10 @@ void CountIds(const BagSet& bags, uint32_t owners, size_t tables, const char* si
                  bags.bag_begin.back() == bags.rows.size() &&
                  bags.weights.size() == bags.rows.size())
       << "batch packer: " << side << " bags do not match (the batch was not validated)";
+  size_t table = 0;  // b % tables, without a division per bag
   for (size_t b = 0; b < bags.num_bags(); ++b) {
-    ids[b % tables] += bags.bag_begin[b + 1] - bags.bag_begin[b];
+    ids[table] += bags.bag_begin[b + 1] - bags.bag_begin[b];
+    if (++table == tables) table = 0;
   }
 }
 

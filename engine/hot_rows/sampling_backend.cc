@@ -9,14 +9,15 @@ namespace {
 // request or candidate, one per table of the side, in the model's order).
 void ObserveBags(const BagSet& bags, const std::vector<int>& order, AccessSampler* sampler) {
   if (order.empty()) return;
-  const size_t tables = order.size();
+  size_t table = 0;  // b % order.size(), without a division per bag
   for (size_t b = 0; b + 1 < bags.bag_begin.size(); ++b) {
     const uint32_t begin = bags.bag_begin[b];
     const uint32_t end = bags.bag_begin[b + 1];
     if (end > begin) {
-      sampler->ObserveRows(order[b % tables],
+      sampler->ObserveRows(order[table],
                            absl::MakeConstSpan(bags.rows.data() + begin, end - begin));
     }
+    if (++table == order.size()) table = 0;
   }
 }
 

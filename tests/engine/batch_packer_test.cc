@@ -110,6 +110,15 @@ TEST(BatchPackerTest, WritesEverySectionOfTheBatch) {
   }
   EXPECT_EQ(h.total_results, total);
   EXPECT_EQ(packer.result_begin(), result_begin);
+  // Ids per table, user tables first: bag b of a side is of its table b % tables.
+  std::vector<uint64_t> ids(2 + 3, 0);
+  for (size_t bag = 0; bag < b.user.num_bags(); ++bag) {
+    ids[bag % 2] += b.user.bag_begin[bag + 1] - b.user.bag_begin[bag];
+  }
+  for (size_t bag = 0; bag < b.item.num_bags(); ++bag) {
+    ids[2 + bag % 3] += b.item.bag_begin[bag + 1] - b.item.bag_begin[bag];
+  }
+  EXPECT_EQ(packer.ids_per_table(), ids);
 }
 
 TEST(BatchPackerTest, WeightsAreLeftOutWhenAllAreOne) {
