@@ -4,6 +4,7 @@
 #ifndef FUSERANK_SERVER_CONFIG_KEY_FACTORIES_H_
 #define FUSERANK_SERVER_CONFIG_KEY_FACTORIES_H_
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <string>
@@ -36,9 +37,20 @@ inline std::string DoubleText(double value) {
   return text;
 }
 
+// Writes `value` as yaml-cpp would, but double-quoted (so escaped) when it holds a control
+// character: yaml-cpp writes a carriage return into a plain scalar, which then reads back
+// as a line break, and the effective config would not read back as itself.
+inline void EmitString(YAML::Emitter& out, const std::string& value) {
+  const bool control = std::any_of(value.begin(), value.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (control) out << YAML::DoubleQuoted;
+  out << value;
+}
+
 inline std::string Text(const std::string& value) {
   YAML::Emitter out;
-  out << value;
+  EmitString(out, value);
   return out.c_str();
 }
 inline std::string Text(bool value) { return value ? "true" : "false"; }
@@ -48,7 +60,7 @@ inline std::string Text(double value) { return DoubleText(value); }
 inline std::string Text(const std::vector<std::string>& values) {
   YAML::Emitter out;
   out << YAML::Flow << YAML::BeginSeq;
-  for (const std::string& value : values) out << value;
+  for (const std::string& value : values) EmitString(out, value);
   out << YAML::EndSeq;
   return out.c_str();
 }

@@ -23,6 +23,7 @@ namespace {
 
 using config_key_factories::ChoiceNames;
 using config_key_factories::Choices;
+using config_key_factories::EmitString;
 using config_key_factories::Enum;
 using config_key_factories::Plain;
 using config_key_factories::Ranged;
@@ -105,8 +106,10 @@ ConfigKey Models() {
     out << YAML::Flow << YAML::BeginSeq;
     for (const ModelConfig& model : config.models) {
       out << YAML::Flow << YAML::BeginMap;
-      out << YAML::Key << "name" << YAML::Value << model.name;
-      out << YAML::Key << "path" << YAML::Value << model.path;
+      out << YAML::Key << "name" << YAML::Value;
+      EmitString(out, model.name);
+      out << YAML::Key << "path" << YAML::Value;
+      EmitString(out, model.path);
       out << YAML::Key << "default" << YAML::Value << model.is_default << YAML::EndMap;
     }
     out << YAML::EndSeq;

@@ -68,6 +68,10 @@ models: [{name: a, path: a.yaml}, 7]
 logging: {access_log_sample: 2}
 EOF
 printf 'server: {listen: "0.0.0.0:8700"\nengine: [\n' >"${OUT}/config/bad_syntax.yaml"
+# Control characters in strings (a carriage return, a tab, a DEL): the effective config
+# must write them so that they read back.
+printf 'server: {listen: "127.0.0.1:0\\r", admin_listen: ""}\nmodels: [{name: "a\\x7f", path: "dir/\\tb.yaml"}]\n' \
+  >"${OUT}/config/valid_control_chars.yaml"
 cat >"${OUT}/config/valid_cache_host.yaml" <<'EOF'
 engine: {device: cpu, cpu_threads: 2, max_batch_wait_us: 0, cuda_graphs: false}
 cache: {hot_rows_per_table: 0, policy: frequency, rebuild_interval_seconds: 5, placement: host}

@@ -199,6 +199,24 @@ logging: {level: warn, format: json, access_log_sample: 0.1}
   EXPECT_EQ(EffectiveConfigYaml(*defaults_again), default_yaml);
 }
 
+// Control characters in strings (found by the config fuzzer: a carriage return written
+// into a plain scalar read back as a line break) are written so that they read back.
+TEST(ConfigTest, EffectiveConfigKeepsControlCharactersInStrings) {
+  const char* yaml =
+      "server: {listen: \"127.0.0.1:0\\r\", admin_listen: \"\"}\n"
+      "models: [{name: \"a\\x7f\", path: \"dir/\\tb.yaml\"}, {name: b, path: b.yaml}]\n";
+  absl::StatusOr<Config> config = ParseConfig(yaml, kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->server.listen, "127.0.0.1:0\r");
+  const std::string effective = EffectiveConfigYaml(*config);
+  absl::StatusOr<Config> again = ParseConfig(effective, "effective");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << effective;
+  EXPECT_EQ(again->server.listen, "127.0.0.1:0\r");
+  EXPECT_EQ(again->models[0].name, "a\x7f");
+  EXPECT_EQ(again->models[0].path, "dir/\tb.yaml");
+  EXPECT_EQ(EffectiveConfigYaml(*again), effective);
+}
+
 // bf16 starts where the CPU runs it and is refused at start, naming the key, elsewhere.
 TEST(ConfigTest, Bf16IsAcceptedWhereTheCpuRunsIt) {
   absl::StatusOr<Config> config = ParseConfig("engine: {cpu_precision: bf16}", kFile);
