@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/status_macros.h"
 #include "engine/tensor_shape.h"
+#include "server/batch_mark.h"
 #include "server/kserve_tensors.h"
 
 namespace fuserank::server {
@@ -18,36 +19,6 @@ namespace {
 using engine::ShapeString;
 using engine::Side;
 using inference::ModelInferRequest;
-
-// Sizes of every array of a Batch, to undo a partial Append (as RequestDecoder does).
-struct BatchMark {
-  explicit BatchMark(const engine::Batch& b)
-      : requests(b.candidate_begin.size()),
-        top_k(b.top_k.size()),
-        user_bags(b.user.bag_begin.size()),
-        user_rows(b.user.rows.size()),
-        item_bags(b.item.bag_begin.size()),
-        item_rows(b.item.rows.size()),
-        user_dense(b.user_dense.size()),
-        item_dense(b.item_dense.size()) {}
-
-  void Restore(engine::Batch* b) const {
-    b->candidate_begin.resize(requests);
-    b->top_k.resize(top_k);
-    b->user.bag_begin.resize(user_bags);
-    b->user.rows.resize(user_rows);
-    b->user.weights.resize(user_rows);
-    if (b->user.keys.size() > user_rows) b->user.keys.resize(user_rows);
-    b->item.bag_begin.resize(item_bags);
-    b->item.rows.resize(item_rows);
-    b->item.weights.resize(item_rows);
-    if (b->item.keys.size() > item_rows) b->item.keys.resize(item_rows);
-    b->user_dense.resize(user_dense);
-    b->item_dense.resize(item_dense);
-  }
-
-  size_t requests, top_k, user_bags, user_rows, item_bags, item_rows, user_dense, item_dense;
-};
 
 // The request parameter `top_k` (0 when absent), capped at 2^32 - 1 like RankRequest.top_k.
 absl::StatusOr<uint32_t> TopK(const ModelInferRequest& request) {
