@@ -1,6 +1,8 @@
 // fuserank-gpu-bench: the GPU figures, in one run on one GPU.
 //   1. device-to-device copy bandwidth (the ceiling);
 //   2. fused lookup bandwidth at >= 64k lookups of 128-byte rows (lookup_bench.cc);
+//   2b. hot rows staged in shared memory against the plain lookup (smem_staging_bench.cc:
+//      an experiment, measured before anything of it enters the server);
 //   3. per-batch device time of the bench model (26 tables, dim 32, dot, 256-128-1) for
 //      1 request of 16, 256 and 1024 candidates, graphs on and off: copy in, kernels,
 //      copy out, timed with CUDA events by the backend; launches per batch;
@@ -20,6 +22,7 @@
 #include "bench/gpu/bench_timer.h"
 #include "bench/gpu/host_tables_bench.h"
 #include "bench/gpu/lookup_bench.h"
+#include "bench/gpu/smem_staging_bench.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/device_memory.h"
 #include "tests/testing/test_model.h"
@@ -201,6 +204,7 @@ int main(int argc, char** argv) {
   DeviceTimer timer(static_cast<size_t>(prop.l2CacheSize));
   const double copy_gbps = CopyBandwidth(timer);
   RunLookupBenches(timer, copy_gbps);
+  RunSmemStagingBenches(timer, prop.multiProcessorCount);
 
   auto model =
       fuserank::testing::BuildTestModel(fuserank::testing::MakeRandomModel(BenchSpec(), 3));

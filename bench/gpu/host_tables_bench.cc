@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/gpu/bench_batches.h"
 #include "bench/gpu/bench_timer.h"
+#include "bench/gpu/zipf.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/hot_rows/hot_row_manager.h"
 
@@ -25,23 +25,6 @@ using engine::BatchResult;
 
 constexpr int kHotRows = 4096;
 constexpr int kBatchPool = 64;
-
-// Row ranks of a Zipf(s) law over `rows` rows (rank 0 the hottest): row = rank.
-class Zipf {
- public:
-  Zipf(int64_t rows, double s) : cdf_(static_cast<size_t>(rows)) {
-    double sum = 0;
-    for (int64_t r = 0; r < rows; ++r) cdf_[r] = sum += std::pow(static_cast<double>(r + 1), -s);
-    for (double& c : cdf_) c /= sum;
-  }
-  int32_t operator()(std::mt19937_64& rng) const {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    return static_cast<int32_t>(std::lower_bound(cdf_.begin(), cdf_.end() - 1, u) - cdf_.begin());
-  }
-
- private:
-  std::vector<double> cdf_;
-};
 
 std::unique_ptr<engine::cuda::CudaBackend> Backend(std::shared_ptr<const engine::Model> model,
                                                    engine::HotRowManager* hot_rows) {
@@ -105,7 +88,7 @@ void RunHostTableBenches(std::shared_ptr<const engine::Model> model, int reps) {
     for (const engine::EmbeddingTable& t : model->tables()) laws.emplace_back(t.rows, s);
     std::mt19937_64 rng(11);
     for (const bool hot_set : {false, true}) {
-      // The hottest ranks are rows 0..4095 of each table (Zipf rank = row).
+      // The hottest ranks are rows 0..4095 of each table (row = Zipf rank).
       std::vector<int64_t> ids(hot_set ? kHotRows : 0);
       std::iota(ids.begin(), ids.end(), 0);
       std::vector<engine::TableIds> tables;

@@ -2,20 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/gpu/bench_tables.h"
+#include "bench/gpu/zipf.h"
 #include "engine/batch.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/device_memory.h"
-#include "engine/cuda/device_rows.h"
-#include "engine/cuda/gpu_layout.h"
-#include "engine/model.h"
-#include "engine/model_types.h"
-#include "kernels/layout_math.h"
 #include "kernels/lookup.h"
 
 namespace fuserank::bench {
@@ -25,68 +21,6 @@ using engine::Batch;
 using engine::cuda::BatchPacker;
 using engine::cuda::DeviceBuffer;
 using engine::cuda::PackInfo;
-
-constexpr int kTables = 18;
-constexpr int kRows = 200000;
-
-// One row format: the row type and dim of every table, the bytes of a device row, and the
-// bytes of it a lookup must read (int8: the codes and the scale and bias, not the padding).
-struct Format {
-  kernels::RowType type;
-  std::string name;
-  int dim;
-  uint32_t row_bytes;
-  uint32_t read_bytes;
-  int lanes;
-  bool vector;
-};
-
-// As the CUDA backend lays out a table of this dtype and dim (engine/cuda/gpu_layout.cc).
-Format MakeFormat(engine::DType dtype, int dim) {
-  const int elem = engine::DTypeBytes(dtype);
-  engine::EmbeddingTable table;
-  table.dtype = dtype;
-  table.dim = dim;
-  table.row_bytes = static_cast<size_t>(dim) * elem;
-  Format f;
-  f.type = engine::cuda::RowTypeOf(dtype);
-  f.name = std::string(engine::DTypeName(dtype));
-  f.dim = dim;
-  f.row_bytes = static_cast<uint32_t>(engine::cuda::DeviceRowBytes(table));
-  f.read_bytes = static_cast<uint32_t>(table.row_bytes) +
-                 (dtype == engine::DType::kInt8 ? 2 * sizeof(float) : 0);
-  f.vector = kernels::UseVectorLoads(dim, elem) && f.row_bytes % 16 == 0;
-  f.lanes = kernels::LookupLanes(kernels::RowUnits(dim, elem));
-  return f;
-}
-
-DeviceBuffer MustAllocate(size_t bytes, const char* what) {
-  auto b = DeviceBuffer::Allocate(bytes, what);
-  if (!b.ok()) {
-    std::fprintf(stderr, "%s\n", b.status().ToString().c_str());
-    std::exit(1);
-  }
-  return *std::move(b);
-}
-
-// Zipf(s) over [0, n) by inverse CDF, ranks scattered over the rows.
-class Zipf {
- public:
-  Zipf(int n, double s) : cdf_(n) {
-    double sum = 0;
-    for (int k = 0; k < n; ++k) cdf_[k] = (sum += 1.0 / std::pow(k + 1.0, s));
-    for (double& c : cdf_) c /= sum;
-  }
-  int32_t operator()(std::mt19937_64& rng) const {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    const auto it = std::lower_bound(cdf_.begin(), cdf_.end(), u);
-    const uint64_t rank = static_cast<uint64_t>(it - cdf_.begin());
-    return static_cast<int32_t>((rank * 2654435761ull) % cdf_.size());
-  }
-
- private:
-  std::vector<double> cdf_;
-};
 
 struct Config {
   uint32_t candidates;
@@ -98,21 +32,22 @@ struct Config {
 void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const Config& cfg,
             bool prefetch, double copy_gbps) {
   std::mt19937_64 rng(42);
-  const Zipf zipf(kRows, 1.05);
+  const Zipf zipf(kBenchRows, 1.05);
   Batch batch;
   batch.candidate_begin = {0, cfg.candidates};
   batch.top_k = {cfg.candidates};
-  const uint64_t bags = uint64_t{cfg.candidates} * kTables;
+  const uint64_t bags = uint64_t{cfg.candidates} * kBenchTables;
   batch.item.bag_begin.reserve(bags + 1);
   for (uint64_t b = 0; b < bags; ++b) {
     for (int j = 0; j < cfg.bag; ++j) {
-      batch.item.rows.push_back(cfg.zipf ? zipf(rng) : static_cast<int32_t>(rng() % kRows));
+      batch.item.rows.push_back(cfg.zipf ? ScatteredRow(zipf(rng), kBenchRows)
+                                         : static_cast<int32_t>(rng() % kBenchRows));
       batch.item.weights.push_back(1.0f);
     }
     batch.item.bag_begin.push_back(static_cast<uint32_t>(batch.item.rows.size()));
   }
   PackInfo info;
-  info.item_rows.assign(kTables, kRows);
+  info.item_rows.assign(kBenchTables, kBenchRows);
   BatchPacker packer(info, cfg.reorder);
   auto h = packer.Plan(batch);
   if (!h.ok()) {
@@ -136,7 +71,7 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
   DeviceBuffer d_batch = MustAllocate(packed.size(), "batch");
   Check(cudaMemcpy(d_batch.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice), "copy");
   Check(cudaDeviceSynchronize(), "copy");  // the timer's stream does not wait for it
-  const int ld = kTables * f.dim;
+  const int ld = kBenchTables * f.dim;
   DeviceBuffer out = MustAllocate(size_t{cfg.candidates} * ld * 4, "output");
   DeviceBuffer gathered;
   if (cfg.reorder) gathered = MustAllocate(size_t{h->num_unique} * f.row_bytes + 16, "gathered");
@@ -144,7 +79,7 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
   kernels::LookupArgs a;
   a.d_batch = d_batch.get<unsigned char>();
   a.d_tables = desc.get<kernels::LookupTable>();
-  a.item_tables = kTables;
+  a.item_tables = kBenchTables;
   a.d_item_out = out.get<float>();
   a.item_ld = ld;
   a.max_candidates = cfg.candidates;
@@ -193,33 +128,6 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
       .Add("host_pack_us", host_pack * 1e6)
       .Add("us_with_host_pack", (t + host_pack) * 1e6)
       .Print();
-}
-
-// The tables of one format, filled with a non-zero byte pattern (never time on zeros), and
-// their descriptors; freed when it goes.
-struct TableSet {
-  std::vector<DeviceBuffer> tables;
-  DeviceBuffer d_desc;
-};
-
-TableSet MakeTables(const Format& f) {
-  TableSet set;
-  std::vector<kernels::LookupTable> desc(kTables);
-  for (int t = 0; t < kTables; ++t) {
-    set.tables.push_back(MustAllocate(size_t{kRows} * f.row_bytes, "table"));
-    Check(cudaMemset(set.tables.back().get(), 0x3c + t, size_t{kRows} * f.row_bytes), "fill");
-    desc[t].d_rows = set.tables.back().get<unsigned char>();
-    desc[t].row_bytes = f.row_bytes;
-    desc[t].dim = f.dim;
-    desc[t].vector = f.vector ? 1 : 0;
-    desc[t].out_col = t * f.dim;
-  }
-  set.d_desc = MustAllocate(desc.size() * sizeof(desc[0]), "descriptors");
-  Check(cudaMemcpy(set.d_desc.get(), desc.data(), desc.size() * sizeof(desc[0]),
-                   cudaMemcpyHostToDevice),
-        "copy descriptors");
-  Check(cudaDeviceSynchronize(), "copy descriptors");
-  return set;
 }
 
 }  // namespace

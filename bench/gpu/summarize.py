@@ -213,6 +213,27 @@ def print_kernel_tables(ours, torch):
                   f"{r['hit_rate']:8.3f}")
 
 
+def print_smem_staging(ours):
+    """The shared-memory staging experiment's table; its failures (a variant whose pooled
+    values differ from the plain lookup's: its time means nothing)."""
+    rows = [r for r in ours if r.get("bench") == "smem_staging"]
+    if not rows:
+        return []
+    print("hot rows staged in shared memory vs the plain lookup (L2 warm, 8 batches cycled), us")
+    print(f"{'zipf':>5} {'cand':>5} {'variant':>24} {'staged':>6} {'hit rate':>8} {'us':>8} "
+          f"{'plain':>8} {'x':>6} {'bits':>5}")
+    failures = []
+    for r in rows:
+        same = r.get("same_bits") == 1
+        print(f"{r['zipf']:5.2f} {r['candidates']:5.0f} {r['variant']:>24} {r['staged']:6.0f} "
+              f"{r['hit_rate']:8.3f} {r['us']:8.1f} {r['plain_us']:8.1f} "
+              f"{r['us'] / r['plain_us']:6.2f} {'same' if same else 'DIFF':>5}")
+        if not same:
+            failures.append(f"smem_staging: {r['variant']} (staged {r['staged']:.0f}, "
+                            f"{r['candidates']:.0f} candidates) pools other values than the plain lookup")
+    return failures
+
+
 def print_hot_cache(rows):
     """The placement: host server's device-cache line; its failures (no hit)."""
     failures = []
@@ -235,6 +256,7 @@ def summarize_bench(out):
         if r.get("bench") == "device":
             print(f"device: {r['name']} ({r['sms']:.0f} SMs)")
     print_kernel_tables(ours, torch)
+    failures += print_smem_staging(ours)
     e2e = json_lines(os.path.join(out, "server_e2e.log"))
     compares = [r for r in e2e if r.get("bench") == "compare"]
     if compares:

@@ -224,6 +224,26 @@ class BenchTables(unittest.TestCase):
                       out.getvalue())
 
 
+    def test_a_staging_variant_with_other_values_fails_the_bench(self):
+        sys.path.insert(0, GPU)
+        import contextlib
+        import io
+        import summarize
+
+        def row(variant, same):
+            return {"bench": "smem_staging", "zipf": 1.05, "candidates": 1024, "variant": variant,
+                    "staged": 64, "blocks": 0, "hit_rate": 0.31, "us": 12.0, "plain_us": 10.0,
+                    "same_bits": same}
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            failures = summarize.print_smem_staging(
+                [row("staged, a group per bag", 1), row("staged, blocks = SM slots", 0)])
+        self.assertEqual(len(failures), 1)
+        self.assertIn("blocks = SM slots", failures[0])
+        self.assertIn("  1.20  same", out.getvalue())
+        self.assertIn("DIFF", out.getvalue())
+
+
 def run_quick(test, script, quick_var, port_offset, extra_binaries=(), timeout=120):
     """Runs bench/gpu/SCRIPT on the CPU in its quick mode (QUICK_VAR=1); returns its JSON
     lines. Skips `test` when a binary it needs is not built."""
