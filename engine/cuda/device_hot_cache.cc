@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/hot_cache_image.h"
+#include "engine/device_fault.h"
 #include "engine/status_macros.h"
 #include "kernels/hot_cache.h"
 #include "spdlog/spdlog.h"
@@ -125,6 +126,15 @@ void DeviceHotCache::Run() {
         Build(*snapshot, current().get());
     // Tried, built or not: a failed version is not retried until the manager moves on.
     tried_.store(snapshot->version, std::memory_order_release);
+    if (IsDeviceFault(built.status())) {
+      // The context is lost: every later upload would fail the same way, so stop here
+      // (the backend reports the fault on its next batch).
+      spdlog::error(
+          "cuda:{}: the device failed while uploading hot-row set version {}; the hot-row "
+          "cache updater stops: {}",
+          gpu_, snapshot->version, std::string(built.status().message()));
+      return;
+    }
     if (!built.ok()) {
       static_cast<void>(cudaGetLastError());
       spdlog::warn(
