@@ -8,8 +8,11 @@
 # (/tmp/gpu-check/<half>, the end-to-end servers' logs and configs under it too) and leaves
 # in $OUT two files: <half>-summary.txt (its verdict) and <half>-logs.tgz (every log, the
 # generated weights left out). The exit status is the first failing half's, else 0.
-# Environment: OUT (required: the device tool's output folder), TESTS_BUDGET_S (270),
-# BENCH_BUDGET_S (280): each half's CHECK_BUDGET_S.
+# Environment: OUT (required: the device tool's output folder), TESTS_BUDGET_S (90),
+# BENCH_BUDGET_S (300): each half's CHECK_BUDGET_S; CALL_BUDGET_S (400): the whole call's,
+# below the device tool's timeout_s. A half gets no more than what the call has left (less
+# 20 s for packing its logs), and runs under a hard limit of its budget plus 30 s, so its
+# summary and logs always land in $OUT before the device tool would stop the call.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DEST=${OUT:?set OUT to the folder to bring back}
@@ -21,18 +24,26 @@ fi
 status=0
 for half in "$@"; do
   case $half in
-    tests) budget=${TESTS_BUDGET_S:-270} ;;
-    bench) budget=${BENCH_BUDGET_S:-280} ;;
+    tests) budget=${TESTS_BUDGET_S:-90} ;;
+    bench) budget=${BENCH_BUDGET_S:-300} ;;
     *)
       echo "device_call: unknown half '$half' (tests or bench)" >&2
       exit 2
       ;;
   esac
+  left=$((${CALL_BUDGET_S:-400} - SECONDS - 20))
+  ((budget > left)) && budget=$left
   dir=$SCRATCH/$half
   rm -rf "$dir"
   mkdir -p "$dir"
-  OUT=$dir WORK=$dir/e2e CHECK_BUDGET_S=$budget bash "$ROOT/bench/gpu/check.sh" run "$half"
-  rc=$?
+  if ((budget < 30)); then
+    echo "gpu-check: FAIL ($half not started: the call's time budget is spent)" >"$dir/summary.txt"
+    rc=125
+  else
+    OUT=$dir WORK=$dir/e2e CHECK_BUDGET_S=$budget timeout --kill-after=5 $((budget + 30)) \
+      bash "$ROOT/bench/gpu/check.sh" run "$half"
+    rc=$?
+  fi
   ((rc != 0 && status == 0)) && status=$rc
   cp "$dir/summary.txt" "$DEST/$half-summary.txt" 2>/dev/null ||
     echo "gpu-check: FAIL ($half wrote no summary; exit status $rc)" >"$DEST/$half-summary.txt"

@@ -23,7 +23,7 @@ step gpu_bench 100 gpu_bench.log "$BUNDLE/bin/fuserank-gpu-bench"
 step torch_peer 70 torch_peer.log env LD_LIBRARY_PATH="$IMAGE_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 \
   python3 "$HERE/torch_peer_gpu.py"
 step server_e2e 150 server_e2e.log env BIN="$BUNDLE/bin" E2E_DEVICE=cuda bash "$HERE/server_e2e.sh"
-step server_sweep 120 server_sweep.log env BIN="$BUNDLE/bin" E2E_DEVICE=cuda bash "$HERE/server_sweep.sh"
+step server_sweep 170 server_sweep.log env BIN="$BUNDLE/bin" E2E_DEVICE=cuda bash "$HERE/server_sweep.sh"
 step server_reload 90 server_reload.log env BIN="$BUNDLE/bin" E2E_DEVICE=cuda bash "$HERE/server_reload.sh"
 python3 "$HERE/summarize.py" bench "$OUT" | tee "$OUT/summary.txt"
 exit "${PIPESTATUS[0]}"

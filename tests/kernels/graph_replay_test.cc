@@ -25,7 +25,7 @@ using engine::test::RefRequest;
 class CudaGraphReplayTest : public ::testing::Test {
  protected:
   // Builds the model of `p` and both backends. Call through ASSERT_NO_FATAL_FAILURE.
-  void Start(const PipelineCase& p, CudaOptions cuda_options = {}) {
+  void Start(const PipelineCase& p, CudaOptions cuda_options = TestCudaOptions()) {
     s_ = MakeModel(p, seed_);
     ASSERT_NE(s_.model, nullptr);
     BackendOptions options;
@@ -102,7 +102,7 @@ TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
 // captured once and replayed.
 TEST_F(CudaGraphReplayTest, OneIdAndLongerBagsOfOneBucketReplayGraphsOfTheirOwn) {
   FUSERANK_SKIP_WITHOUT_GPU();
-  CudaOptions cuda_options;
+  CudaOptions cuda_options = TestCudaOptions();
   cuda_options.prefetch_min_ids = 0;
   ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}, cuda_options));
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false, 1));  // bags of 0 or 1 id: prefetch
@@ -119,7 +119,7 @@ TEST_F(CudaGraphReplayTest, OneIdAndLongerBagsOfOneBucketReplayGraphsOfTheirOwn)
 // score like the CPU.
 TEST_F(CudaGraphReplayTest, OneReplayInFourReportsItsStages) {
   FUSERANK_SKIP_WITHOUT_GPU();
-  CudaOptions cuda_options;
+  CudaOptions cuda_options = TestCudaOptions();
   cuda_options.stage_sample_period = 4;
   ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}, cuda_options));
   for (int i = 0; i < 10; ++i) {

@@ -48,7 +48,7 @@ TEST_P(CudaPipelineTest, MatchesTheCpuBackendAndTheReference) {
   options.workers = 1;
   options.cuda_graphs = p.graphs;
   options.max_batch_candidates = 8192;
-  CudaOptions cuda_options;
+  CudaOptions cuda_options = TestCudaOptions();
   cuda_options.reorder_ids = p.reorder;
   auto gpu = CudaBackend::Create(s.model, options, cuda_options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();

@@ -1,5 +1,6 @@
 #include "tests/kernels/pipeline_util.h"
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -10,6 +11,13 @@
 namespace fuserank::engine::cuda {
 
 using engine::test::RefRequest;
+
+CudaOptions TestCudaOptions() {
+  CudaOptions options;
+  const char* autotune = std::getenv("FUSERANK_TEST_MLP_AUTOTUNE");
+  if (autotune != nullptr && std::string(autotune) == "0") options.mlp_autotune = false;
+  return options;
+}
 
 TestSetup MakeModel(const PipelineCase& p, uint64_t seed) {
   ModelSpec spec = fuserank::testing::SmallSpec(p.user_tables, p.item_tables, 1000, p.dim);

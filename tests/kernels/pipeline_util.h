@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/batch.h"
+#include "engine/cuda/cuda_backend.h"
 #include "engine/model.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/testing/test_model.h"
@@ -41,6 +42,11 @@ TestSetup MakeModel(const PipelineCase& p, uint64_t seed);
 std::vector<engine::test::RefRequest> MakeRequests(const ModelSpec& spec,
                                                    const std::vector<int>& sizes,
                                                    std::mt19937_64& rng, int max_bag = 6);
+
+// The CUDA options of a test backend: the defaults, but with the MLP autotune off when
+// FUSERANK_TEST_MLP_AUTOTUNE=0 (bench/gpu/run_tests.sh sets it for its compute-sanitizer
+// step, where timing every cuBLASLt proposal would cost minutes and test nothing more).
+CudaOptions TestCudaOptions();
 
 // Checks `got` against the CPU backend's result and the reference scores.
 void ExpectMatches(const TestSetup& s, const std::vector<engine::test::RefRequest>& requests,
