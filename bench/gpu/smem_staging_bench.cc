@@ -149,6 +149,10 @@ void RunSmemStagingBenches(DeviceTimer& timer, int sms) {
   const Format f = MakeFormat(engine::DType::kF32, 32);
   const TableSet set = MakeTables(f);
   const auto hot = MarkHotRows(set, f);
+  int optin = 0;
+  Check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0),
+        "shared memory limit");
+  const size_t max_shared = static_cast<size_t>(optin);
   std::vector<Staging> stagings;
   for (int staged : {16, kMaxStaged}) stagings.push_back(MakeStaging(hot, f, staged));
   for (const double s : {1.05, 1.2}) {
@@ -229,8 +233,15 @@ void RunSmemStagingBenches(DeviceTimer& timer, int sms) {
         sa.out_ld = ld;
         sa.max_candidates = n;
         sa.lanes = f.lanes;
-        Check(kernels::AllowStagedLookupSharedBytes(kernels::StagedLookupSharedBytes(sa)),
-              "shared memory opt-in");
+        const size_t shared = kernels::StagedLookupSharedBytes(sa);
+        if (shared > max_shared) {
+          std::printf(
+              "smem staging, %d rows a table: skipped (%zu bytes of shared memory a "
+              "block, the device allows %zu)\n",
+              staged, shared, max_shared);
+          continue;
+        }
+        Check(kernels::AllowStagedLookupSharedBytes(shared), "shared memory opt-in");
         // The product's grid (max_blocks 0); every block an SM can hold at once; one an SM.
         std::vector<std::pair<uint32_t, std::string>> grids = {{0, "staged, a group per bag"}};
         const int per_sm = kernels::StagedLookupBlocksPerSm(sa);
