@@ -223,7 +223,6 @@ class BenchTables(unittest.TestCase):
         self.assertIn("top layer 0 (383 -> 256)   256 rows: proposal 3 of 6 ran, 12.5 -> 6.5",
                       out.getvalue())
 
-
     def test_a_staging_variant_with_other_values_fails_the_bench(self):
         sys.path.insert(0, GPU)
         import contextlib
