@@ -4,8 +4,10 @@
 // the `staged_rows` hottest rows of each table, with their row -> slot index
 // (kernels/hot_cache.h's open addressing and hash), into shared memory, then pools its
 // bags, reading a row from shared memory when the index holds it and from the table
-// otherwise. Item bags, rows read as 16-byte vectors (LookupTable::vector), fp32 rows; the
-// pooled values have the bits of LaunchPooledLookup's (the same adds in id order).
+// otherwise. The pooled values have the bits of LaunchPooledLookup's (the same adds in id
+// order). Preconditions, which nothing checks on the device: fp32 rows read as 16-byte
+// vectors (LookupTable::vector) in every table; only item bags are pooled (a batch's user
+// bags and dense rows are left alone), straight from the tables (no id reorder).
 // Launchers compile with the host compiler; the caller owns every buffer.
 #ifndef FUSERANK_KERNELS_SMEM_STAGING_H_
 #define FUSERANK_KERNELS_SMEM_STAGING_H_

@@ -46,11 +46,13 @@ bundle() {
   { echo "built $(date -u +%FT%TZ) from $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
     echo "cuda arch ${CUDA_ARCH:-90}"; ls -l "$BUNDLE/bin" "$BUNDLE/lib"; } >"$BUNDLE/MANIFEST"
   # The device tool carries the bundle and the working tree (tracked and untracked files
-  # git does not ignore) together, 64 MiB in all.
+  # git does not ignore; a tracked file deleted from the tree counts nothing) together,
+  # 64 MiB in all.
   local kib tree_kib
   kib=$(du -sk "$BUNDLE" | cut -f1)
   tree_kib=$(git -C "$ROOT" ls-files -z --cached --others --exclude-standard |
-    (cd "$ROOT" && xargs -0 du -ck 2>/dev/null) | awk '$2 == "total" {s += $1} END {print s + 0}')
+    (cd "$ROOT" && xargs -0 du -ck --apparent-size 2>/dev/null || true) |
+    awk '$2 == "total" {s += $1} END {print s + 0}')
   echo "bundle: $BUNDLE, $((kib / 1024)) MiB, $(ls "$BUNDLE/lib" | wc -l) libraries;" \
     "with the working tree $(((kib + tree_kib) / 1024)) MiB of the 64 the device tool carries"
   if ((kib + tree_kib > 63 * 1024)); then

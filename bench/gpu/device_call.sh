@@ -10,9 +10,10 @@
 # generated weights left out). The exit status is the first failing half's, else 0.
 # Environment: OUT (required: the device tool's output folder), TESTS_BUDGET_S (90),
 # BENCH_BUDGET_S (300): each half's CHECK_BUDGET_S; CALL_BUDGET_S (400): the whole call's,
-# below the device tool's timeout_s. A half gets no more than what the call has left (less
-# 20 s for packing its logs), and runs under a hard limit of its budget plus 30 s, so its
-# summary and logs always land in $OUT before the device tool would stop the call.
+# 20 s below the device tool's timeout_s. A half gets no more than what the call has left,
+# less the 35 s of its hard limit (its budget plus 30 s, then a kill 5 s later), so it ends
+# within the call's budget and its summary and logs are packed into $OUT before the device
+# tool would stop the call.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DEST=${OUT:?set OUT to the folder to bring back}
@@ -31,7 +32,7 @@ for half in "$@"; do
       exit 2
       ;;
   esac
-  left=$((${CALL_BUDGET_S:-400} - SECONDS - 20))
+  left=$((${CALL_BUDGET_S:-400} - SECONDS - 35))
   ((budget > left)) && budget=$left
   dir=$SCRATCH/$half
   rm -rf "$dir"

@@ -85,8 +85,34 @@ Staging MakeStaging(const std::vector<std::vector<std::vector<float>>>& hot, con
   return s;
 }
 
-// A pool of one-request batches of n candidates, one Zipf(s) id per bag, packed in device
-// memory; `hits[k]`: the share of ids among the k hottest of their table, k = 16 and 64.
+// One request of n candidates over the bench tables, its bags drawn by `bag`, packed into
+// device memory.
+template <typename Bag>
+DeviceBuffer PackBatch(uint32_t n, const Bag& bag) {
+  engine::Batch batch;
+  batch.candidate_begin = {0, n};
+  batch.top_k = {n};
+  for (uint64_t b = 0; b < uint64_t{n} * kBenchTables; ++b) {
+    bag(&batch.item);
+    batch.item.bag_begin.push_back(static_cast<uint32_t>(batch.item.rows.size()));
+  }
+  engine::cuda::PackInfo info;
+  info.item_rows.assign(kBenchTables, kBenchRows);
+  engine::cuda::BatchPacker packer(info, /*reorder_ids=*/false);
+  auto h = packer.Plan(batch);
+  if (!h.ok()) {
+    std::fprintf(stderr, "%s\n", h.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::vector<unsigned char> packed(h->total_bytes);
+  packer.Write(batch, *h, packed.data());
+  DeviceBuffer d = MustAllocate(packed.size(), "batch");
+  Check(cudaMemcpy(d.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice), "copy batch");
+  return d;
+}
+
+// A pool of one-request batches of n candidates, one Zipf(s) id per bag (weight 1), and the
+// share of ids among the 16 and the 64 hottest rows of their table.
 struct Pool {
   std::vector<DeviceBuffer> batches;
   double hit16 = 0;
@@ -97,86 +123,170 @@ Pool MakePool(uint32_t n, double s) {
   Pool pool;
   const Zipf zipf(kBenchRows, s);
   std::mt19937_64 rng(7);
-  engine::cuda::PackInfo info;
-  info.item_rows.assign(kBenchTables, kBenchRows);
-  engine::cuda::BatchPacker packer(info, /*reorder_ids=*/false);
   uint64_t ids = 0, in16 = 0, in64 = 0;
   for (int p = 0; p < kPool; ++p) {
-    engine::Batch batch;
-    batch.candidate_begin = {0, n};
-    batch.top_k = {n};
-    for (uint64_t b = 0; b < uint64_t{n} * kBenchTables; ++b) {
+    pool.batches.push_back(PackBatch(n, [&](engine::BagSet* bags) {
       const int32_t rank = zipf(rng);
       in16 += rank < 16 ? 1 : 0;
       in64 += rank < 64 ? 1 : 0;
       ++ids;
-      batch.item.rows.push_back(ScatteredRow(rank, kBenchRows));
-      batch.item.weights.push_back(1.0f);
-      batch.item.bag_begin.push_back(static_cast<uint32_t>(batch.item.rows.size()));
-    }
-    auto h = packer.Plan(batch);
-    if (!h.ok()) {
-      std::fprintf(stderr, "%s\n", h.status().ToString().c_str());
-      std::exit(1);
-    }
-    std::vector<unsigned char> packed(h->total_bytes);
-    packer.Write(batch, *h, packed.data());
-    pool.batches.push_back(MustAllocate(packed.size(), "batch"));
-    Check(
-        cudaMemcpy(pool.batches.back().get(), packed.data(), packed.size(), cudaMemcpyHostToDevice),
-        "copy batch");
+      bags->rows.push_back(ScatteredRow(rank, kBenchRows));
+      bags->weights.push_back(1.0f);
+    }));
   }
   pool.hit16 = static_cast<double>(in16) / static_cast<double>(ids);
   pool.hit64 = static_cast<double>(in64) / static_cast<double>(ids);
   return pool;
 }
 
-// The pooled output of pool batch 0 after `launch`, as bytes.
+// The pooled output of `batch` after `launch`, as bytes (the output poisoned first).
 template <typename Launch>
-std::vector<unsigned char> OutputOfFirst(const Pool& pool, const DeviceBuffer& out, size_t bytes,
-                                         const Launch& launch) {
+std::vector<unsigned char> Output(const DeviceBuffer& batch, const DeviceBuffer& out, size_t bytes,
+                                  const Launch& launch) {
   Check(cudaMemset(out.get(), 0xff, bytes), "poison output");
-  Check(launch(pool.batches[0].get<unsigned char>(), cudaStream_t{}), "launch");
+  Check(launch(batch.get<unsigned char>(), cudaStream_t{}), "launch");
   Check(cudaDeviceSynchronize(), "sync");
   std::vector<unsigned char> host(bytes);
   Check(cudaMemcpy(host.data(), out.get(), bytes, cudaMemcpyDeviceToHost), "copy output");
   return host;
 }
 
+kernels::LookupArgs PlainArgs(const Format& f, const kernels::LookupTable* desc, float* out,
+                              uint32_t n) {
+  kernels::LookupArgs a;
+  a.d_tables = desc;
+  a.item_tables = kBenchTables;
+  a.d_item_out = out;
+  a.item_ld = kBenchTables * f.dim;
+  a.max_candidates = n;
+  a.max_requests = 1;
+  a.lanes = f.lanes;
+  a.row_type = f.type;
+  a.prefetch_ids = false;
+  return a;
+}
+
+kernels::StagedLookupArgs StagedArgs(const Format& f, const Staging& st, int staged,
+                                     const kernels::LookupTable* desc, float* out, uint32_t n) {
+  kernels::StagedLookupArgs a;
+  a.d_tables = desc;
+  a.tables = kBenchTables;
+  a.d_index = st.d_index.get<kernels::HotCacheEntry>();
+  a.d_rows = st.d_rows.get<unsigned char>();
+  a.staged_rows = staged;
+  a.index_entries = st.entries;
+  a.shift = st.shift;
+  a.row_bytes = f.row_bytes;
+  a.d_out = out;
+  a.out_ld = kBenchTables * f.dim;
+  a.max_candidates = n;
+  a.lanes = f.lanes;
+  return a;
+}
+
+// The grids the staged lookup runs with, (max_blocks, name): the product's (a lane group per
+// bag), every block the SMs hold at once, one block per SM. Raises the kernel's shared
+// memory limit first; empty when the staging does not fit in a block's shared memory.
+std::vector<std::pair<uint32_t, std::string>> Grids(const kernels::StagedLookupArgs& a, int sms,
+                                                    size_t max_shared) {
+  const size_t shared = kernels::StagedLookupSharedBytes(a);
+  if (shared > max_shared) return {};
+  Check(kernels::AllowStagedLookupSharedBytes(shared), "shared memory opt-in");
+  std::vector<std::pair<uint32_t, std::string>> grids = {{0, "staged, a group per bag"}};
+  const int per_sm = kernels::StagedLookupBlocksPerSm(a);
+  if (per_sm > 0) grids.emplace_back(per_sm * sms, "staged, blocks = SM slots");
+  if (per_sm > 1) grids.emplace_back(sms, "staged, a block per SM");
+  return grids;
+}
+
+// The bit-for-bit check on what the timed batches leave out: bags of 0-9 ids (some empty),
+// weights in [0.5, 1.5], the first two tables mean-pooled; every staging and grid against
+// the plain lookup. One line and one JSON line ("smem_staging_check") each.
+void CheckBits(const Format& f, const TableSet& set, const std::vector<Staging>& stagings,
+               const std::vector<int>& staged_rows, int sms, size_t max_shared) {
+  std::vector<kernels::LookupTable> desc(kBenchTables);
+  Check(cudaMemcpy(desc.data(), set.d_desc.get(), desc.size() * sizeof(desc[0]),
+                   cudaMemcpyDeviceToHost),
+        "copy descriptors");
+  desc[0].mean = 1;
+  desc[1].mean = 1;
+  const DeviceBuffer d_desc = MustAllocate(desc.size() * sizeof(desc[0]), "descriptors");
+  Check(
+      cudaMemcpy(d_desc.get(), desc.data(), desc.size() * sizeof(desc[0]), cudaMemcpyHostToDevice),
+      "copy descriptors");
+  constexpr uint32_t kN = 256;
+  const Zipf zipf(kBenchRows, 1.05);
+  std::mt19937_64 rng(13);
+  const DeviceBuffer batch = PackBatch(kN, [&](engine::BagSet* bags) {
+    const int ids = static_cast<int>(rng() % 10);
+    for (int i = 0; i < ids; ++i) {
+      bags->rows.push_back(ScatteredRow(zipf(rng), kBenchRows));
+      bags->weights.push_back(std::uniform_real_distribution<float>(0.5f, 1.5f)(rng));
+    }
+  });
+  const size_t bytes = size_t{kN} * kBenchTables * f.dim * sizeof(float);
+  const DeviceBuffer out = MustAllocate(bytes, "output");
+  const kernels::LookupArgs plain =
+      PlainArgs(f, d_desc.get<kernels::LookupTable>(), out.get<float>(), kN);
+  const auto reference = Output(batch, out, bytes, [&](const unsigned char* b, cudaStream_t st) {
+    kernels::LookupArgs a = plain;
+    a.d_batch = b;
+    return kernels::LaunchPooledLookup(a, st);
+  });
+  for (size_t i = 0; i < stagings.size(); ++i) {
+    const kernels::StagedLookupArgs sa = StagedArgs(
+        f, stagings[i], staged_rows[i], d_desc.get<kernels::LookupTable>(), out.get<float>(), kN);
+    for (const auto& [max_blocks, variant] : Grids(sa, sms, max_shared)) {
+      const bool same = Output(batch, out, bytes, [&](const unsigned char* b, cudaStream_t st) {
+                          kernels::StagedLookupArgs a = sa;
+                          a.d_batch = b;
+                          a.max_blocks = max_blocks;
+                          return kernels::LaunchStagedLookup(a, st);
+                        }) == reference;
+      std::printf(
+          "smem staging check, bags of 0-9 weighted ids, mean and sum, %-24s staged %2d: "
+          "%s\n",
+          variant.c_str(), staged_rows[i], same ? "same bits" : "BITS DIFFER");
+      JsonLine("smem_staging_check")
+          .Add("variant", variant)
+          .Add("staged", staged_rows[i])
+          .Add("same_bits", same ? 1 : 0)
+          .Print();
+    }
+  }
+}
+
 }  // namespace
 
 void RunSmemStagingBenches(DeviceTimer& timer, int sms) {
   const Format f = MakeFormat(engine::DType::kF32, 32);
+  if (f.type != kernels::RowType::kF32 || !f.vector) {  // kernels/smem_staging.h's preconditions
+    std::fprintf(stderr, "smem staging: the bench tables are not fp32 vector rows\n");
+    std::exit(1);
+  }
   const TableSet set = MakeTables(f);
   const auto hot = MarkHotRows(set, f);
   int optin = 0;
   Check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0),
         "shared memory limit");
   const size_t max_shared = static_cast<size_t>(optin);
+  const std::vector<int> staged_rows = {16, kMaxStaged};
   std::vector<Staging> stagings;
-  for (int staged : {16, kMaxStaged}) stagings.push_back(MakeStaging(hot, f, staged));
+  for (int staged : staged_rows) stagings.push_back(MakeStaging(hot, f, staged));
+  CheckBits(f, set, stagings, staged_rows, sms, max_shared);
+  const auto* desc = set.d_desc.get<kernels::LookupTable>();
   for (const double s : {1.05, 1.2}) {
     for (const uint32_t n : {256u, 1024u, 8192u}) {
       const Pool pool = MakePool(n, s);
-      const int ld = kBenchTables * f.dim;
-      const size_t out_bytes = size_t{n} * ld * sizeof(float);
+      const size_t out_bytes = size_t{n} * kBenchTables * f.dim * sizeof(float);
       const DeviceBuffer out = MustAllocate(out_bytes, "output");
-      kernels::LookupArgs plain;
-      plain.d_tables = set.d_desc.get<kernels::LookupTable>();
-      plain.item_tables = kBenchTables;
-      plain.d_item_out = out.get<float>();
-      plain.item_ld = ld;
-      plain.max_candidates = n;
-      plain.max_requests = 1;
-      plain.lanes = f.lanes;
-      plain.row_type = f.type;
-      plain.prefetch_ids = false;
+      const kernels::LookupArgs plain = PlainArgs(f, desc, out.get<float>(), n);
       auto launch_plain = [&](const unsigned char* batch, cudaStream_t st) {
         kernels::LookupArgs a = plain;
         a.d_batch = batch;
         return kernels::LaunchPooledLookup(a, st);
       };
-      const auto reference = OutputOfFirst(pool, out, out_bytes, launch_plain);
+      const auto reference = Output(pool.batches[0], out, out_bytes, launch_plain);
       // Median device seconds of `launch` over the pool, cycled, the L2 kept warm.
       auto time = [&](const auto& launch) {
         int k = 0;
@@ -214,39 +324,20 @@ void RunSmemStagingBenches(DeviceTimer& timer, int sms) {
           a.prefetch_ids = true;
           return kernels::LaunchPooledLookup(a, st);
         };
-        const bool same = OutputOfFirst(pool, out, out_bytes, launch) == reference;
+        const bool same = Output(pool.batches[0], out, out_bytes, launch) == reference;
         report("plain, id prefetch", 0, 0, 0, time(launch), same);
       }
       for (size_t i = 0; i < stagings.size(); ++i) {
-        const Staging& st = stagings[i];
-        const int staged = i == 0 ? 16 : kMaxStaged;
-        kernels::StagedLookupArgs sa;
-        sa.d_tables = plain.d_tables;
-        sa.tables = kBenchTables;
-        sa.d_index = st.d_index.get<kernels::HotCacheEntry>();
-        sa.d_rows = st.d_rows.get<unsigned char>();
-        sa.staged_rows = staged;
-        sa.index_entries = st.entries;
-        sa.shift = st.shift;
-        sa.row_bytes = f.row_bytes;
-        sa.d_out = out.get<float>();
-        sa.out_ld = ld;
-        sa.max_candidates = n;
-        sa.lanes = f.lanes;
-        const size_t shared = kernels::StagedLookupSharedBytes(sa);
-        if (shared > max_shared) {
+        const int staged = staged_rows[i];
+        const kernels::StagedLookupArgs sa =
+            StagedArgs(f, stagings[i], staged, desc, out.get<float>(), n);
+        const auto grids = Grids(sa, sms, max_shared);
+        if (grids.empty()) {
           std::printf(
               "smem staging, %d rows a table: skipped (%zu bytes of shared memory a "
               "block, the device allows %zu)\n",
-              staged, shared, max_shared);
-          continue;
+              staged, kernels::StagedLookupSharedBytes(sa), max_shared);
         }
-        Check(kernels::AllowStagedLookupSharedBytes(shared), "shared memory opt-in");
-        // The product's grid (max_blocks 0); every block an SM can hold at once; one an SM.
-        std::vector<std::pair<uint32_t, std::string>> grids = {{0, "staged, a group per bag"}};
-        const int per_sm = kernels::StagedLookupBlocksPerSm(sa);
-        if (per_sm > 0) grids.emplace_back(per_sm * sms, "staged, blocks = SM slots");
-        if (per_sm > 1) grids.emplace_back(sms, "staged, a block per SM");
         for (const auto& [max_blocks, variant] : grids) {
           auto launch = [&](const unsigned char* batch, cudaStream_t stream) {
             kernels::StagedLookupArgs a = sa;
@@ -254,7 +345,7 @@ void RunSmemStagingBenches(DeviceTimer& timer, int sms) {
             a.max_blocks = max_blocks;
             return kernels::LaunchStagedLookup(a, stream);
           };
-          const bool same = OutputOfFirst(pool, out, out_bytes, launch) == reference;
+          const bool same = Output(pool.batches[0], out, out_bytes, launch) == reference;
           report(variant, staged, max_blocks, staged == 16 ? pool.hit16 : pool.hit64, time(launch),
                  same);
         }

@@ -6,7 +6,8 @@
 // as many blocks as the SMs hold at once, and with one block per SM (each staging then
 // serves more bags). A pool of 8 distinct batches cycled with the L2 kept warm, so hot rows
 // stay in it and the others mostly do not. Every variant's pooled output is compared bit
-// for bit with the plain lookup's.
+// for bit with the plain lookup's, on the timed batches and on one of weighted bags of 0-9
+// ids over sum- and mean-pooled tables ("smem_staging_check").
 // Prints a readable line and a JSON line ("smem_staging") per figure.
 #ifndef FUSERANK_BENCH_GPU_SMEM_STAGING_BENCH_H_
 #define FUSERANK_BENCH_GPU_SMEM_STAGING_BENCH_H_

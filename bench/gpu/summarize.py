@@ -217,12 +217,20 @@ def print_smem_staging(ours):
     """The shared-memory staging experiment's table; its failures (a variant whose pooled
     values differ from the plain lookup's: its time means nothing)."""
     rows = [r for r in ours if r.get("bench") == "smem_staging"]
+    checks = [r for r in ours if r.get("bench") == "smem_staging_check"]
+    failures = []
+    if checks:
+        differ = [r for r in checks if r.get("same_bits") != 1]
+        print(f"hot rows staged in shared memory, bit check on weighted multi-id bags: "
+              f"{len(checks) - len(differ)} of {len(checks)} variants same bits")
+        for r in differ:
+            failures.append(f"smem_staging_check: {r['variant']} (staged {r['staged']:.0f}) pools "
+                            f"other values than the plain lookup")
     if not rows:
-        return []
+        return failures
     print("hot rows staged in shared memory vs the plain lookup (L2 warm, 8 batches cycled), us")
     print(f"{'zipf':>5} {'cand':>5} {'variant':>24} {'staged':>6} {'hit rate':>8} {'us':>8} "
           f"{'plain':>8} {'x':>6} {'bits':>5}")
-    failures = []
     for r in rows:
         same = r.get("same_bits") == 1
         print(f"{r['zipf']:5.2f} {r['candidates']:5.0f} {r['variant']:>24} {r['staged']:6.0f} "

@@ -241,6 +241,14 @@ class BenchTables(unittest.TestCase):
         self.assertIn("blocks = SM slots", failures[0])
         self.assertIn("  1.20  same", out.getvalue())
         self.assertIn("DIFF", out.getvalue())
+        # The weighted multi-id check fails the bench on its own, timed rows or not.
+        check = {"bench": "smem_staging_check", "variant": "staged, a block per SM", "staged": 16,
+                 "same_bits": 0}
+        with contextlib.redirect_stdout(io.StringIO()) as text:
+            failures = summarize.print_smem_staging([dict(check, same_bits=1), check])
+        self.assertEqual(len(failures), 1)
+        self.assertIn("a block per SM", failures[0])
+        self.assertIn("1 of 2 variants same bits", text.getvalue())
 
 
 def run_quick(test, script, quick_var, port_offset, extra_binaries=(), timeout=120):
