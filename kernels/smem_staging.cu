@@ -88,21 +88,22 @@ __global__ void __launch_bounds__(kThreads) StagedLookupKernel(const StagedLooku
   }
 }
 
-template <int kLanes>
-cudaError_t LaunchOfLanes(const StagedLookupArgs& a, cudaStream_t stream) {
-  const uint64_t bags = uint64_t{a.max_candidates} * a.tables;
-  uint64_t blocks = (bags + kThreads / kLanes - 1) / (kThreads / kLanes);
-  if (a.max_blocks != 0 && blocks > a.max_blocks) blocks = a.max_blocks;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  StagedLookupKernel<kLanes>
-      <<<static_cast<uint32_t>(blocks), kThreads, StagedLookupSharedBytes(a), stream>>>(a);
-  return cudaGetLastError();
-}
+using StagedKernel = void (*)(StagedLookupArgs);
 
-template <int kLanes>
-cudaError_t AllowOne(size_t bytes) {
-  return cudaFuncSetAttribute(StagedLookupKernel<kLanes>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+// The kernel compiled for `lanes` lanes a bag, or nullptr for another count.
+StagedKernel KernelOfLanes(int lanes) {
+  switch (lanes) {
+    case 4:
+      return StagedLookupKernel<4>;
+    case 8:
+      return StagedLookupKernel<8>;
+    case 16:
+      return StagedLookupKernel<16>;
+    case 32:
+      return StagedLookupKernel<32>;
+    default:
+      return nullptr;
+  }
 }
 
 }  // namespace
@@ -111,61 +112,43 @@ size_t StagedLookupSharedBytes(const StagedLookupArgs& a) { return IndexBytes(a)
 
 cudaError_t AllowStagedLookupSharedBytes(size_t bytes) {
   if (bytes <= kDefaultShared) return cudaSuccess;
-  for (cudaError_t err :
-       {AllowOne<4>(bytes), AllowOne<8>(bytes), AllowOne<16>(bytes), AllowOne<32>(bytes)}) {
+  for (int lanes : {4, 8, 16, 32}) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        KernelOfLanes(lanes), cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
 }
 
 int StagedLookupBlocksPerSm(const StagedLookupArgs& a) {
+  const StagedKernel kernel = KernelOfLanes(a.lanes);
   int blocks = 0;
-  cudaError_t err = cudaErrorInvalidValue;
-  const size_t shared = StagedLookupSharedBytes(a);
-  switch (a.lanes) {
-    case 4:
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, StagedLookupKernel<4>, kThreads,
-                                                          shared);
-      break;
-    case 8:
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, StagedLookupKernel<8>, kThreads,
-                                                          shared);
-      break;
-    case 16:
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, StagedLookupKernel<16>, kThreads,
-                                                          shared);
-      break;
-    case 32:
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, StagedLookupKernel<32>, kThreads,
-                                                          shared);
-      break;
-    default:
-      break;
+  if (kernel == nullptr ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads,
+                                                    StagedLookupSharedBytes(a)) != cudaSuccess) {
+    return 0;
   }
-  return err == cudaSuccess ? blocks : 0;
+  return blocks;
 }
 
 cudaError_t LaunchStagedLookup(const StagedLookupArgs& a, cudaStream_t stream) {
   if (a.max_candidates == 0 || a.tables == 0) return cudaSuccess;
   const bool pow2 = a.index_entries > 0 && (a.index_entries & (a.index_entries - 1)) == 0;
-  if (a.d_batch == nullptr || a.d_tables == nullptr || a.d_out == nullptr || a.tables < 0 ||
-      a.staged_rows < 0 || !pow2 || a.index_entries < 2 * a.staged_rows || a.index_entries < 2 ||
-      a.row_bytes % 16 != 0 || (a.staged_rows > 0 && a.d_rows == nullptr) || a.d_index == nullptr) {
+  const StagedKernel kernel = KernelOfLanes(a.lanes);
+  if (kernel == nullptr || a.d_batch == nullptr || a.d_tables == nullptr || a.d_out == nullptr ||
+      a.tables < 0 || a.staged_rows < 0 || !pow2 || a.index_entries < 2 * a.staged_rows ||
+      a.index_entries < 2 || a.row_bytes % 16 != 0 || (a.staged_rows > 0 && a.d_rows == nullptr) ||
+      a.d_index == nullptr) {
     return cudaErrorInvalidValue;
   }
+  const int lanes = a.lanes;
+  const uint64_t bags = uint64_t{a.max_candidates} * a.tables;
+  uint64_t blocks = (bags + kThreads / lanes - 1) / (kThreads / lanes);
+  if (a.max_blocks != 0 && blocks > a.max_blocks) blocks = a.max_blocks;
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
   ClearStaleLaunchError();
-  switch (a.lanes) {
-    case 4:
-      return LaunchOfLanes<4>(a, stream);
-    case 8:
-      return LaunchOfLanes<8>(a, stream);
-    case 16:
-      return LaunchOfLanes<16>(a, stream);
-    case 32:
-      return LaunchOfLanes<32>(a, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  kernel<<<static_cast<uint32_t>(blocks), kThreads, StagedLookupSharedBytes(a), stream>>>(a);
+  return cudaGetLastError();
 }
 
 }  // namespace fuserank::kernels

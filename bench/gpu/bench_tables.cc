@@ -62,4 +62,32 @@ TableSet MakeTables(const Format& f) {
   return set;
 }
 
+engine::cuda::PackInfo BenchPackInfo() {
+  engine::cuda::PackInfo info;
+  info.item_rows.assign(kBenchTables, kBenchRows);
+  return info;
+}
+
+std::vector<unsigned char> MustPack(engine::cuda::BatchPacker& packer, const engine::Batch& batch,
+                                    kernels::PackedHeader* header) {
+  auto h = packer.Plan(batch);
+  if (!h.ok()) {
+    std::fprintf(stderr, "%s\n", h.status().ToString().c_str());
+    std::exit(1);
+  }
+  *header = *h;
+  std::vector<unsigned char> packed(h->total_bytes);
+  packer.Write(batch, *h, packed.data());
+  return packed;
+}
+
+DeviceBuffer MustUpload(const std::vector<unsigned char>& bytes) {
+  DeviceBuffer d = MustAllocate(bytes.size(), "batch");
+  Check(cudaMemcpy(d.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "copy batch");
+  // From pageable memory the copy may still be in flight, and the benches' streams do not
+  // wait for the legacy stream.
+  Check(cudaDeviceSynchronize(), "copy batch");
+  return d;
+}
+
 }  // namespace fuserank::bench

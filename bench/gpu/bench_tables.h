@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/batch.h"
+#include "engine/cuda/batch_packer.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/model_types.h"
+#include "kernels/batch_layout.h"
 #include "kernels/descriptors.h"
 
 namespace fuserank::bench {
@@ -42,6 +45,16 @@ struct TableSet {
 };
 
 TableSet MakeTables(const Format& f);
+
+// The packer's view of the bench tables (item tables only, no dense features).
+engine::cuda::PackInfo BenchPackInfo();
+
+// `batch` packed by `packer`, its header in *header; exits when the packer refuses it.
+std::vector<unsigned char> MustPack(engine::cuda::BatchPacker& packer, const engine::Batch& batch,
+                                    kernels::PackedHeader* header);
+
+// A device copy of `bytes`, complete when this returns.
+engine::cuda::DeviceBuffer MustUpload(const std::vector<unsigned char>& bytes);
 
 }  // namespace fuserank::bench
 

@@ -20,7 +20,6 @@ namespace {
 using engine::Batch;
 using engine::cuda::BatchPacker;
 using engine::cuda::DeviceBuffer;
-using engine::cuda::PackInfo;
 
 struct Config {
   uint32_t candidates;
@@ -46,16 +45,9 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
     }
     batch.item.bag_begin.push_back(static_cast<uint32_t>(batch.item.rows.size()));
   }
-  PackInfo info;
-  info.item_rows.assign(kBenchTables, kBenchRows);
-  BatchPacker packer(info, cfg.reorder);
-  auto h = packer.Plan(batch);
-  if (!h.ok()) {
-    std::fprintf(stderr, "%s\n", h.status().ToString().c_str());
-    std::exit(1);
-  }
-  std::vector<unsigned char> packed(h->total_bytes);
-  packer.Write(batch, *h, packed.data());
+  BatchPacker packer(BenchPackInfo(), cfg.reorder);
+  kernels::PackedHeader h;
+  std::vector<unsigned char> packed = MustPack(packer, batch, &h);
   // The host's share of a lookup: planning and writing the packed batch, which with id
   // reorder includes the sort and dedup of every (table, row). Median of 9.
   std::vector<double> host_times;
@@ -68,13 +60,11 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
   }
   std::sort(host_times.begin(), host_times.end());
   const double host_pack = host_times[host_times.size() / 2];
-  DeviceBuffer d_batch = MustAllocate(packed.size(), "batch");
-  Check(cudaMemcpy(d_batch.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice), "copy");
-  Check(cudaDeviceSynchronize(), "copy");  // the timer's stream does not wait for it
+  const DeviceBuffer d_batch = MustUpload(packed);
   const int ld = kBenchTables * f.dim;
   DeviceBuffer out = MustAllocate(size_t{cfg.candidates} * ld * 4, "output");
   DeviceBuffer gathered;
-  if (cfg.reorder) gathered = MustAllocate(size_t{h->num_unique} * f.row_bytes + 16, "gathered");
+  if (cfg.reorder) gathered = MustAllocate(size_t{h.num_unique} * f.row_bytes + 16, "gathered");
 
   kernels::LookupArgs a;
   a.d_batch = d_batch.get<unsigned char>();
@@ -95,7 +85,7 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
     ga.d_tables = a.d_tables;
     ga.d_gathered = gathered.get<unsigned char>();
     ga.stride = f.row_bytes;
-    ga.max_unique = h->num_unique;
+    ga.max_unique = h.num_unique;
   }
   const double t = timer.Time(
       [&](cudaStream_t s) {
@@ -121,7 +111,7 @@ void RunOne(DeviceTimer& timer, const Format& f, const DeviceBuffer& desc, const
       .Add("bag", cfg.bag)
       .Add("ids", cfg.zipf ? "zipf" : "uniform")
       .Add("reorder", cfg.reorder ? 1 : 0)
-      .Add("unique", h->num_unique)
+      .Add("unique", h.num_unique)
       .Add("us", t * 1e6)
       .Add("gbps", gbps)
       .Add("pct_of_copy", 100 * gbps / copy_gbps)

@@ -96,19 +96,9 @@ DeviceBuffer PackBatch(uint32_t n, const Bag& bag) {
     bag(&batch.item);
     batch.item.bag_begin.push_back(static_cast<uint32_t>(batch.item.rows.size()));
   }
-  engine::cuda::PackInfo info;
-  info.item_rows.assign(kBenchTables, kBenchRows);
-  engine::cuda::BatchPacker packer(info, /*reorder_ids=*/false);
-  auto h = packer.Plan(batch);
-  if (!h.ok()) {
-    std::fprintf(stderr, "%s\n", h.status().ToString().c_str());
-    std::exit(1);
-  }
-  std::vector<unsigned char> packed(h->total_bytes);
-  packer.Write(batch, *h, packed.data());
-  DeviceBuffer d = MustAllocate(packed.size(), "batch");
-  Check(cudaMemcpy(d.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice), "copy batch");
-  return d;
+  engine::cuda::BatchPacker packer(BenchPackInfo(), /*reorder_ids=*/false);
+  kernels::PackedHeader header;
+  return MustUpload(MustPack(packer, batch, &header));
 }
 
 // A pool of one-request batches of n candidates, one Zipf(s) id per bag (weight 1), and the
