@@ -200,6 +200,39 @@ BENCHMARK(BM_EngineInteraction)
 
 // Bottom (item share of layer 0, then 64 -> 32) and top (383 -> 256 -> 128 -> 1) MLPs
 // in tiles of kTileCandidates, as ScoreTile runs them.
+// The dot interaction alone by vector width, on the bench model's shape at 256
+// candidates (9 shared vectors: 8 user tables and the bottom MLP's output; 18 item
+// vectors per candidate): widths that are a multiple of 8 take the four-dots-at-a-time
+// path, the others the masked one.
+void BM_EngineDotWidth(benchmark::State& state) {
+  const int d = static_cast<int>(state.range(0));
+  constexpr int kShared = 9, kOwn = 18, kRows = 256;
+  constexpr int kWidth = kOwn * kShared + kOwn * (kOwn - 1) / 2;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> shared(static_cast<size_t>(kShared) * d),
+      own(static_cast<size_t>(kRows) * kOwn * d);
+  for (auto* v : {&shared, &own}) {
+    for (float& x : *v) x = dist(rng);
+  }
+  std::vector<float> out(static_cast<size_t>(kRows) * kWidth);
+  for (auto _ : state) {
+    DotGramRows(shared.data(), kShared, own.data(), kOwn, kOwn * d, d, kRows, out.data(), kWidth);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows);
+}
+BENCHMARK(BM_EngineDotWidth)
+    ->ArgName("d")
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(12)
+    ->Arg(16)
+    ->Arg(20)
+    ->Arg(32)
+    ->Arg(100)
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_EngineMlp(benchmark::State& state) {
   BenchEnv& env = Env();
   const CpuPlan& plan = env.plan;

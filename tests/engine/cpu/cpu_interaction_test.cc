@@ -3,6 +3,7 @@
 #include "engine/cpu/cpu_interaction.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -103,6 +104,58 @@ TEST_P(DotGramRowsTest, MatchesDoubleReferenceInDocumentedOrder) {
 INSTANTIATE_TEST_SUITE_P(Shapes, DotGramRowsTest,
                          testing::Combine(testing::Values(0, 1, 3, 8), testing::Values(1, 2, 19),
                                           testing::Values(1, 8, 12, 32), testing::Bool()));
+
+// The AVX2 path's dots of widths that are not a multiple of 8, as the scalar code it
+// replaced computed them (and so the scores served before it): 16 lanes, lane l summing
+// elements l, l + 16, ... each with one FMA, then lanes l + 8 onto l, l + 4 onto l, and
+// (0 + 2) + (1 + 3).
+float SixteenLaneDot(const float* a, const float* b, int d) {
+  float acc[16] = {};
+  for (int j = 0; j < d; ++j) acc[j % 16] = std::fma(a[j], b[j], acc[j % 16]);
+  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
+}
+
+TEST(DotGramRowsBitsTest, TheAvx2PathSumsWidthsNotAMultipleOf8InSixteenFmaLanes) {
+  if (!CpuHasAvx2Fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA: the path does not run";
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  // Ordinary values; tiny ones whose products round to zeros of either sign; and tiny
+  // own vectors against tiny negative shared ones, whose every product rounds to -0 (a
+  // lane that the last, partial chunk does not reach must keep its -0).
+  for (const int kind : {0, 1, 2}) {
+    const float scale = kind == 0 ? 1.0f : 1e-30f;
+    for (int d = 1; d <= 72; ++d) {
+      if (d % 8 == 0) continue;
+      SCOPED_TRACE(testing::Message() << "d=" << d << " kind=" << kind);
+      const int num_shared = 3, num_own = 4, rows = 2, own_stride = num_own * d + 3;
+      const int width = num_own * num_shared + num_own * (num_own - 1) / 2;
+      std::vector<float> shared(static_cast<size_t>(num_shared) * d), own(rows * own_stride);
+      for (float& x : shared) x = kind == 2 ? -(std::fabs(dist(rng)) + 0.5f) * scale : dist(rng);
+      for (float& x : own) {
+        x = kind == 2 ? (std::fabs(dist(rng)) + 0.5f) * scale
+                      : (rng() % 9 == 0 ? -0.0f : dist(rng) * scale);
+      }
+      std::vector<float> out(static_cast<size_t>(rows) * width);
+      DotGramRows(shared.data(), num_shared, own.data(), num_own, own_stride, d, rows, out.data(),
+                  width);
+      for (int c = 0; c < rows; ++c) {
+        const float* v = own.data() + c * own_stride;
+        int t = 0;
+        for (int o = 0; o < num_own; ++o) {
+          for (int s = 0; s < num_shared + o; ++s, ++t) {
+            const float* other = s < num_shared ? shared.data() + s * d : v + (s - num_shared) * d;
+            const float want = SixteenLaneDot(v + o * d, other, d);
+            const float got = out[c * width + t];
+            ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+                << "row " << c << " t " << t << ": " << got << " != " << want;
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(DotTermsTest, SharedSourceHasStrideZero) {
   // Source 0: per-row vectors [1, 2], [3, 4]; source 1: one shared vector [10, 100].
