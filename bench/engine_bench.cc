@@ -198,15 +198,13 @@ BENCHMARK(BM_EngineInteraction)
     ->Arg(1024)
     ->Unit(benchmark::kMicrosecond);
 
-// Bottom (item share of layer 0, then 64 -> 32) and top (383 -> 256 -> 128 -> 1) MLPs
-// in tiles of kTileCandidates, as ScoreTile runs them.
 // The dot interaction alone by vector width, on the bench model's shape at 256
-// candidates (9 shared vectors: 8 user tables and the bottom MLP's output; 18 item
-// vectors per candidate): widths that are a multiple of 8 take the four-dots-at-a-time
+// candidates (8 shared vectors, the user tables; 19 per candidate, the bottom MLP's
+// output and 18 item tables): widths that are a multiple of 8 take the four-dots-at-a-time
 // path, the others the masked one.
 void BM_EngineDotWidth(benchmark::State& state) {
   const int d = static_cast<int>(state.range(0));
-  constexpr int kShared = 9, kOwn = 18, kRows = 256;
+  constexpr int kShared = 8, kOwn = 19, kRows = 256;
   constexpr int kWidth = kOwn * kShared + kOwn * (kOwn - 1) / 2;
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -233,6 +231,8 @@ BENCHMARK(BM_EngineDotWidth)
     ->Arg(100)
     ->Unit(benchmark::kMicrosecond);
 
+// Bottom (item share of layer 0, then 64 -> 32) and top (383 -> 256 -> 128 -> 1) MLPs
+// in tiles of kTileCandidates, as ScoreTile runs them.
 void BM_EngineMlp(benchmark::State& state) {
   BenchEnv& env = Env();
   const CpuPlan& plan = env.plan;

@@ -1,5 +1,6 @@
 // DotInteraction / DotTerms against double-precision dots written here (DLRM pair order:
-// i ascending, then j < i ascending), on both code paths.
+// i ascending, then j < i ascending), on both code paths; and the AVX2 path's masked dots
+// bit for bit against the 16-lane arithmetic they keep.
 #include "engine/cpu/cpu_interaction.h"
 
 #include <cmath>
