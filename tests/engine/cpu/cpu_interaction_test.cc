@@ -57,6 +57,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DotInteractionTest,
                          testing::Combine(testing::Values(1, 2, 5, 27),
                                           testing::Values(1, 7, 16, 17, 32, 64), testing::Bool()));
 
+// Walks the dots DotGramRows writes to row c, in its documented order: for own vector o,
+// its dots with the shared vectors, then with own vectors q < o. Calls dot(t, a, b) for
+// output t of the row, the dot of a and b, and stops at a fatal failure. Returns the dots
+// per row it walked.
+template <typename Dot>
+int ForEachGramDot(const float* shared, int num_shared, const float* own, int num_own,
+                   int own_stride, int d, int c, Dot dot) {
+  const float* v = own + c * own_stride;
+  int t = 0;
+  for (int o = 0; o < num_own; ++o) {
+    for (int s = 0; s < num_shared + o; ++s, ++t) {
+      const float* other = s < num_shared ? shared + s * d : v + (s - num_shared) * d;
+      dot(t, v + o * d, other);
+      if (testing::Test::HasFatalFailure()) return t;
+    }
+  }
+  return t;
+}
+
 class DotGramRowsTest
     : public testing::TestWithParam<std::tuple<int /*shared*/, int /*own*/, int /*d*/, bool>> {
  protected:
@@ -87,16 +106,14 @@ TEST_P(DotGramRowsTest, MatchesDoubleReferenceInDocumentedOrder) {
     return sum;
   };
   for (int c = 0; c < rows; ++c) {
-    const float* v = own.data() + c * own_stride;
-    int t = 0;
-    for (int o = 0; o < num_own; ++o) {
-      for (int s = 0; s < num_shared + o; ++s, ++t) {
-        const float* other = s < num_shared ? shared.data() + s * d : v + (s - num_shared) * d;
-        double scale = 1;
-        const double want = dot(v + o * d, other, &scale);
-        ASSERT_NEAR(out[c * out_stride + t], want, 1e-6 * scale) << "row " << c << " t " << t;
-      }
-    }
+    const int t = ForEachGramDot(shared.data(), num_shared, own.data(), num_own, own_stride, d, c,
+                                 [&](int t, const float* a, const float* b) {
+                                   double scale = 1;
+                                   const double want = dot(a, b, &scale);
+                                   ASSERT_NEAR(out[c * out_stride + t], want, 1e-6 * scale)
+                                       << "row " << c << " t " << t;
+                                 });
+    if (HasFatalFailure()) return;
     ASSERT_EQ(t, width);
     ASSERT_EQ(out[c * out_stride + width], kPoison);
   }
@@ -142,17 +159,14 @@ TEST(DotGramRowsBitsTest, TheAvx2PathSumsWidthsNotAMultipleOf8InSixteenFmaLanes)
       DotGramRows(shared.data(), num_shared, own.data(), num_own, own_stride, d, rows, out.data(),
                   width);
       for (int c = 0; c < rows; ++c) {
-        const float* v = own.data() + c * own_stride;
-        int t = 0;
-        for (int o = 0; o < num_own; ++o) {
-          for (int s = 0; s < num_shared + o; ++s, ++t) {
-            const float* other = s < num_shared ? shared.data() + s * d : v + (s - num_shared) * d;
-            const float want = SixteenLaneDot(v + o * d, other, d);
-            const float got = out[c * width + t];
-            ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
-                << "row " << c << " t " << t << ": " << got << " != " << want;
-          }
-        }
+        ForEachGramDot(shared.data(), num_shared, own.data(), num_own, own_stride, d, c,
+                       [&](int t, const float* a, const float* b) {
+                         const float want = SixteenLaneDot(a, b, d);
+                         const float got = out[c * width + t];
+                         ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+                             << "row " << c << " t " << t << ": " << got << " != " << want;
+                       });
+        if (HasFatalFailure()) return;
       }
     }
   }
