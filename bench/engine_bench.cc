@@ -200,10 +200,13 @@ BENCHMARK(BM_EngineInteraction)
 
 // The dot interaction alone by vector width, on the bench model's shape at 256
 // candidates (8 shared vectors, the user tables; 19 per candidate, the bottom MLP's
-// output and 18 item tables): widths that are a multiple of 8 take the four-dots-at-a-time
-// path, the others the masked one.
+// output and 18 item tables), on each path (isa 0: the process's choice, 1: avx2, 2:
+// avx512): avx512 and, at widths off a multiple of 8 or under 32, avx2 take the matrix
+// product (engine/cpu/cpu_gram_dots.h); avx2 at the other widths four dots at a time.
 void BM_EngineDotWidth(benchmark::State& state) {
   const int d = static_cast<int>(state.range(0));
+  const IsaScope isa(state, state.range(1));
+  if (!isa.ok()) return;
   constexpr int kShared = 8, kOwn = 19, kRows = 256;
   constexpr int kWidth = kOwn * kShared + kOwn * (kOwn - 1) / 2;
   std::mt19937_64 rng(5);
@@ -219,16 +222,11 @@ void BM_EngineDotWidth(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * kRows);
+  state.SetLabel(CpuIsaName(isa.isa()));
 }
 BENCHMARK(BM_EngineDotWidth)
-    ->ArgName("d")
-    ->Arg(4)
-    ->Arg(8)
-    ->Arg(12)
-    ->Arg(16)
-    ->Arg(20)
-    ->Arg(32)
-    ->Arg(100)
+    ->ArgNames({"d", "isa"})
+    ->ArgsProduct({{4, 8, 12, 16, 20, 24, 32, 40, 64, 100, 128}, {0, 1, 2}})
     ->Unit(benchmark::kMicrosecond);
 
 // Bottom (item share of layer 0, then 64 -> 32) and top (383 -> 256 -> 128 -> 1) MLPs

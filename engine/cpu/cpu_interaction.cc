@@ -2,9 +2,10 @@
 
 #include <cstddef>
 
+#include "engine/cpu/cpu_gram_dots.h"
 #include "engine/cpu/cpu_simd.h"
 
-#if FUSERANK_HAVE_AVX2_PATH
+#if FUSERANK_HAVE_AVX2_PATH || FUSERANK_HAVE_AVX512_PATH
 #include <immintrin.h>
 #endif
 
@@ -60,93 +61,7 @@ FUSERANK_TARGET_AVX2 FUSERANK_INLINE void DotManyAvx2(const float* x, const floa
     out[j] = _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)));
   }
 }
-
-// The same arithmetic as Dot, lane for lane (its AVX2 build contracts each
-// acc += a * b into one FMA), for d % 8 != 0, where Dot's scalar tail and 16-lane
-// reduction cost several times the products at small d: the 16 lanes as two vectors,
-// the partial chunk at the end loaded under a mask and blended in so that the lanes it
-// does not reach keep their bits, then Dot's reduction order.
-struct MaskedDotMany {
-  int full;      // d rounded down to a multiple of 16: the whole chunks
-  bool has_hi;   // the partial chunk reaches lane 8
-  int tail[16];  // -1 in the lanes of the partial chunk (maskload's mask)
-
-  static MaskedDotMany For(int d) {
-    MaskedDotMany many{d - d % 16, d % 16 > 8, {}};
-    for (int l = 0; l < d % 16; ++l) many.tail[l] = -1;
-    return many;
-  }
-
-  // Not forced inline: GramRows, which calls it, is compiled for the baseline first.
-  // Four dots at a time share the last reduction step (a 4 x 4 transpose, then the same
-  // (0 + 2) + (1 + 3) in each lane). x's partial chunk is loaded once for all n.
-  FUSERANK_TARGET_AVX2 void operator()(const float* x, const float* ys, int n, int d,
-                                       float* out) const {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tail));
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tail + 8));
-    const __m256 x_lo = _mm256_maskload_ps(x + full, lo);
-    const __m256 x_hi = _mm256_maskload_ps(x + full + 8, hi);
-    const Tail t{lo, hi, x_lo, x_hi};
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const float* y = ys + static_cast<size_t>(j) * d;
-      __m128 f0 = FourLanes(x, y, t), f1 = FourLanes(x, y + d, t);
-      __m128 f2 = FourLanes(x, y + 2 * d, t), f3 = FourLanes(x, y + 3 * d, t);
-      _MM_TRANSPOSE4_PS(f0, f1, f2, f3);  // f<l> now holds lane l of the four dots
-      _mm_storeu_ps(out + j, _mm_add_ps(_mm_add_ps(f0, f2), _mm_add_ps(f1, f3)));
-    }
-    for (; j < n; ++j) {
-      const __m128 four = FourLanes(x, ys + static_cast<size_t>(j) * d, t);
-      const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));  // (0 + 2), (1 + 3)
-      out[j] = _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)));
-    }
-  }
-
-  struct Tail {
-    __m256i lo, hi;     // the masks
-    __m256 x_lo, x_hi;  // x's partial chunk, 0 past d
-  };
-
-  // Dot's 16 lanes after its first two reduction steps (lane l of the result: lanes l,
-  // l + 4, l + 8 and l + 12 summed as Dot sums them).
-  FUSERANK_TARGET_AVX2 FUSERANK_INLINE __m128 FourLanes(const float* a, const float* b,
-                                                        const Tail& t) const {
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-    int j = 0;
-    for (; j < full; j += 16) {
-      lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), lo);
-      hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + j + 8), _mm256_loadu_ps(b + j + 8), hi);
-    }
-    if (full == 0) {
-      // One partial chunk, FMAs onto +0 as in Dot: the lanes past d are 0 * 0 + 0, +0.
-      lo = _mm256_fmadd_ps(t.x_lo, _mm256_maskload_ps(b, t.lo), lo);
-      if (has_hi) hi = _mm256_fmadd_ps(t.x_hi, _mm256_maskload_ps(b + 8, t.hi), hi);
-    } else {
-      // The lanes past d keep what the whole chunks left in them (a -0 stays -0).
-      lo = _mm256_blendv_ps(lo, _mm256_fmadd_ps(t.x_lo, _mm256_maskload_ps(b + j, t.lo), lo),
-                            _mm256_castsi256_ps(t.lo));
-      if (has_hi) {
-        hi = _mm256_blendv_ps(hi, _mm256_fmadd_ps(t.x_hi, _mm256_maskload_ps(b + j + 8, t.hi), hi),
-                              _mm256_castsi256_ps(t.hi));
-      }
-    }
-    const __m256 eight = _mm256_add_ps(lo, hi);  // acc[l] += acc[l + 8]
-    return _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
-  }
-};
 #endif
-
-struct GramArgs {
-  const float* shared;
-  int num_shared;
-  const float* own;
-  int num_own;
-  int own_stride;
-  int d;
-  int rows;
-  float* out;
-  int out_stride;
-};
 
 template <typename Many>
 FUSERANK_INLINE void GramRows(const GramArgs& args, Many many) {
@@ -166,13 +81,7 @@ FUSERANK_INLINE void GramRows(const GramArgs& args, Many many) {
 void GramRowsGeneric(const GramArgs& args) { GramRows(args, DotMany); }
 
 #if FUSERANK_HAVE_AVX2_PATH
-FUSERANK_TARGET_AVX2 void GramRowsAvx2(const GramArgs& args) {
-  if (args.d % 8 == 0) {
-    GramRows(args, DotManyAvx2);
-  } else {
-    GramRows(args, MaskedDotMany::For(args.d));
-  }
-}
+FUSERANK_TARGET_AVX2 void GramRowsAvx2(const GramArgs& args) { GramRows(args, DotManyAvx2); }
 #endif
 
 struct TermsArgs {
@@ -212,9 +121,19 @@ void DotGramRows(const float* shared, int num_shared, const float* own, int num_
                  int d, int rows, float* out, int out_stride) {
   if (rows <= 0 || num_own <= 0) return;
   const GramArgs args{shared, num_shared, own, num_own, own_stride, d, rows, out, out_stride};
+#if FUSERANK_HAVE_AVX512_PATH
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512) {
+    GramRowsMatrixAvx512(args);
+    return;
+  }
+#endif
 #if FUSERANK_HAVE_AVX2_PATH
   if (CpuHasAvx2Fma()) {
-    GramRowsAvx2(args);
+    if (Avx2TakesMatrixProduct(d)) {
+      GramRowsMatrixAvx2(args);
+    } else {
+      GramRowsAvx2(args);
+    }
     return;
   }
 #endif

@@ -1,14 +1,19 @@
 // DotInteraction / DotTerms against double-precision dots written here (DLRM pair order:
-// i ascending, then j < i ascending), on both code paths; and the AVX2 path's masked dots
-// bit for bit against the 16-lane arithmetic they keep.
+// i ascending, then j < i ascending), on every code path this CPU runs; and the
+// matrix-product dots of the AVX2 and AVX-512 paths bit for bit against one FMA chain per
+// dot in element order.
 #include "engine/cpu/cpu_interaction.h"
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "engine/cpu/cpu_gram_dots.h"
 #include "engine/cpu/cpu_simd.h"
 #include "gtest/gtest.h"
 
@@ -17,15 +22,35 @@ namespace {
 
 constexpr float kPoison = -9999.0f;
 
-class DotInteractionTest
-    : public testing::TestWithParam<std::tuple<int /*n*/, int /*d*/, bool /*generic*/>> {
- protected:
-  void SetUp() override { ForceGenericCpuPaths(std::get<2>(GetParam())); }
-  void TearDown() override { ForceGenericCpuPaths(false); }
+// Runs a test on one ISA's paths, or skips it where this CPU has not got them.
+class IsaScope {
+ public:
+  explicit IsaScope(CpuIsa isa) : supported_(CpuSupports(isa)) {
+    if (supported_) ForceCpuIsa(isa);
+  }
+  ~IsaScope() { ForceCpuIsa(std::nullopt); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+  bool supported() const { return supported_; }
+
+ private:
+  bool supported_;
+};
+
+#define FUSERANK_RUN_ON(isa)                                                  \
+  const IsaScope isa_scope(isa);                                              \
+  if (!isa_scope.supported()) {                                               \
+    GTEST_SKIP() << "this CPU cannot run the " << CpuIsaName(isa) << " path"; \
+  }
+
+const auto kAllIsas = testing::Values(CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512);
+
+class DotInteractionTest : public testing::TestWithParam<std::tuple<int /*n*/, int /*d*/, CpuIsa>> {
 };
 
 TEST_P(DotInteractionTest, MatchesDoubleReference) {
-  const auto [n, d, generic] = GetParam();
+  const auto [n, d, isa] = GetParam();
+  FUSERANK_RUN_ON(isa);
   const uint64_t seed = 5 + n * 100 + d;
   SCOPED_TRACE(testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
@@ -55,7 +80,7 @@ TEST_P(DotInteractionTest, MatchesDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DotInteractionTest,
                          testing::Combine(testing::Values(1, 2, 5, 27),
-                                          testing::Values(1, 7, 16, 17, 32, 64), testing::Bool()));
+                                          testing::Values(1, 7, 16, 17, 32, 64), kAllIsas));
 
 // Walks the dots DotGramRows writes to row c, in its documented order: for own vector o,
 // its dots with the shared vectors, then with own vectors q < o. Calls dot(t, a, b) for
@@ -77,14 +102,11 @@ int ForEachGramDot(const float* shared, int num_shared, const float* own, int nu
 }
 
 class DotGramRowsTest
-    : public testing::TestWithParam<std::tuple<int /*shared*/, int /*own*/, int /*d*/, bool>> {
- protected:
-  void SetUp() override { ForceGenericCpuPaths(std::get<3>(GetParam())); }
-  void TearDown() override { ForceGenericCpuPaths(false); }
-};
+    : public testing::TestWithParam<std::tuple<int /*shared*/, int /*own*/, int /*d*/, CpuIsa>> {};
 
 TEST_P(DotGramRowsTest, MatchesDoubleReferenceInDocumentedOrder) {
-  const auto [num_shared, num_own, d, generic] = GetParam();
+  const auto [num_shared, num_own, d, isa] = GetParam();
+  FUSERANK_RUN_ON(isa);
   const uint64_t seed = 11 + num_shared * 1000 + num_own * 100 + d;
   SCOPED_TRACE(testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
@@ -120,57 +142,75 @@ TEST_P(DotGramRowsTest, MatchesDoubleReferenceInDocumentedOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DotGramRowsTest,
-                         testing::Combine(testing::Values(0, 1, 3, 8), testing::Values(1, 2, 19),
-                                          testing::Values(1, 8, 12, 32), testing::Bool()));
+                         testing::Combine(testing::Values(0, 1, 3, 8, 17),
+                                          testing::Values(1, 2, 17, 19, 33),
+                                          testing::Values(1, 8, 12, 32, 100), kAllIsas));
 
-// The AVX2 path's dots of widths that are not a multiple of 8, as the scalar code it
-// replaced computed them (and so the scores served before it): 16 lanes, lane l summing
-// elements l, l + 16, ... each with one FMA, then lanes l + 8 onto l, l + 4 onto l, and
-// (0 + 2) + (1 + 3).
-float SixteenLaneDot(const float* a, const float* b, int d) {
-  float acc[16] = {};
-  for (int j = 0; j < d; ++j) acc[j % 16] = std::fma(a[j], b[j], acc[j % 16]);
-  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
-  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
-  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
+// The matrix-product paths' dots (engine/cpu/cpu_gram_dots.h): one FMA chain each, in
+// element order, from +0 (the CUDA dot kernel's arithmetic).
+float FmaChainDot(const float* a, const float* b, int d) {
+  float sum = 0.0f;
+  for (int j = 0; j < d; ++j) sum = std::fma(a[j], b[j], sum);
+  return sum;
 }
 
-TEST(DotGramRowsBitsTest, TheAvx2PathSumsWidthsNotAMultipleOf8InSixteenFmaLanes) {
-  if (!CpuHasAvx2Fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA: the path does not run";
-  std::mt19937_64 rng(7);
+class DotGramRowsBitsTest : public testing::TestWithParam<CpuIsa> {};
+
+TEST_P(DotGramRowsBitsTest, TheMatrixProductIsOneFmaChainPerDotInElementOrder) {
+  const CpuIsa isa = GetParam();
+  FUSERANK_RUN_ON(isa);
+  std::mt19937_64 rng(13);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  // Ordinary values; tiny ones whose products round to zeros of either sign; and tiny
-  // own vectors against tiny negative shared ones, whose every product rounds to -0 (a
-  // lane that the last, partial chunk does not reach must keep its -0).
-  for (const int kind : {0, 1, 2}) {
-    const float scale = kind == 0 ? 1.0f : 1e-30f;
-    for (int d = 1; d <= 72; ++d) {
-      if (d % 8 == 0) continue;
-      SCOPED_TRACE(testing::Message() << "d=" << d << " kind=" << kind);
-      const int num_shared = 3, num_own = 4, rows = 2, own_stride = num_own * d + 3;
-      const int width = num_own * num_shared + num_own * (num_own - 1) / 2;
-      std::vector<float> shared(static_cast<size_t>(num_shared) * d), own(rows * own_stride);
-      for (float& x : shared) x = kind == 2 ? -(std::fabs(dist(rng)) + 0.5f) * scale : dist(rng);
-      for (float& x : own) {
-        x = kind == 2 ? (std::fabs(dist(rng)) + 0.5f) * scale
-                      : (rng() % 9 == 0 ? -0.0f : dist(rng) * scale);
-      }
-      std::vector<float> out(static_cast<size_t>(rows) * width);
-      DotGramRows(shared.data(), num_shared, own.data(), num_own, own_stride, d, rows, out.data(),
-                  width);
-      for (int c = 0; c < rows; ++c) {
-        ForEachGramDot(shared.data(), num_shared, own.data(), num_own, own_stride, d, c,
-                       [&](int t, const float* a, const float* b) {
-                         const float want = SixteenLaneDot(a, b, d);
-                         const float got = out[c * width + t];
-                         ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
-                             << "row " << c << " t " << t << ": " << got << " != " << want;
-                       });
-        if (HasFatalFailure()) return;
+  // Shapes with one and several column vectors, with one and two whole blocks of own
+  // vectors turned into columns in registers and vectors left over; widths within and past
+  // one chunk of those transposes; products that round to zeros of either sign (kind 1:
+  // a chain that starts from -0 instead of +0 fails there).
+  const std::pair<int, int> shapes[] = {{0, 2}, {3, 4}, {8, 19}, {0, 17}, {17, 21}, {5, 40}};
+  std::vector<int> widths;
+  for (int d = 1; d <= 40; ++d) widths.push_back(d);
+  for (const int d : {48, 63, 64, 100, 128}) widths.push_back(d);
+  int checked = 0;
+  for (const int kind : {0, 1}) {
+    for (const auto& [num_shared, num_own] : shapes) {
+      for (const int d : widths) {
+        if (isa == CpuIsa::kAvx2 && !Avx2TakesMatrixProduct(d)) continue;
+        SCOPED_TRACE(testing::Message() << "d=" << d << " kind=" << kind << " shared=" << num_shared
+                                        << " own=" << num_own);
+        const int rows = 3, own_stride = num_own * d + 3;
+        const int width = num_own * num_shared + num_own * (num_own - 1) / 2;
+        const int out_stride = width + 2;
+        std::vector<float> shared(static_cast<size_t>(num_shared) * d), own(rows * own_stride);
+        for (float& x : shared) x = dist(rng);
+        for (float& x : own) {
+          x = rng() % 9 == 0 ? -0.0f : dist(rng) * (kind == 0 ? 1.0f : 1e-30f);
+        }
+        std::vector<float> out(static_cast<size_t>(rows) * out_stride, kPoison);
+        DotGramRows(shared.data(), num_shared, own.data(), num_own, own_stride, d, rows, out.data(),
+                    out_stride);
+        for (int c = 0; c < rows; ++c) {
+          checked += ForEachGramDot(shared.data(), num_shared, own.data(), num_own, own_stride, d,
+                                    c, [&](int t, const float* a, const float* b) {
+                                      const float want = FmaChainDot(a, b, d);
+                                      const float got = out[c * out_stride + t];
+                                      ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+                                          << "row " << c << " t " << t << ": " << got
+                                          << " != " << want;
+                                    });
+          if (HasFatalFailure()) return;
+          ASSERT_EQ(out[c * out_stride + width], kPoison) << "row " << c;
+          ASSERT_EQ(out[c * out_stride + width + 1], kPoison) << "row " << c;
+        }
       }
     }
   }
+  EXPECT_GT(checked, 100000);
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, DotGramRowsBitsTest,
+                         testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx512),
+                         [](const testing::TestParamInfo<CpuIsa>& info) {
+                           return std::string(CpuIsaName(info.param));
+                         });
 
 TEST(DotTermsTest, SharedSourceHasStrideZero) {
   // Source 0: per-row vectors [1, 2], [3, 4]; source 1: one shared vector [10, 100].
