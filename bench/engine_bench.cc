@@ -184,9 +184,10 @@ void BM_EngineInteraction(benchmark::State& state) {
     for (float& x : *v) x = dist(rng);
   }
   const int num_user = static_cast<int>(env.model->user_tables().size());
+  std::vector<float> scratch(DotGramScratchFloats(num_user, plan.own_vectors, plan.dot_dim));
   for (auto _ : state) {
     DotGramRows(user.data(), num_user, items.data(), plan.own_vectors, plan.item_stride,
-                plan.dot_dim, candidates, rows.data() + plan.z_width, plan.row_stride);
+                plan.dot_dim, candidates, rows.data() + plan.z_width, plan.row_stride, &scratch);
     benchmark::DoNotOptimize(rows.data());
   }
   state.SetItemsProcessed(state.iterations() * candidates);
@@ -217,8 +218,10 @@ void BM_EngineDotWidth(benchmark::State& state) {
     for (float& x : *v) x = dist(rng);
   }
   std::vector<float> out(static_cast<size_t>(kRows) * kWidth);
+  std::vector<float> scratch(DotGramScratchFloats(kShared, kOwn, d));
   for (auto _ : state) {
-    DotGramRows(shared.data(), kShared, own.data(), kOwn, kOwn * d, d, kRows, out.data(), kWidth);
+    DotGramRows(shared.data(), kShared, own.data(), kOwn, kOwn * d, d, kRows, out.data(), kWidth,
+                &scratch);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * kRows);

@@ -173,6 +173,8 @@ void TileScratch::Prepare(const CpuPlan& plan) {
   cross_a.resize(cross);
   cross_b.resize(plan.dcn && plan.dcn_rank == 0 ? cross : 0);
   cross_t.resize(plan.dcn && plan.dcn_rank > 0 ? cross : 0);
+  const int user_vectors = static_cast<int>(plan.user_offset.size());
+  dots.resize(plan.dot ? DotGramScratchFloats(user_vectors, plan.own_vectors, plan.dot_dim) : 0);
 }
 
 void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int r, int first,
@@ -225,7 +227,7 @@ void ScoreTile(const CpuPlan& plan, const Model& model, const Batch& batch, int 
       }
     }
     DotGramRows(share, static_cast<int>(model.user_tables().size()), items, plan.own_vectors,
-                items_stride, plan.dot_dim, count, row + plan.z_width, row_stride);
+                items_stride, plan.dot_dim, count, row + plan.z_width, row_stride, &scratch->dots);
     SaturateNonFinite(row + plan.z_width, count, plan.row_width - plan.z_width, row_stride);
   }
   const float* h = row;

@@ -48,6 +48,7 @@ struct TileScratch {
   std::vector<float> cross_a;
   std::vector<float> cross_b;
   std::vector<float> cross_t;
+  std::vector<float> dots;  // dot only: DotGramRows' scratch
   StageTimes times;
   HotReads hot;
   // The batch's staged storage: redis rows (null: the model has no remote table).

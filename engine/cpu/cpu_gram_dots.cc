@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <vector>
 
 #include "engine/cpu/cpu_simd.h"
 
@@ -14,27 +13,25 @@
 namespace fuserank::engine {
 namespace {
 
-// t for `args` with columns in vectors of `lanes`; nullptr when the rows have no dots.
+// The matrix t for `args`, columns in vectors of `lanes`; no t when the rows have no dots.
 struct Scratch {
   float* t = nullptr;
   int columns = 0;  // num_shared + num_own - 1
   int pitch = 0;    // t's row length: columns rounded up to `lanes`
 };
 
-Scratch ScratchFor(const GramArgs& args, int lanes) {
+Scratch ScratchFor(const GramArgs& args, float* t, int lanes) {
   Scratch s;
   s.columns = args.num_shared + args.num_own - 1;
   if (s.columns <= 0 || args.d <= 0 || args.rows <= 0) return s;  // no dots
   s.pitch = (s.columns + lanes - 1) / lanes * lanes;
-  thread_local std::vector<float> t;
-  const size_t size = static_cast<size_t>(args.d) * s.pitch;
-  if (t.size() < size) t.resize(size);
-  s.t = t.data();
+  s.t = t;
   // The shared columns, and zeros past the last column, once for all candidates.
   for (int k = 0; k < args.d; ++k) {
     float* row = s.t + static_cast<size_t>(k) * s.pitch;
-    for (int j = 0; j < args.num_shared; ++j)
+    for (int j = 0; j < args.num_shared; ++j) {
       row[j] = args.shared[static_cast<size_t>(j) * args.d + k];
+    }
     std::fill(row + s.columns, row + s.pitch, 0.0f);
   }
   return s;
@@ -274,21 +271,29 @@ FUSERANK_TARGET_AVX2 void Rows256(const GramArgs& args, const Scratch& s) {
 
 }  // namespace
 
-void GramRowsMatrixAvx512(const GramArgs& args) {
+size_t GramMatrixFloats(int num_shared, int num_own, int d) {
+  const int columns = num_shared + num_own - 1;
+  if (columns <= 0 || d <= 0) return 0;
+  return static_cast<size_t>(d) * ((columns + 15) / 16 * 16);
+}
+
+void GramRowsMatrixAvx512(const GramArgs& args, float* t) {
 #if FUSERANK_HAVE_AVX512_PATH
-  const Scratch s = ScratchFor(args, 16);
+  const Scratch s = ScratchFor(args, t, 16);
   if (s.t != nullptr) Rows512(args, s);
 #else
   (void)args;
+  (void)t;
 #endif
 }
 
-void GramRowsMatrixAvx2(const GramArgs& args) {
+void GramRowsMatrixAvx2(const GramArgs& args, float* t) {
 #if FUSERANK_HAVE_AVX2_PATH
-  const Scratch s = ScratchFor(args, 8);
+  const Scratch s = ScratchFor(args, t, 8);
   if (s.t != nullptr) Rows256(args, s);
 #else
   (void)args;
+  (void)t;
 #endif
 }
 

@@ -1,6 +1,7 @@
 #include "engine/cpu/cpu_interaction.h"
 
 #include <cstddef>
+#include <vector>
 
 #include "engine/cpu/cpu_gram_dots.h"
 #include "engine/cpu/cpu_simd.h"
@@ -117,20 +118,29 @@ FUSERANK_TARGET_AVX2 void RunTermsAvx2(const TermsArgs& args) { RunTerms(args); 
 
 }  // namespace
 
+size_t DotGramScratchFloats(int num_shared, int num_own, int d) {
+  return GramMatrixFloats(num_shared, num_own, d);
+}
+
 void DotGramRows(const float* shared, int num_shared, const float* own, int num_own, int own_stride,
-                 int d, int rows, float* out, int out_stride) {
+                 int d, int rows, float* out, int out_stride, std::vector<float>* scratch) {
   if (rows <= 0 || num_own <= 0) return;
   const GramArgs args{shared, num_shared, own, num_own, own_stride, d, rows, out, out_stride};
+  const auto matrix = [&] {
+    const size_t floats = GramMatrixFloats(num_shared, num_own, d);
+    if (scratch->size() < floats) scratch->resize(floats);
+    return scratch->data();
+  };
 #if FUSERANK_HAVE_AVX512_PATH
   if (ActiveCpuIsa() >= CpuIsa::kAvx512) {
-    GramRowsMatrixAvx512(args);
+    GramRowsMatrixAvx512(args, matrix());
     return;
   }
 #endif
 #if FUSERANK_HAVE_AVX2_PATH
   if (CpuHasAvx2Fma()) {
     if (Avx2TakesMatrixProduct(d)) {
-      GramRowsMatrixAvx2(args);
+      GramRowsMatrixAvx2(args, matrix());
     } else {
       GramRowsAvx2(args);
     }
@@ -142,7 +152,8 @@ void DotGramRows(const float* shared, int num_shared, const float* own, int num_
 
 void DotInteraction(const float* v, int rows, int n, int d, int v_stride, float* out,
                     int out_stride) {
-  DotGramRows(nullptr, 0, v, n, v_stride, d, rows, out, out_stride);
+  std::vector<float> scratch;
+  DotGramRows(nullptr, 0, v, n, v_stride, d, rows, out, out_stride, &scratch);
 }
 
 void DotTerms(const DotTerm* terms, int num_terms, int d, int rows, const float* const* sources,

@@ -117,8 +117,14 @@ TEST_P(DotGramRowsTest, MatchesDoubleReferenceInDocumentedOrder) {
   for (float& x : shared) x = dist(rng);
   for (float& x : own) x = dist(rng);
   std::vector<float> out(static_cast<size_t>(rows) * out_stride, kPoison);
+  // Scratch of the right size, left full of NaNs: what it holds on entry must not matter,
+  // and a call must not grow it.
+  std::vector<float> scratch(DotGramScratchFloats(num_shared, num_own, d), std::nanf(""));
+  const float* scratch_data = scratch.data();
   DotGramRows(shared.data(), num_shared, own.data(), num_own, own_stride, d, rows, out.data(),
-              out_stride);
+              out_stride, &scratch);
+  EXPECT_EQ(scratch.data(), scratch_data);
+  EXPECT_EQ(scratch.size(), DotGramScratchFloats(num_shared, num_own, d));
   auto dot = [&](const float* a, const float* b, double* scale) {
     double sum = 0;
     for (int l = 0; l < d; ++l) {
@@ -170,6 +176,7 @@ TEST_P(DotGramRowsBitsTest, TheMatrixProductIsOneFmaChainPerDotInElementOrder) {
   for (int d = 1; d <= 40; ++d) widths.push_back(d);
   for (const int d : {48, 63, 64, 100, 128}) widths.push_back(d);
   int checked = 0;
+  std::vector<float> scratch(5, std::nanf(""));  // grown by the calls, reused between them
   for (const int kind : {0, 1}) {
     for (const auto& [num_shared, num_own] : shapes) {
       for (const int d : widths) {
@@ -186,7 +193,7 @@ TEST_P(DotGramRowsBitsTest, TheMatrixProductIsOneFmaChainPerDotInElementOrder) {
         }
         std::vector<float> out(static_cast<size_t>(rows) * out_stride, kPoison);
         DotGramRows(shared.data(), num_shared, own.data(), num_own, own_stride, d, rows, out.data(),
-                    out_stride);
+                    out_stride, &scratch);
         for (int c = 0; c < rows; ++c) {
           checked += ForEachGramDot(shared.data(), num_shared, own.data(), num_own, own_stride, d,
                                     c, [&](int t, const float* a, const float* b) {
