@@ -80,6 +80,14 @@ Batch OneRequest(std::shared_ptr<const engine::Model> model, uint32_t n, std::mt
   });
 }
 
+// "first -> kept us", or why there are no times (one proposal ran, or timing failed).
+std::string TimesText(const engine::cuda::AlgoChoice& c) {
+  if (c.first_us <= 0) return c.ran > 1 ? "not timed (timing failed)" : "not timed (one ran)";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f -> %.1f us", c.first_us, c.chosen_us);
+  return text;
+}
+
 // The algorithms the MLP plans chose at the batch sizes benched, with the autotune's
 // times per matmul (the heuristic's first that ran -> the one kept).
 void PrintMlpChoices(const engine::cuda::CudaBackend& backend) {
@@ -91,8 +99,9 @@ void PrintMlpChoices(const engine::cuda::CudaBackend& backend) {
         const engine::cuda::AlgoChoice& c = plan->choice(l, b);
         const engine::cuda::MlpLayerShape& s = plan->shape(l);
         std::printf(
-            "mlp %s layer %zu (%d -> %d), %u rows: proposal %d of %d that ran, %.1f -> %.1f us\n",
-            name.c_str(), l, s.in, s.out, rows, c.index, c.ran, c.first_us, c.chosen_us);
+            "mlp %s layer %zu (%d -> %d), %u rows: kept the heuristic's proposal %d (0: its "
+            "first), %d ran, %s\n",
+            name.c_str(), l, s.in, s.out, rows, c.index, c.ran, TimesText(c).c_str());
         JsonLine("mlp_algo")
             .Add("plan", name)
             .Add("layer", static_cast<int>(l))

@@ -201,8 +201,10 @@ def print_kernel_tables(ours, torch):
         print("MLP algorithms (autotune: the heuristic's first that ran -> the one kept, us per matmul)")
         for r in algos:
             print(f"  {r['plan']:>6} layer {r['layer']:.0f} ({r['in']:.0f} -> {r['out']:.0f}) "
-                  f"{r['rows']:5.0f} rows: proposal {r['index']:.0f} of {r['ran']:.0f} ran, "
-                  f"{r['first_us']:.1f} -> {r['chosen_us']:.1f}")
+                  f"{r['rows']:5.0f} rows: kept proposal {r['index']:.0f} (0: the heuristic's "
+                  f"first), {r['ran']:.0f} ran, "
+                  + (f"{r['first_us']:.1f} -> {r['chosen_us']:.1f}" if r['first_us'] > 0
+                     else "not timed"))
     hosts = [r for r in ours if r.get("bench") == "host_tables"]
     if hosts:
         print("cache.placement: host (tables in mapped host memory), device us per batch, graphs on")

@@ -213,15 +213,19 @@ class BenchTables(unittest.TestCase):
                     "stage_events": 1, "autotune": autotune, "device_us": us, "launches": 1}
         rows = [batch(1, 97.5), batch(0, 121.5),
                 {"bench": "mlp_algo", "plan": "top", "layer": 0, "in": 383, "out": 256,
-                 "rows": 256, "index": 3, "ran": 6, "first_us": 12.5, "chosen_us": 6.5}]
+                 "rows": 256, "index": 3, "ran": 6, "first_us": 12.5, "chosen_us": 6.5},
+                {"bench": "mlp_algo", "plan": "bottom", "layer": 1, "in": 64, "out": 32,
+                 "rows": 16, "index": 0, "ran": 1, "first_us": 0, "chosen_us": 0}]
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             summarize.print_kernel_tables(rows, [])
         line = [l for l in out.getvalue().splitlines() if l.startswith("  256")][0]
         self.assertIn("97.5", line)   # the autotuned graphs
         self.assertIn("121.5", line)  # the heuristic's algorithms, in their own column
-        self.assertIn("top layer 0 (383 -> 256)   256 rows: proposal 3 of 6 ran, 12.5 -> 6.5",
-                      out.getvalue())
+        self.assertIn("top layer 0 (383 -> 256)   256 rows: kept proposal 3 (0: the heuristic's "
+                      "first), 6 ran, 12.5 -> 6.5", out.getvalue())
+        self.assertIn("bottom layer 1 (64 -> 32)    16 rows: kept proposal 0 (0: the heuristic's "
+                      "first), 1 ran, not timed", out.getvalue())
 
     def test_a_staging_variant_with_other_values_fails_the_bench(self):
         sys.path.insert(0, GPU)
