@@ -24,6 +24,7 @@ namespace fuserank::engine {
 namespace cuda_error {
 inline constexpr int kEccUncorrectable = 214;
 inline constexpr int kNvlinkUncorrectable = 220;
+inline constexpr int kContained = 226;
 inline constexpr int kIllegalAddress = 700;
 inline constexpr int kLaunchTimeout = 702;
 inline constexpr int kContextIsDestroyed = 709;
@@ -46,6 +47,7 @@ constexpr bool IsContextFatalCudaError(int code) {
   switch (code) {
     case cuda_error::kEccUncorrectable:
     case cuda_error::kNvlinkUncorrectable:
+    case cuda_error::kContained:
     case cuda_error::kIllegalAddress:
     case cuda_error::kLaunchTimeout:
     case cuda_error::kContextIsDestroyed:

@@ -18,6 +18,7 @@ namespace fuserank::engine::cuda {
 // engine/device_fault.h spells the context-fatal error numbers out without CUDA headers.
 static_assert(cuda_error::kEccUncorrectable == cudaErrorECCUncorrectable);
 static_assert(cuda_error::kNvlinkUncorrectable == cudaErrorNvlinkUncorrectable);
+static_assert(cuda_error::kContained == cudaErrorContained);
 static_assert(cuda_error::kIllegalAddress == cudaErrorIllegalAddress);
 static_assert(cuda_error::kLaunchTimeout == cudaErrorLaunchTimeout);
 static_assert(cuda_error::kContextIsDestroyed == cudaErrorContextIsDestroyed);

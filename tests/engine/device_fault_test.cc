@@ -12,7 +12,8 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(DeviceFaultTest, ContextFatalErrorsAreFaults) {
-  for (int code : {214, 220, 700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 810, 911}) {
+  for (int code :
+       {214, 220, 226, 700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 810, 911}) {
     EXPECT_TRUE(IsContextFatalCudaError(code)) << code;
   }
 }
