@@ -103,6 +103,15 @@ void RunHostTableBenches(std::shared_ptr<const engine::Model> model, int reps) {
              std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
+      if (host->hot_cache_version() != set->version) {
+        // The upload failed or is late: the timings would be of the previous hot set.
+        std::fprintf(stderr,
+                     "SetHotRows: the device hot-row cache did not reach version %llu within "
+                     "10 s (it holds version %llu)\n",
+                     static_cast<unsigned long long>(set->version),
+                     static_cast<unsigned long long>(host->hot_cache_version()));
+        std::exit(1);
+      }
       for (uint32_t n : {16u, 256u, 1024u}) {
         std::vector<Batch> pool;
         for (int p = 0; p < kBatchPool; ++p)

@@ -22,7 +22,8 @@ SUITES = [
     ("interaction", ["Widths/DotKernelTest.*", "ConcatUserKernelTest.*", "InteractionLaunchTest.*"]),
     ("topk", ["Sizes/TopKKernelTest.*", "TopKLaunchTest.*"]),
     ("pipeline", ["Models/CudaPipelineTest.*", "CudaGraphReplayTest.*", "PrefetchIdsTest.*"]),
-    ("host_tables", ["Cases/CudaHostTablesTest.*", "CudaHostTablesRefusalTest.*"]),
+    ("host_tables", ["Cases/CudaHostTablesTest.*", "CudaHostTablesRefusalTest.*",
+                     "CudaHostTablesLaunchTest.*"]),
     ("module", ["CudaModuleTest.*"]),
     ("backend", ["CudaBackendTest.*", "CudaStatusTest.*"]),
     # A real device fault, in a child process of its own (a death test).
@@ -41,6 +42,7 @@ MEMCHECK = [
     "Models/CudaPipelineTest.*/dot_fp32_dim32_graphs",
     "CudaGraphReplayTest.ReplaysOnOtherBatchesOfTheSameBucket",
     "Cases/CudaHostTablesTest.*/fp32_dim16_graphs",
+    "CudaHostTablesLaunchTest.HotIdsPoolTheCachedRowsAndColdIdsTheTableRows",
 ]
 
 

@@ -72,6 +72,15 @@ absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> DeviceHotCache::Build(
   auto gen = std::make_shared<HotCacheGeneration>();
   gen->version = snapshot.version;
   std::vector<kernels::HotCacheTable> tables;
+  // The pageable sources of the uploads below (with `tables`): a copy from pageable memory
+  // may still read its source until the stream is synchronized, so the images outlive the
+  // loop, and every return waits for the stream before they go (an error's too, below).
+  std::vector<HotCacheImage> images;
+  images.reserve(layout_.lookup_spec_index.size());
+  struct WaitOnReturn {
+    cudaStream_t stream;
+    ~WaitOnReturn() { static_cast<void>(cudaStreamSynchronize(stream)); }
+  } wait_on_return{stream_.get()};
   for (size_t k = 0; k < layout_.lookup_spec_index.size(); ++k) {
     const int spec = layout_.lookup_spec_index[k];
     const std::shared_ptr<const HotSet>& set = snapshot.tables[spec];
@@ -81,7 +90,7 @@ absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> DeviceHotCache::Build(
       continue;
     }
     const EmbeddingTable& table = model_.tables()[spec];
-    const HotCacheImage image = MakeHotCacheImage(table, *set);
+    const HotCacheImage& image = images.emplace_back(MakeHotCacheImage(table, *set));
     auto buffers = std::make_shared<HotCacheTableBuffers>();
     buffers->set = set;
     if (image.count > 0) {
@@ -99,7 +108,8 @@ absl::StatusOr<std::shared_ptr<const HotCacheGeneration>> DeviceHotCache::Build(
   }
   ASSIGN_OR_RETURN(gen->d_tables, Copy(tables.data(), tables.size() * sizeof(tables[0]),
                                        stream_.get(), "hot-row cache descriptors"));
-  // The images and `tables` are pageable: the copies must land before they go.
+  // `images` and `tables` are still alive here: the copies land before they go (this wait
+  // reports an error; wait_on_return covers the early returns above).
   RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_.get()), "hot-row cache upload");
   return std::shared_ptr<const HotCacheGeneration>(std::move(gen));
 }

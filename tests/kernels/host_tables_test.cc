@@ -2,8 +2,13 @@
 // hot-row cache of at most 512), the hot rows in the device cache the lookup probes. The
 // scores equal those of the same model with its tables in device memory bit for bit, before
 // and after hot-row swaps, eager and replayed from a graph; the device's hit and miss counts
-// equal the CPU engine's for the same batch and hot set.
+// equal the CPU engine's for the same batch and hot set. And one lookup launch whose device
+// cache holds rows that differ from the table's (each value + 1000): hot ids must pool the
+// cache's values and cold ids the table's (the bit copies of the backend tests cannot tell a
+// kernel that probes the cache but reads the host row from one that reads the cached row).
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -12,13 +17,24 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_lookup.h"
+#include "engine/cuda/batch_packer.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/device_model.h"
+#include "engine/cuda/gpu_layout.h"
+#include "engine/cuda/hot_cache_image.h"
 #include "engine/hot_rows/hot_row_manager.h"
+#include "engine/hot_rows/hot_rows.h"
 #include "gtest/gtest.h"
+#include "kernels/hot_cache.h"
+#include "kernels/layout_math.h"
+#include "kernels/lookup.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/pipeline_util.h"
+#include "tests/testing/test_model.h"
 #include "tests/testing/test_seed.h"
 
 namespace fuserank::engine::cuda {
@@ -183,6 +199,163 @@ TEST(CudaHostTablesRefusalTest, TheIdReorderIsRefusedWithHostTables) {
   EXPECT_EQ(created.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(created.status().message().find("cache.placement: host"), std::string::npos)
       << created.status();
+}
+
+// One LaunchPooledLookup with a hot-row cache, tables in mapped host memory as the backend
+// places them. The cache is built from a second model whose hot rows are the first's + 1000,
+// so the expected pooled values are the CPU lookup over that second model: a hot id read
+// from the host table instead of the cache is off by 1000 x its weight.
+TEST(CudaHostTablesLaunchTest, HotIdsPoolTheCachedRowsAndColdIdsTheTableRows) {
+  FUSERANK_SKIP_WITHOUT_GPU();
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  constexpr int kRows = 1000;
+  ModelSpec spec = fuserank::testing::SmallSpec(2, 3, kRows, 12);
+  spec.embedding_dtype = DType::kF32;
+  spec.tables[1].pooling = Pooling::kMean;
+  spec.tables[4].pooling = Pooling::kMean;
+  const fuserank::testing::TestModel plain = fuserank::testing::MakeRandomModel(spec, seed);
+  // Every third row hot, in every table; the cached copy of a hot row is its values + 1000
+  // (exact in fp32: the table values are multiples of 1/256 in [-0.5, 0.5]).
+  std::vector<int32_t> hot_rows;
+  for (int32_t row = 0; row < kRows; row += 3) hot_rows.push_back(row);
+  fuserank::testing::TestModel cached = plain;
+  for (const TableSpec& t : spec.tables) {
+    std::vector<float>& w = cached.weights.at(absl::StrCat("embeddings.", t.name, ".weight"));
+    for (const int32_t row : hot_rows) {
+      for (int e = 0; e < t.dim; ++e) w[static_cast<size_t>(row) * t.dim + e] += 1000.0f;
+    }
+  }
+  auto model_or = fuserank::testing::BuildTestModel(plain);
+  ASSERT_TRUE(model_or.ok()) << model_or.status();
+  auto cached_or = fuserank::testing::BuildTestModel(cached);
+  ASSERT_TRUE(cached_or.ok()) << cached_or.status();
+  const std::shared_ptr<const Model> model = *model_or;
+  const std::shared_ptr<const Model> cached_model = *cached_or;
+  auto layout_or = ComputeGpuLayout(*model);
+  ASSERT_TRUE(layout_or.ok()) << layout_or.status();
+  const GpuLayout& g = *layout_or;
+  auto dm = DeviceModel::Upload(*model, g, /*host_tables=*/true);
+  ASSERT_TRUE(dm.ok()) << dm.status();
+
+  // The device cache of each lookup table (d_tables order), from the cached model's rows.
+  const int tables = g.user_tables + g.item_tables;
+  std::vector<std::shared_ptr<const HotSet>> sets;
+  std::vector<DeviceBuffer> buffers;  // each table's index and rows
+  std::vector<kernels::HotCacheTable> hot;
+  for (int k = 0; k < tables; ++k) {
+    const EmbeddingTable& t = cached_model->tables()[g.lookup_spec_index[k]];
+    auto set = HotSet::FromRows(t, hot_rows, kRows);
+    ASSERT_TRUE(set.ok()) << set.status();
+    sets.push_back(*set);
+    const HotCacheImage image = MakeHotCacheImage(t, **set);
+    ASSERT_EQ(image.count, static_cast<int>(hot_rows.size()));
+    DeviceBuffer& d_index = buffers.emplace_back(gpu_test::Upload(image.index));
+    DeviceBuffer& d_rows = buffers.emplace_back(gpu_test::Upload(image.rows));
+    hot.push_back(image.Table(d_index.get<kernels::HotCacheEntry>(), d_rows.get<unsigned char>()));
+  }
+  DeviceBuffer d_hot = gpu_test::Upload(hot);
+  DeviceBuffer d_counts = gpu_test::Upload(std::vector<unsigned long long>(2 * tables, 0));
+  ASSERT_FALSE(HasFailure());
+
+  std::vector<test::RefRequest> requests;
+  for (int n : {300, 1, 0, 41, 7, 64, 2, 16}) {
+    engine::test::RequestShape shape;
+    shape.candidates = n;
+    shape.max_bag = 5;
+    requests.push_back(engine::test::RandomRequest(spec, shape, rng));
+  }
+  const Batch batch = engine::test::MakeBatch(model, requests);
+  BatchPacker packer(MakePackInfo(*model), /*reorder=*/false);
+  auto h = packer.Plan(batch);
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<unsigned char> packed(h->total_bytes);
+  packer.Write(batch, *h, packed.data());
+  DeviceBuffer d_batch = gpu_test::Upload(packed);
+  const uint32_t n = h->num_candidates;
+  const uint32_t r = h->num_requests;
+
+  // Expected: the CPU lookup over the cached model (hot rows + 1000, cold rows the
+  // table's), and over the plain model to show the launch is told apart from it; the ids
+  // of each table read from its cache and the others.
+  std::vector<float> want_user(size_t{r} * g.user_ld, 0.0f), plain_user = want_user;
+  std::vector<float> want_item(size_t{n} * g.item_ld, 0.0f), plain_item = want_item;
+  std::vector<unsigned long long> want_counts(2 * tables, 0);
+  std::vector<std::pair<int, int>> user_cols, item_cols;
+  for (int k = 0; k < tables; ++k) {
+    const bool user = k < g.user_tables;
+    const int i = user ? k : k - g.user_tables;
+    const int stride = user ? g.user_tables : g.item_tables;
+    const uint32_t bags = user ? r : n;
+    const BagSet& bag_set = user ? batch.user : batch.item;
+    const int ld = user ? g.user_ld : g.item_ld;
+    const int col = g.lookup[k].out_col;
+    const int spec_index = g.lookup_spec_index[k];
+    PooledLookup(cached_model->tables()[spec_index], bag_set, i, stride, bags,
+                 (user ? want_user : want_item).data() + col, ld);
+    PooledLookup(model->tables()[spec_index], bag_set, i, stride, bags,
+                 (user ? plain_user : plain_item).data() + col, ld);
+    (user ? user_cols : item_cols).push_back({col, model->tables()[spec_index].dim});
+    for (uint32_t b = 0; b < bags; ++b) {
+      const size_t bag = size_t{b} * stride + i;
+      for (uint32_t j = bag_set.bag_begin[bag]; j < bag_set.bag_begin[bag + 1]; ++j) {
+        ++want_counts[2 * k + (sets[k]->FindSlot(bag_set.rows[j]) >= 0 ? 0 : 1)];
+      }
+    }
+  }
+  unsigned long long hot_ids = 0, cold_ids = 0;
+  for (int k = 0; k < tables; ++k) {
+    hot_ids += want_counts[2 * k];
+    cold_ids += want_counts[2 * k + 1];
+  }
+  ASSERT_GT(hot_ids, 0u) << "the batch has no hot id";
+  ASSERT_GT(cold_ids, 0u) << "the batch has no cold id";
+
+  DeviceBuffer d_user = gpu_test::Poisoned(want_user.size() * sizeof(float));
+  DeviceBuffer d_item = gpu_test::Poisoned(want_item.size() * sizeof(float));
+  kernels::LookupArgs a;
+  a.d_batch = d_batch.get<unsigned char>();
+  a.d_tables = (*dm)->d_tables();
+  a.user_tables = g.user_tables;
+  a.item_tables = g.item_tables;
+  a.d_user_out = d_user.get<float>();
+  a.user_ld = g.user_ld;
+  a.d_item_out = d_item.get<float>();
+  a.item_ld = g.item_ld;
+  a.max_candidates = kernels::CandidateBucket(std::max(n, r));
+  a.max_requests = a.max_candidates;
+  a.prefetch_ids = false;  // not with a hot-row cache
+  a.row_type = g.row_type;
+  a.d_hot = d_hot.get<kernels::HotCacheTable>();
+  a.d_hot_counts = d_counts.get<unsigned long long>();
+  ASSERT_EQ(kernels::LaunchPooledLookup(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  EXPECT_EQ(gpu_test::Download<unsigned long long>(d_counts, want_counts.size()), want_counts)
+      << "per table: ids read from the cache, then the others";
+  // Every owned column equals the cached model's lookup; rows with a hot id of non-zero
+  // weight differ from the plain model's by far more than the tolerance.
+  int told_apart = 0;
+  auto expect_block = [&](const DeviceBuffer& d, const std::vector<float>& want,
+                          const std::vector<float>& plain_want, uint32_t rows, int ld,
+                          const std::vector<std::pair<int, int>>& cols, const char* what) {
+    const std::vector<float> got = gpu_test::Download<float>(d, want.size());
+    for (uint32_t row = 0; row < rows; ++row) {
+      for (auto [col, dim] : cols) {
+        for (int e = col; e < col + dim; ++e) {
+          const size_t at = size_t{row} * ld + e;
+          const double tolerance = 1e-5 * std::max(1.0f, std::fabs(want[at]));
+          ASSERT_NEAR(got[at], want[at], tolerance) << what << " row " << row << " col " << e
+                                                    << ": the table's value is " << plain_want[at];
+          if (std::fabs(want[at] - plain_want[at]) > 100 * tolerance) ++told_apart;
+        }
+      }
+    }
+  };
+  expect_block(d_user, want_user, plain_user, r, g.user_ld, user_cols, "user block");
+  expect_block(d_item, want_item, plain_item, n, g.item_ld, item_cols, "item block");
+  EXPECT_GT(told_apart, 0) << "no pooled value depends on which copy of a hot row is read";
 }
 
 }  // namespace
