@@ -23,7 +23,7 @@ struct Scratch {
 Scratch ScratchFor(const GramArgs& args, float* t, int lanes) {
   Scratch s;
   s.columns = args.num_shared + args.num_own - 1;
-  if (s.columns <= 0 || args.d <= 0 || args.rows <= 0) return s;  // no dots
+  if (s.columns <= 0 || args.rows <= 0) return s;  // no dots
   s.pitch = (s.columns + lanes - 1) / lanes * lanes;
   s.t = t;
   // The shared columns, and zeros past the last column, once for all candidates.
@@ -50,7 +50,9 @@ void ColumnsOneByOne(const GramArgs& args, const Scratch& s, const float* own, i
 
 // Where row o of a candidate's output starts: o rows before it, of num_shared + o' dots.
 float* OutputRow(const GramArgs& args, float* out, int o) {
-  return out + static_cast<size_t>(o) * args.num_shared + static_cast<size_t>(o) * (o - 1) / 2;
+  const ptrdiff_t before =
+      static_cast<ptrdiff_t>(o) * args.num_shared + static_cast<ptrdiff_t>(o) * (o - 1) / 2;
+  return out + before;
 }
 
 #if FUSERANK_HAVE_AVX512_PATH

@@ -31,6 +31,7 @@ struct GramArgs {
 size_t GramMatrixFloats(int num_shared, int num_own, int d);
 
 // `t` holds GramMatrixFloats(args.num_shared, args.num_own, args.d) floats (any content).
+// REQUIRES: args.d >= 1.
 // REQUIRES: the CPU runs the path (CpuSupports(CpuIsa::kAvx512), resp. kAvx2).
 void GramRowsMatrixAvx512(const GramArgs& args, float* t);
 void GramRowsMatrixAvx2(const GramArgs& args, float* t);

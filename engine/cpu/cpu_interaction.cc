@@ -126,6 +126,10 @@ void DotGramRows(const float* shared, int num_shared, const float* own, int num_
                  int d, int rows, float* out, int out_stride, std::vector<float>* scratch) {
   if (rows <= 0 || num_own <= 0) return;
   const GramArgs args{shared, num_shared, own, num_own, own_stride, d, rows, out, out_stride};
+  if (d <= 0) {  // zeros (no model has such vectors: table dims are >= 1)
+    GramRowsGeneric(args);
+    return;
+  }
   const auto matrix = [&] {
     const size_t floats = GramMatrixFloats(num_shared, num_own, d);
     if (scratch->size() < floats) scratch->resize(floats);

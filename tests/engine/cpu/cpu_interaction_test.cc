@@ -219,6 +219,23 @@ INSTANTIATE_TEST_SUITE_P(Paths, DotGramRowsBitsTest,
                            return std::string(CpuIsaName(info.param));
                          });
 
+class DotGramRowsZeroWidthTest : public testing::TestWithParam<CpuIsa> {};
+
+TEST_P(DotGramRowsZeroWidthTest, EveryDotIsZero) {
+  FUSERANK_RUN_ON(GetParam());
+  const float shared[1] = {};
+  const float own[1] = {};
+  std::vector<float> out(2 * 3 + 3 + 1, kPoison), scratch;
+  DotGramRows(shared, 2, own, 3, 0, 0, 1, out.data(), 9, &scratch);
+  for (int t = 0; t < 9; ++t) EXPECT_EQ(out[t], 0.0f) << t;
+  EXPECT_EQ(out[9], kPoison);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, DotGramRowsZeroWidthTest, kAllIsas,
+                         [](const testing::TestParamInfo<CpuIsa>& info) {
+                           return std::string(CpuIsaName(info.param));
+                         });
+
 TEST(DotTermsTest, SharedSourceHasStrideZero) {
   // Source 0: per-row vectors [1, 2], [3, 4]; source 1: one shared vector [10, 100].
   const float rows[4] = {1, 2, 3, 4};
