@@ -98,6 +98,21 @@ TEST_P(DotKernelTest, MatchesTheCpuDotInteraction) {
     }
     std::vector<float> want(size_t{candidates} * pairs);
     DotInteraction(v.data(), static_cast<int>(candidates), n, d, n * d, want.data(), pairs);
+    // The kernel's arithmetic, exactly: each dot one fmaf chain in element order from +0,
+    // which is also the CPU engine's wherever it takes the matrix product
+    // (engine/cpu/cpu_gram_dots.h; there the two agree bit for bit).
+    std::vector<float> chain(size_t{candidates} * pairs);
+    for (uint32_t cc = 0; cc < candidates; ++cc) {
+      const float* vectors = v.data() + size_t{cc} * n * d;
+      int q = 0;
+      for (int i = 1; i < n; ++i) {
+        for (int j = 0; j < i; ++j, ++q) {
+          float sum = 0.0f;
+          for (int e = 0; e < d; ++e) sum = std::fma(vectors[i * d + e], vectors[j * d + e], sum);
+          chain[size_t{cc} * pairs + q] = sum;
+        }
+      }
+    }
 
     DeviceBuffer d_batch = gpu_test::Upload(packed);
     DeviceBuffer d_slots = gpu_test::Upload(slots);
@@ -127,6 +142,8 @@ TEST_P(DotKernelTest, MatchesTheCpuDotInteraction) {
         const float w = want[size_t{cc} * pairs + q];
         ASSERT_NEAR(row[z + q], w, 1e-5 * std::max(1.0f, std::fabs(w)))
             << "candidate " << cc << " pair " << q;
+        ASSERT_EQ(row[z + q], chain[size_t{cc} * pairs + q])
+            << "candidate " << cc << " pair " << q << ": not the fmaf chain's value";
       }
       for (int e = z + pairs; e < h_ld; ++e) ASSERT_TRUE(gpu_test::IsPoison(row[e])) << e;
     }
