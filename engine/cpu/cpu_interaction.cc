@@ -6,7 +6,7 @@
 #include "engine/cpu/cpu_gram_dots.h"
 #include "engine/cpu/cpu_simd.h"
 
-#if FUSERANK_HAVE_AVX2_PATH || FUSERANK_HAVE_AVX512_PATH
+#if FUSERANK_HAVE_AVX2_PATH
 #include <immintrin.h>
 #endif
 

@@ -24,7 +24,7 @@ void DotInteraction(const float* v, int rows, int n, int d, int v_stride, float*
 // out + c * out_stride, for o = 0 .. num_own - 1 in turn: dot(own_o, shared_s) for
 // s = 0 .. num_shared - 1, then dot(own_o, own_q) for q = 0 .. o - 1; that is
 // num_own * num_shared + num_own * (num_own - 1) / 2 floats. With num_shared == 0 this
-// is DotInteraction. Float32 accumulation. `scratch` is working space, grown to
+// is DotInteraction. Float32 accumulation. `scratch` (not null) is working space, grown to
 // DotGramScratchFloats(num_shared, num_own, d) floats when smaller (size it once to keep
 // the call from allocating); its content on entry does not matter.
 void DotGramRows(const float* shared, int num_shared, const float* own, int num_own, int own_stride,
