@@ -64,40 +64,42 @@ FUSERANK_TARGET_AVX512 FUSERANK_INLINE __mmask16 FirstLanes16(int count) {
   return static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
 }
 
-// Rows o0 .. o0 + rows - 1 (rows <= 4) of one candidate against t's column vectors
-// block .. block + kBlocks - 1; rows past the last repeat it and store nothing.
-template <int kBlocks>
-FUSERANK_TARGET_AVX512 FUSERANK_INLINE void FourRows512(const GramArgs& args, const Scratch& s,
+// Rows o0 .. o0 + rows - 1 (rows <= kRows) of one candidate against t's column vectors
+// block .. block + kBlocks - 1; rows past the last repeat it and store nothing. Eight
+// accumulators or more keep both FMA pipes busy (an FMA's latency is about four of them).
+template <int kRows, int kBlocks>
+FUSERANK_TARGET_AVX512 FUSERANK_INLINE void RowBlock512(const GramArgs& args, const Scratch& s,
                                                         const float* own, int o0, int rows,
                                                         int block, float* out) {
   const int d = args.d;
-  const float* x0 = own + static_cast<size_t>(o0) * d;
-  const float* x1 = own + static_cast<size_t>(o0 + std::min(1, rows - 1)) * d;
-  const float* x2 = own + static_cast<size_t>(o0 + std::min(2, rows - 1)) * d;
-  const float* x3 = own + static_cast<size_t>(o0 + std::min(3, rows - 1)) * d;
+  const float* x[kRows];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) x[r] = own + static_cast<size_t>(o0 + std::min(r, rows - 1)) * d;
   const float* t = s.t + static_cast<size_t>(block) * 16;
-  __m512 a00 = _mm512_setzero_ps(), a10 = _mm512_setzero_ps(), a20 = _mm512_setzero_ps();
-  __m512 a30 = _mm512_setzero_ps(), a01 = _mm512_setzero_ps(), a11 = _mm512_setzero_ps();
-  __m512 a21 = _mm512_setzero_ps(), a31 = _mm512_setzero_ps();
+  __m512 acc[kRows][kBlocks];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (int b = 0; b < kBlocks; ++b) acc[r][b] = _mm512_setzero_ps();
+  }
   for (int k = 0; k < d; ++k, t += s.pitch) {
-    const __m512 t0 = _mm512_loadu_ps(t);
-    const __m512 b0 = _mm512_set1_ps(x0[k]), b1 = _mm512_set1_ps(x1[k]);
-    const __m512 b2 = _mm512_set1_ps(x2[k]), b3 = _mm512_set1_ps(x3[k]);
-    a00 = _mm512_fmadd_ps(b0, t0, a00);
-    a10 = _mm512_fmadd_ps(b1, t0, a10);
-    a20 = _mm512_fmadd_ps(b2, t0, a20);
-    a30 = _mm512_fmadd_ps(b3, t0, a30);
-    if constexpr (kBlocks == 2) {
-      const __m512 t1 = _mm512_loadu_ps(t + 16);
-      a01 = _mm512_fmadd_ps(b0, t1, a01);
-      a11 = _mm512_fmadd_ps(b1, t1, a11);
-      a21 = _mm512_fmadd_ps(b2, t1, a21);
-      a31 = _mm512_fmadd_ps(b3, t1, a31);
+    __m512 column[kBlocks];
+#pragma GCC unroll 4
+    for (int b = 0; b < kBlocks; ++b) column[b] = _mm512_loadu_ps(t + 16 * b);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 element = _mm512_set1_ps(x[r][k]);
+#pragma GCC unroll 4
+      for (int b = 0; b < kBlocks; ++b) acc[r][b] = _mm512_fmadd_ps(element, column[b], acc[r][b]);
     }
   }
-  const __m512 acc[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
-  for (int r = 0; r < rows; ++r) {
+  // Unrolled, so that every accumulator is a register (an index known only at run time
+  // would keep them all in memory through the loop above).
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= rows) break;
     float* row = OutputRow(args, out, o0 + r);
+#pragma GCC unroll 4
     for (int b = 0; b < kBlocks; ++b) {
       const int column = (block + b) * 16;
       const int count = args.num_shared + o0 + r - column;  // row o has num_shared + o dots
@@ -155,12 +157,22 @@ FUSERANK_TARGET_AVX512 void Rows512(const GramArgs& args, const Scratch& s) {
       }
     }
     ColumnsOneByOne(args, s, own, q, args.num_own - 1);
-    for (int o0 = 0; o0 < args.num_own; o0 += 4) {
+    for (int o0 = 0; o0 < args.num_own;) {
+      // Eight rows at a time while their dots fit one column vector, else four.
+      const int eight = std::min(8, args.num_own - o0);
+      if (eight > 4 && args.num_shared + o0 + eight - 1 <= 16) {
+        RowBlock512<8, 1>(args, s, own, o0, eight, 0, out);
+        o0 += eight;
+        continue;
+      }
       const int rows = std::min(4, args.num_own - o0);
       const int blocks = (args.num_shared + o0 + rows - 1 + 15) / 16;  // its last row's dots
       int block = 0;
-      for (; block + 2 <= blocks; block += 2) FourRows512<2>(args, s, own, o0, rows, block, out);
-      if (block < blocks) FourRows512<1>(args, s, own, o0, rows, block, out);
+      for (; block + 4 <= blocks; block += 4) RowBlock512<4, 4>(args, s, own, o0, rows, block, out);
+      if (blocks - block == 3) RowBlock512<4, 3>(args, s, own, o0, rows, block, out);
+      if (blocks - block == 2) RowBlock512<4, 2>(args, s, own, o0, rows, block, out);
+      if (blocks - block == 1) RowBlock512<4, 1>(args, s, own, o0, rows, block, out);
+      o0 += rows;
     }
   }
 }
@@ -180,39 +192,39 @@ FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreFirst(float* dst, __m256 v, int c
   std::memcpy(dst, lanes, static_cast<size_t>(count) * sizeof(float));
 }
 
-// As FourRows512 with 8-wide column vectors.
-template <int kBlocks>
-FUSERANK_TARGET_AVX2 FUSERANK_INLINE void FourRows256(const GramArgs& args, const Scratch& s,
+// As RowBlock512 with 8-wide column vectors (16 registers: at most 8 accumulators).
+template <int kRows, int kBlocks>
+FUSERANK_TARGET_AVX2 FUSERANK_INLINE void RowBlock256(const GramArgs& args, const Scratch& s,
                                                       const float* own, int o0, int rows, int block,
                                                       float* out) {
+  static_assert(kRows * kBlocks <= 8);
   const int d = args.d;
-  const float* x0 = own + static_cast<size_t>(o0) * d;
-  const float* x1 = own + static_cast<size_t>(o0 + std::min(1, rows - 1)) * d;
-  const float* x2 = own + static_cast<size_t>(o0 + std::min(2, rows - 1)) * d;
-  const float* x3 = own + static_cast<size_t>(o0 + std::min(3, rows - 1)) * d;
+  const float* x[kRows];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) x[r] = own + static_cast<size_t>(o0 + std::min(r, rows - 1)) * d;
   const float* t = s.t + static_cast<size_t>(block) * 8;
-  __m256 a00 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a20 = _mm256_setzero_ps();
-  __m256 a30 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
-  __m256 a21 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
+  __m256 acc[kRows][kBlocks];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 2
+    for (int b = 0; b < kBlocks; ++b) acc[r][b] = _mm256_setzero_ps();
+  }
   for (int k = 0; k < d; ++k, t += s.pitch) {
-    const __m256 t0 = _mm256_loadu_ps(t);
-    const __m256 b0 = _mm256_broadcast_ss(x0 + k), b1 = _mm256_broadcast_ss(x1 + k);
-    const __m256 b2 = _mm256_broadcast_ss(x2 + k), b3 = _mm256_broadcast_ss(x3 + k);
-    a00 = _mm256_fmadd_ps(b0, t0, a00);
-    a10 = _mm256_fmadd_ps(b1, t0, a10);
-    a20 = _mm256_fmadd_ps(b2, t0, a20);
-    a30 = _mm256_fmadd_ps(b3, t0, a30);
-    if constexpr (kBlocks == 2) {
-      const __m256 t1 = _mm256_loadu_ps(t + 8);
-      a01 = _mm256_fmadd_ps(b0, t1, a01);
-      a11 = _mm256_fmadd_ps(b1, t1, a11);
-      a21 = _mm256_fmadd_ps(b2, t1, a21);
-      a31 = _mm256_fmadd_ps(b3, t1, a31);
+    __m256 column[kBlocks];
+#pragma GCC unroll 2
+    for (int b = 0; b < kBlocks; ++b) column[b] = _mm256_loadu_ps(t + 8 * b);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 element = _mm256_broadcast_ss(x[r] + k);
+#pragma GCC unroll 2
+      for (int b = 0; b < kBlocks; ++b) acc[r][b] = _mm256_fmadd_ps(element, column[b], acc[r][b]);
     }
   }
-  const __m256 acc[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
-  for (int r = 0; r < rows; ++r) {
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {  // unrolled: see RowBlock512
+    if (r >= rows) break;
     float* row = OutputRow(args, out, o0 + r);
+#pragma GCC unroll 2
     for (int b = 0; b < kBlocks; ++b) {
       const int column = (block + b) * 8;
       const int count = args.num_shared + o0 + r - column;
@@ -260,12 +272,19 @@ FUSERANK_TARGET_AVX2 void Rows256(const GramArgs& args, const Scratch& s) {
       }
     }
     ColumnsOneByOne(args, s, own, q, args.num_own - 1);
-    for (int o0 = 0; o0 < args.num_own; o0 += 4) {
+    for (int o0 = 0; o0 < args.num_own;) {
+      const int eight = std::min(8, args.num_own - o0);
+      if (eight > 4 && args.num_shared + o0 + eight - 1 <= 8) {
+        RowBlock256<8, 1>(args, s, own, o0, eight, 0, out);
+        o0 += eight;
+        continue;
+      }
       const int rows = std::min(4, args.num_own - o0);
       const int blocks = (args.num_shared + o0 + rows - 1 + 7) / 8;
       int block = 0;
-      for (; block + 2 <= blocks; block += 2) FourRows256<2>(args, s, own, o0, rows, block, out);
-      if (block < blocks) FourRows256<1>(args, s, own, o0, rows, block, out);
+      for (; block + 2 <= blocks; block += 2) RowBlock256<4, 2>(args, s, own, o0, rows, block, out);
+      if (block < blocks) RowBlock256<4, 1>(args, s, own, o0, rows, block, out);
+      o0 += rows;
     }
   }
 }
