@@ -167,11 +167,13 @@ TEST_P(DotGramRowsBitsTest, TheMatrixProductIsOneFmaChainPerDotInElementOrder) {
   FUSERANK_RUN_ON(isa);
   std::mt19937_64 rng(13);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  // Shapes with one and several column vectors, with one and two whole blocks of own
-  // vectors turned into columns in registers and vectors left over; widths within and past
-  // one chunk of those transposes; products that round to zeros of either sign (kind 1:
-  // a chain that starts from -0 instead of +0 fails there).
-  const std::pair<int, int> shapes[] = {{0, 2}, {3, 4}, {8, 19}, {0, 17}, {17, 21}, {5, 40}};
+  // Shapes with one to five column vectors (every row block: eight rows of one vector,
+  // four rows of one to four), with one and two whole blocks of own vectors turned into
+  // columns in registers and vectors left over; widths within and past one chunk of those
+  // transposes; products that round to zeros of either sign (kind 1: a chain that starts
+  // from -0 instead of +0 fails there).
+  const std::pair<int, int> shapes[] = {{0, 2},   {3, 4},  {8, 19},  {0, 17},
+                                        {17, 21}, {5, 40}, {20, 40}, {30, 50}};
   std::vector<int> widths;
   for (int d = 1; d <= 40; ++d) widths.push_back(d);
   for (const int d : {48, 63, 64, 100, 128}) widths.push_back(d);
