@@ -22,35 +22,31 @@ namespace {
 
 constexpr float kPoison = -9999.0f;
 
-// Runs a test on one ISA's paths, or skips it where this CPU has not got them.
-class IsaScope {
- public:
-  explicit IsaScope(CpuIsa isa) : supported_(CpuSupports(isa)) {
-    if (supported_) ForceCpuIsa(isa);
-  }
-  ~IsaScope() { ForceCpuIsa(std::nullopt); }
-  IsaScope(const IsaScope&) = delete;
-  IsaScope& operator=(const IsaScope&) = delete;
-  bool supported() const { return supported_; }
+CpuIsa IsaOf(CpuIsa isa) { return isa; }
+template <typename... T>
+CpuIsa IsaOf(const std::tuple<T...>& param) {
+  return std::get<sizeof...(T) - 1>(param);
+}
 
- private:
-  bool supported_;
+// Runs each test on one ISA's paths (its parameter's last element), as the sgemm tests
+// do, or skips it where this CPU has not got them.
+template <typename Param>
+class OnIsaTest : public testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    const CpuIsa isa = IsaOf(this->GetParam());
+    if (!CpuSupports(isa)) GTEST_SKIP() << "this CPU cannot run the " << CpuIsaName(isa) << " path";
+    ForceCpuIsa(isa);
+  }
+  void TearDown() override { ForceCpuIsa(std::nullopt); }
 };
-
-#define FUSERANK_RUN_ON(isa)                                                  \
-  const IsaScope isa_scope(isa);                                              \
-  if (!isa_scope.supported()) {                                               \
-    GTEST_SKIP() << "this CPU cannot run the " << CpuIsaName(isa) << " path"; \
-  }
 
 const auto kAllIsas = testing::Values(CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512);
 
-class DotInteractionTest : public testing::TestWithParam<std::tuple<int /*n*/, int /*d*/, CpuIsa>> {
-};
+class DotInteractionTest : public OnIsaTest<std::tuple<int /*n*/, int /*d*/, CpuIsa>> {};
 
 TEST_P(DotInteractionTest, MatchesDoubleReference) {
   const auto [n, d, isa] = GetParam();
-  FUSERANK_RUN_ON(isa);
   const uint64_t seed = 5 + n * 100 + d;
   SCOPED_TRACE(testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
@@ -102,11 +98,10 @@ int ForEachGramDot(const float* shared, int num_shared, const float* own, int nu
 }
 
 class DotGramRowsTest
-    : public testing::TestWithParam<std::tuple<int /*shared*/, int /*own*/, int /*d*/, CpuIsa>> {};
+    : public OnIsaTest<std::tuple<int /*shared*/, int /*own*/, int /*d*/, CpuIsa>> {};
 
 TEST_P(DotGramRowsTest, MatchesDoubleReferenceInDocumentedOrder) {
   const auto [num_shared, num_own, d, isa] = GetParam();
-  FUSERANK_RUN_ON(isa);
   const uint64_t seed = 11 + num_shared * 1000 + num_own * 100 + d;
   SCOPED_TRACE(testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
@@ -160,11 +155,10 @@ float FmaChainDot(const float* a, const float* b, int d) {
   return sum;
 }
 
-class DotGramRowsBitsTest : public testing::TestWithParam<CpuIsa> {};
+class DotGramRowsBitsTest : public OnIsaTest<CpuIsa> {};
 
 TEST_P(DotGramRowsBitsTest, TheMatrixProductIsOneFmaChainPerDotInElementOrder) {
   const CpuIsa isa = GetParam();
-  FUSERANK_RUN_ON(isa);
   std::mt19937_64 rng(13);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   // Shapes with one to five column vectors (every row block: eight rows of one vector,
@@ -221,10 +215,9 @@ INSTANTIATE_TEST_SUITE_P(Paths, DotGramRowsBitsTest,
                            return std::string(CpuIsaName(info.param));
                          });
 
-class DotGramRowsZeroWidthTest : public testing::TestWithParam<CpuIsa> {};
+class DotGramRowsZeroWidthTest : public OnIsaTest<CpuIsa> {};
 
 TEST_P(DotGramRowsZeroWidthTest, EveryDotIsZero) {
-  FUSERANK_RUN_ON(GetParam());
   const float shared[1] = {};
   const float own[1] = {};
   std::vector<float> out(2 * 3 + 3 + 1, kPoison), scratch;
