@@ -48,7 +48,6 @@ void RunChain(const PackedLayer& first, const float* first_bias, const PackedLay
     const int y_stride = last ? out_stride : width;
     const PackedLayer& layer = l == 0 ? first : rest[l - 1];
     LayerForward(layer, count, x, x_stride, y, y_stride, l == 0 ? first_bias : nullptr);
-    SaturateNonFinite(y, count, layer.out, y_stride);
     x = y;
     x_stride = y_stride;
   }
@@ -68,10 +67,9 @@ void CopyUserVectors(const CpuPlan& plan, const Model& model, const float* share
 }
 
 // dcn: x_{l+1} = x0 * (U_l (V_l x_l) + b_l) + x_l, or W_l x_l for full rank, on `count`
-// x0 rows; the product and residual are the epilogue of the GEMM that writes x_{l+1}.
-// Returns x_L (stride plan.dcn_stride).
+// x0 rows; the product, residual and saturation are the epilogue of the GEMM that writes
+// x_{l+1}. Returns x_L (stride plan.dcn_stride).
 const float* CrossChain(const CpuPlan& plan, int count, const float* x0, TileScratch* scratch) {
-  const int width = plan.row_width;
   const int stride = plan.dcn_stride;
   float* blocks[2] = {scratch->cross_a.data(), scratch->cross_b.data()};
   const float* x = x0;
@@ -82,14 +80,12 @@ const float* CrossChain(const CpuPlan& plan, int count, const float* x0, TileScr
     float* y;
     if (layer.low_rank) {  // A = V_l x_l, so x_{l+1} may replace x_l in place
       LayerForward(layer.down, count, x, x_stride, scratch->cross_t.data(), stride);
-      SaturateNonFinite(scratch->cross_t.data(), count, plan.dcn_rank, stride);
       y = blocks[0];
       CrossLayerForward(layer.up, count, scratch->cross_t.data(), stride, epilogue, y, stride);
     } else {  // A = x_l: write the other block
       y = blocks[l % 2];
       CrossLayerForward(layer.up, count, x, x_stride, epilogue, y, stride);
     }
-    SaturateNonFinite(y, count, width, stride);
     x = y;
     x_stride = stride;
   }
@@ -155,7 +151,6 @@ void ComputeRequestShare(const CpuPlan& plan, const Model& model, const Batch& b
                  batch.user_dense.data() + static_cast<size_t>(r) * plan.dense_user,
                  plan.dense_user, share + layout.bottom_bias, plan.bottom_user.out);
   }
-  SaturateNonFinite(share, 1, layout.width, layout.width);
   const Clock::time_point t3 = Clock::now();
   StageTimes& times = scratch->times;
   times.lookup += Seconds(t0, t1);

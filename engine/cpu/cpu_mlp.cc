@@ -1,9 +1,9 @@
 #include "engine/cpu/cpu_mlp.h"
 
-#include <cfloat>
 #include <cmath>
 #include <cstddef>
 
+#include "engine/cpu/cpu_saturate.h"
 #include "engine/cpu/cpu_simd.h"
 
 namespace fuserank::engine {
@@ -45,16 +45,11 @@ void Sigmoid(const float* x, int n, int x_stride, float* out) {
 
 namespace {
 
-// Branch-free so that it vectorizes at the width of the function it is inlined into;
-// v != v only for NaN.
+// Vectorizes at the width of the function it is inlined into.
 FUSERANK_INLINE void SaturateRows(float* x, int rows, int width, int stride) {
   for (int r = 0; r < rows; ++r) {
     float* row = x + static_cast<size_t>(r) * stride;
-    for (int i = 0; i < width; ++i) {
-      const float v = row[i];
-      const float clamped = v > FLT_MAX ? FLT_MAX : (v < -FLT_MAX ? -FLT_MAX : v);
-      row[i] = v != v ? 0.0f : clamped;
-    }
+    for (int i = 0; i < width; ++i) row[i] = SaturateFinite(row[i]);
   }
 }
 

@@ -30,13 +30,15 @@ PackedLayer PackLayer(const DenseLayer& layer, bool relu, const std::vector<int>
                       bool with_bias = true);
 
 // y[r] = act(W x[r] + b) for r in [0, rows): x row r at x + r * x_stride (in floats),
-// y row r at y + r * y_stride (out floats). `bias`, when not null, replaces the
-// layer's own bias (a per-request bias that already holds the layer's).
+// y row r at y + r * y_stride (out floats), stored saturated (SaturateNonFinite's rule,
+// applied by the GEMM as it stores y). `bias`, when not null, replaces the layer's own
+// bias (a per-request bias that already holds the layer's).
 void LayerForward(const PackedLayer& layer, int rows, const float* x, int x_stride, float* y,
                   int y_stride, const float* bias = nullptr);
 
-// The DCNv2 form of LayerForward: y[r] = x0[r] * (W x[r] + b) + xl[r], the product and the
-// residual applied as the GEMM stores y (cross.xl may be y itself). REQUIRES: !layer.relu.
+// The DCNv2 form of LayerForward: y[r] = x0[r] * (W x[r] + b) + xl[r], the product, the
+// residual and the saturation applied as the GEMM stores y (cross.xl may be y itself).
+// REQUIRES: !layer.relu.
 void CrossLayerForward(const PackedLayer& layer, int rows, const float* x, int x_stride,
                        const CrossEpilogue& cross, float* y, int y_stride);
 
@@ -47,7 +49,9 @@ void Sigmoid(const float* x, int n, int x_stride, float* out);
 // +-FLT_MAX and NaN becomes 0. The CPU engine applies it after every stage (pooling, the
 // interaction, each layer), so that float overflow on extreme but finite inputs (huge
 // weights in a mean bag, huge dense values) saturates instead of turning into NaN, and
-// every score is a number in [0, 1]. Finite values pass unchanged, bit for bit.
+// every score is a number in [0, 1]. Finite values pass unchanged, bit for bit. The GEMM
+// of every layer applies the same rule as it stores (cpu_saturate.h), so layer outputs
+// need no pass of this.
 void SaturateNonFinite(float* x, int rows, int width, int stride);
 
 }  // namespace fuserank::engine

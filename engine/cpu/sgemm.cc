@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "engine/cpu/cpu_saturate.h"
 #include "engine/cpu/cpu_simd.h"
 #include "engine/cpu/sgemm_internal.h"
 
@@ -59,10 +60,10 @@ FUSERANK_INLINE void StoreRowGeneric(float* out, const V4 (&acc)[4], bool relu, 
   alignas(16) float tmp[kSgemmPanel];
   std::memcpy(tmp, acc, sizeof(tmp));
   if (x0 != nullptr) {
-    for (int l = 0; l < ncols; ++l) out[l] = x0[l] * tmp[l] + xl[l];
+    for (int l = 0; l < ncols; ++l) out[l] = SaturateFinite(x0[l] * tmp[l] + xl[l]);
     return;
   }
-  for (int l = 0; l < ncols; ++l) out[l] = relu ? std::max(tmp[l], 0.0f) : tmp[l];
+  for (int l = 0; l < ncols; ++l) out[l] = SaturateFinite(relu ? std::max(tmp[l], 0.0f) : tmp[l]);
 }
 
 // The micro-kernel's contract, both ISAs: rows [0, MR) of A (MR <= 2 here) times one
@@ -127,13 +128,13 @@ FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreRowAvx2(float* out, __m256 lo, __
     if (ncols == kSgemmPanel) {
       lo = _mm256_fmadd_ps(_mm256_loadu_ps(x0), lo, _mm256_loadu_ps(xl));
       hi = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + 8), hi, _mm256_loadu_ps(xl + 8));
-      _mm256_storeu_ps(out, lo);
-      _mm256_storeu_ps(out + 8, hi);
+      _mm256_storeu_ps(out, SaturateFinite(lo));
+      _mm256_storeu_ps(out + 8, SaturateFinite(hi));
     } else {
       alignas(32) float tmp[kSgemmPanel];
       _mm256_store_ps(tmp, lo);
       _mm256_store_ps(tmp + 8, hi);
-      for (int l = 0; l < ncols; ++l) out[l] = x0[l] * tmp[l] + xl[l];
+      for (int l = 0; l < ncols; ++l) out[l] = SaturateFinite(x0[l] * tmp[l] + xl[l]);
     }
     return;
   }
@@ -141,6 +142,8 @@ FUSERANK_TARGET_AVX2 FUSERANK_INLINE void StoreRowAvx2(float* out, __m256 lo, __
     lo = _mm256_max_ps(lo, _mm256_setzero_ps());
     hi = _mm256_max_ps(hi, _mm256_setzero_ps());
   }
+  lo = SaturateFinite(lo);
+  hi = SaturateFinite(hi);
   if (ncols == kSgemmPanel) {
     _mm256_storeu_ps(out, lo);
     _mm256_storeu_ps(out + 8, hi);

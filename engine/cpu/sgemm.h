@@ -59,10 +59,13 @@ struct CrossEpilogue {
   int ld_xl = 0;
 };
 
-// C[m x n] = A[m x k] * B + bias, then max(0, .) when `relu`. A row i starts at
-// a + i * lda, C row i at c + i * ldc; exactly n floats are written per C row.
+// C[m x n] = A[m x k] * B + bias, then max(0, .) when `relu`, then saturated to finite
+// values as it is stored (+-Inf as +-FLT_MAX, NaN as 0: cpu_saturate.h, the engine's rule
+// for every stage's output, with no second pass over C). A row i starts at a + i * lda,
+// C row i at c + i * ldc; exactly n floats are written per C row.
 // `bias` has n floats, or is null for zero. m == 0 returns at once; k == 0 gives bias.
-// With `cross`, its epilogue replaces the ReLU (no second pass over C, x0 or xl).
+// With `cross`, its epilogue replaces the ReLU (no second pass over C, x0 or xl), and its
+// result is what is saturated.
 // REQUIRES: lda >= k, ldc >= n; C does not overlap A; !(relu && cross).
 void SgemmPacked(int m, const float* a, int lda, const PackedMatrix& b, const float* bias,
                  bool relu, float* c, int ldc, const CrossEpilogue* cross = nullptr);

@@ -4,6 +4,7 @@
 #include <array>
 #include <utility>
 
+#include "engine/cpu/cpu_saturate.h"
 #include "engine/cpu/cpu_simd.h"
 #include "engine/cpu/sgemm_internal.h"
 
@@ -23,12 +24,12 @@ FUSERANK_TARGET_AVX512 FUSERANK_INLINE void StoreAvx512(float* out, __m512 v, bo
                                                         const float* xl) {
   if (x0 != nullptr) {
     v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x0), v, _mm512_maskz_loadu_ps(mask, xl));
-    _mm512_mask_storeu_ps(out, mask, v);
+    _mm512_mask_storeu_ps(out, mask, SaturateFinite(v));
     return;
   }
   // The masked form: GCC 12 warns about the _mm512_undefined_ps() in _mm512_max_ps.
   if (relu) v = _mm512_maskz_max_ps(0xFFFF, v, _mm512_setzero_ps());
-  _mm512_mask_storeu_ps(out, mask, v);
+  _mm512_mask_storeu_ps(out, mask, SaturateFinite(v));
 }
 
 // MR rows of A times NP (1 or 2) adjacent 16-column panels: MR x 16 NP accumulators, one
@@ -137,7 +138,7 @@ FUSERANK_TARGET_AVX512 void GemvAvx512(int m, int k, const float* a, int lda, co
     }
     for (int r = 0; r < rows; ++r) {
       const float v = bias + _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
-      c[static_cast<size_t>(i + r) * ldc] = relu ? std::max(v, 0.0f) : v;
+      c[static_cast<size_t>(i + r) * ldc] = SaturateFinite(relu ? std::max(v, 0.0f) : v);
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/check.h"
+#include "engine/cpu/cpu_saturate.h"
 #include "engine/cpu/cpu_simd.h"
 
 #if FUSERANK_HAVE_AVX512_PATH
@@ -102,7 +103,7 @@ FUSERANK_TARGET_AVX512_BF16 FUSERANK_INLINE __mmask32 Lanes32(int count) {
 FUSERANK_TARGET_AVX512_BF16 FUSERANK_INLINE void Store16(float* out, __m512 v, bool relu,
                                                          __mmask16 mask) {
   if (relu) v = _mm512_maskz_max_ps(0xFFFF, v, _mm512_setzero_ps());
-  _mm512_mask_storeu_ps(out, mask, v);
+  _mm512_mask_storeu_ps(out, mask, SaturateFinite(v));
 }
 
 // Row `a` (k floats) as `pairs` bf16 pairs at `out`, the odd tail's partner 0, values

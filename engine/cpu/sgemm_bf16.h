@@ -60,8 +60,9 @@ class PackedMatrixBf16 {
 // REQUIRES: Bf16KernelsAvailable().ok().
 double MeasureBf16DotGflops(int64_t iterations, int rounds);
 
-// C[m x n] = bf16(A[m x k]) * B + bias, then max(0, .) when `relu`; the contract of
-// SgemmPacked otherwise (strides, bias may be null, exactly n floats per C row).
+// C[m x n] = bf16(A[m x k]) * B + bias, then max(0, .) when `relu`, stored saturated to
+// finite values; the contract of SgemmPacked otherwise (strides, bias may be null,
+// exactly n floats per C row).
 // REQUIRES: Bf16KernelsAvailable().ok(); lda >= k, ldc >= n; C does not overlap A.
 void SgemmBf16(int m, const float* a, int lda, const PackedMatrixBf16& b, const float* bias,
                bool relu, float* c, int ldc);

@@ -116,21 +116,5 @@ INSTANTIATE_TEST_SUITE_P(
                                   Pooling::kMean, 3e38f, 3e38f, 3e38f, 3e38f, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
-TEST(SaturateNonFiniteTest, ClampsInfinitiesZeroesNanAndKeepsFiniteBits) {
-  std::vector<float> x = {1.5f,          -0.0f,    INFINITY, -INFINITY, std::nanf(""),
-                          std::nanf(""), -FLT_MAX, 1e-45f,   7.0f,      INFINITY};
-  SaturateNonFinite(x.data(), 2, 4, 5);  // rows of 4 at stride 5: x[4] and x[9] untouched
-  EXPECT_EQ(x[0], 1.5f);
-  EXPECT_TRUE(std::signbit(x[1]));
-  EXPECT_EQ(x[2], FLT_MAX);
-  EXPECT_EQ(x[3], -FLT_MAX);
-  EXPECT_TRUE(std::isnan(x[4]));  // not in a row
-  EXPECT_EQ(x[5], 0.0f);
-  EXPECT_EQ(x[6], -FLT_MAX);
-  EXPECT_EQ(x[7], 1e-45f);
-  EXPECT_EQ(x[8], 7.0f);
-  EXPECT_EQ(x[9], INFINITY);  // not in a row
-}
-
 }  // namespace
 }  // namespace fuserank::engine
