@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/status_macros.h"
+#include "grpc/health/v1/health.pb.h"
 #include "server/admin_auth.h"
 #include "server/admin_auth_interceptor.h"
 #include "server/model_loader.h"
@@ -169,6 +170,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
 absl::Status Server::StartGrpc(const ServingLimits& limits) {
   static std::once_flag once;
   std::call_once(once, [] {
+    // Links the health messages' descriptors in (proto/CMakeLists.txt), which reflection
+    // serves for the built-in health service.
+    static_cast<void>(grpc::health::v1::HealthCheckResponse::descriptor());
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });

@@ -107,8 +107,12 @@ absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
   return 0;  // UNKNOWN (the default value is not on the wire)
 }
 
-absl::StatusOr<std::vector<std::string>> ReflectionServices(
-    const std::shared_ptr<grpc::Channel>& channel) {
+namespace {
+
+// One ServerReflectionRequest (`request`, its wire bytes) on a new reflection stream: the
+// response's wire bytes, or the call's error.
+absl::StatusOr<std::string> ReflectionCall(const std::shared_ptr<grpc::Channel>& channel,
+                                           const std::string& request) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -117,7 +121,7 @@ absl::StatusOr<std::vector<std::string>> ReflectionServices(
       &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   call->StartCall(reinterpret_cast<void*>(1));
   if (!Next(&cq)) return absl::UnavailableError("reflection: cannot start the call");
-  call->Write(FromString(std::string("\x3a\x00", 2)), reinterpret_cast<void*>(2));  // list_services
+  call->Write(FromString(request), reinterpret_cast<void*>(2));
   if (!Next(&cq)) return absl::UnavailableError("reflection: write failed");
   call->WritesDone(reinterpret_cast<void*>(3));
   Next(&cq);
@@ -131,8 +135,18 @@ absl::StatusOr<std::vector<std::string>> ReflectionServices(
     return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
   }
   if (!read) return absl::UnavailableError("reflection: no response");
+  return ToString(response);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ReflectionServices(
+    const std::shared_ptr<grpc::Channel>& channel) {
+  absl::StatusOr<std::string> response =
+      ReflectionCall(channel, std::string("\x3a\x00", 2));  // list_services = 7: ""
+  if (!response.ok()) return response.status();
   std::vector<std::string> names;
-  for (const WireField& field : ParseWire(ToString(response))) {
+  for (const WireField& field : ParseWire(*response)) {
     if (field.number != 6 || field.type != 2) continue;  // list_services_response
     for (const WireField& service : ParseWire(field.bytes)) {
       if (service.number != 1 || service.type != 2) continue;
@@ -142,6 +156,31 @@ absl::StatusOr<std::vector<std::string>> ReflectionServices(
     }
   }
   return names;
+}
+
+absl::StatusOr<int> ReflectionDescribe(const std::shared_ptr<grpc::Channel>& channel,
+                                       const std::string& symbol) {
+  if (symbol.size() >= 128) return absl::InvalidArgumentError("symbol too long for this helper");
+  std::string request = "\x22";  // file_containing_symbol = 4, length-delimited
+  request.push_back(static_cast<char>(symbol.size()));
+  request += symbol;
+  absl::StatusOr<std::string> response = ReflectionCall(channel, request);
+  if (!response.ok()) return response.status();
+  for (const WireField& field : ParseWire(*response)) {
+    if (field.number == 4 && field.type == 2) {  // file_descriptor_response
+      int files = 0;
+      for (const WireField& file : ParseWire(field.bytes)) files += file.number == 1 ? 1 : 0;
+      return files;
+    }
+    if (field.number == 7 && field.type == 2) {  // error_response
+      std::string message;
+      for (const WireField& part : ParseWire(field.bytes)) {
+        if (part.number == 2 && part.type == 2) message = part.bytes;
+      }
+      return absl::NotFoundError(absl::StrCat("reflection cannot describe ", symbol, ": ", message));
+    }
+  }
+  return absl::InternalError("reflection: neither a descriptor nor an error in the response");
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {

@@ -1,5 +1,6 @@
 // Clients for what has no generated C++ stub here: grpc.health.v1 Check and server
-// reflection's list_services (hand-encoded protobuf over a generic stub), and a plain
+// reflection's list_services and file_containing_symbol (hand-encoded protobuf over a
+// generic stub), and a plain
 // HTTP GET for /metrics. Test helpers; each call is independent and thread-safe.
 #ifndef FUSERANK_TESTS_E2E_GRPC_UTIL_H_
 #define FUSERANK_TESTS_E2E_GRPC_UTIL_H_
@@ -22,6 +23,13 @@ absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
 // The service names listed by grpc.reflection.v1alpha.ServerReflection.
 absl::StatusOr<std::vector<std::string>> ReflectionServices(
     const std::shared_ptr<grpc::Channel>& channel);
+
+// Reflection's file_containing_symbol for `symbol` (a service or message's full name), as
+// grpcurl asks before it can call a method it has no .proto for: the number of file
+// descriptors returned (the file and those it imports), or NOT_FOUND with the server's
+// message.
+absl::StatusOr<int> ReflectionDescribe(const std::shared_ptr<grpc::Channel>& channel,
+                                       const std::string& symbol);
 
 // GET http://127.0.0.1:<port><path>: the response body, or an error.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

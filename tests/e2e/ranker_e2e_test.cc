@@ -121,6 +121,25 @@ TEST_F(RankerE2eTest, ReflectionListsTheRanker) {
       << "Admin belongs on server.admin_listen only";
 }
 
+// What grpcurl needs to call a method without a .proto: every listed service, and the
+// health messages, described by file_containing_symbol.
+TEST_F(RankerE2eTest, ReflectionDescribesEveryListedService) {
+  absl::StatusOr<std::vector<std::string>> services = ReflectionServices(*channel_);
+  ASSERT_TRUE(services.ok()) << services.status();
+  for (const std::string& service : *services) {
+    absl::StatusOr<int> files = ReflectionDescribe(*channel_, service);
+    ASSERT_TRUE(files.ok()) << files.status();
+    EXPECT_GE(*files, 1) << service;
+  }
+  for (const char* message : {"grpc.health.v1.HealthCheckRequest",
+                              "grpc.health.v1.HealthCheckResponse", "fuserank.v1.RankRequest"}) {
+    absl::StatusOr<int> files = ReflectionDescribe(*channel_, message);
+    EXPECT_TRUE(files.ok()) << files.status();
+  }
+  EXPECT_EQ(ReflectionDescribe(*channel_, "no.such.Service").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(RankerE2eTest, AdminAnswersOnItsOwnPortOnly) {
   ASSERT_NE(server_->admin_port(), 0);
   ASSERT_NE(server_->admin_port(), server_->port());
