@@ -177,7 +177,8 @@ absl::StatusOr<int> ReflectionDescribe(const std::shared_ptr<grpc::Channel>& cha
       for (const WireField& part : ParseWire(field.bytes)) {
         if (part.number == 2 && part.type == 2) message = part.bytes;
       }
-      return absl::NotFoundError(absl::StrCat("reflection cannot describe ", symbol, ": ", message));
+      return absl::NotFoundError(
+          absl::StrCat("reflection cannot describe ", symbol, ": ", message));
     }
   }
   return absl::InternalError("reflection: neither a descriptor nor an error in the response");
