@@ -66,11 +66,10 @@ absl::StatusOr<CudaModule> LoadCudaModule() {
   return module;
 }
 
-// The CUDA backend, or FAILED_PRECONDITION when no module or no usable GPU; other codes
-// for a GPU that cannot serve this model (unsupported dtype, out of memory).
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(std::shared_ptr<const Model> model,
-                                                           const BackendOptions& options) {
-  if (model->spec().has_remote_tables()) {  // auto falls back to the CPU on this
+// The module loaded and GPU `gpu` probed: its description, or FAILED_PRECONDITION saying
+// why the CUDA backend cannot run this model here.
+absl::StatusOr<std::string> ProbeCuda(const Model& model, int gpu, CudaModule* module) {
+  if (model.spec().has_remote_tables()) {  // auto falls back to the CPU on this
     return absl::FailedPreconditionError(
         "storage: redis tables are served by the CPU engine only (engine.device: cpu or auto)");
   }
@@ -80,18 +79,31 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(std::shared_ptr<const
         "this fuserank was built without the CUDA backend (FUSERANK_CUDA=OFF or no nvcc)");
   }
 #endif
-  absl::StatusOr<CudaModule> module = LoadCudaModule();
-  if (!module.ok()) return module.status();
+  absl::StatusOr<CudaModule> loaded = LoadCudaModule();
+  if (!loaded.ok()) return loaded.status();
+  *module = *loaded;
   const abi::AbiCheck check;
   absl::Status status;
   std::string description;
-  module->probe(&check, options.gpu, &status, &description);
+  module->probe(&check, gpu, &status, &description);
   if (!status.ok()) return status;
+  return description;
+}
+
+// The CUDA backend, or FAILED_PRECONDITION when no module or no usable GPU; other codes
+// for a GPU that cannot serve this model (unsupported dtype, out of memory).
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(std::shared_ptr<const Model> model,
+                                                           const BackendOptions& options) {
+  CudaModule module;
+  absl::StatusOr<std::string> description = ProbeCuda(*model, options.gpu, &module);
+  if (!description.ok()) return description.status();
+  const abi::AbiCheck check;
+  absl::Status status;
   std::unique_ptr<Backend> backend;
-  module->create(&check, &model, &options, &backend, &status);
+  module.create(&check, &model, &options, &backend, &status);
   if (!status.ok()) return status;
   spdlog::info("engine: CUDA backend on {} ({}), {} streams, graphs {}", backend->device(),
-               description, backend->num_workers(), options.cuda_graphs ? "on" : "off");
+               *description, backend->num_workers(), options.cuda_graphs ? "on" : "off");
   // Its lookups run on the device: the frequency policy's samples are taken on the host.
   if (options.sample_accesses && options.hot_rows != nullptr &&
       options.hot_rows->options().sketches) {
@@ -101,6 +113,16 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(std::shared_ptr<const
 }
 
 }  // namespace
+
+absl::Status CheckCudaCanServe(const Model& model, int gpu) {
+  CudaModule module;
+  absl::StatusOr<std::string> description = ProbeCuda(model, gpu, &module);
+  if (!description.ok()) {
+    return absl::Status(description.status().code(),
+                        absl::StrCat("engine.device is cuda: ", description.status().message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::shared_ptr<const Model> model,
                                                        DeviceChoice device,

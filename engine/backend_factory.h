@@ -19,6 +19,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::shared_ptr<const Mod
                                                        DeviceChoice device,
                                                        const BackendOptions& options);
 
+// What CreateBackend(kCuda) checks before it builds anything (the module loads, GPU `gpu`
+// is usable, the model has no storage: redis table), for --check-config: OK, or the
+// error CreateBackend would give ("engine.device is cuda: ...").
+absl::Status CheckCudaCanServe(const Model& model, int gpu);
+
 }  // namespace fuserank::engine
 
 #endif  // FUSERANK_ENGINE_BACKEND_FACTORY_H_

@@ -87,6 +87,10 @@ absl::Status CheckConfigForStart(const Config& config) {
     const ModelConfig& model = config.models[i];
     absl::StatusOr<LoadedFiles> loaded = LoadModelFiles(model.name, model.path, options, nullptr);
     if (!loaded.ok()) return WithContext(loaded.status(), ModelContext(config, i));
+    if (config.engine.device == engine::DeviceChoice::kCuda) {
+      const absl::Status device = engine::CheckCudaCanServe(*loaded->model, config.engine.gpu);
+      if (!device.ok()) return WithContext(device, ModelContext(config, i));
+    }
     reserved.push_back(std::move(loaded->memory));
   }
   return absl::OkStatus();

@@ -1,8 +1,8 @@
 // fuserank-server --check-config refuses what start refuses that can be checked without
 // serving, with the message start gives (file, key, reason) and exit code 1: a token file
 // others can read or larger than the limit, a token in clear text on a public admin
-// address, a model outside model.roots, a root that is no directory, and a model over the
-// memory budget (counting its hot-row cache).
+// address, a model outside model.roots, a root that is no directory, a model over the
+// memory budget (counting its hot-row cache), and engine.device: cuda without a usable GPU.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/backend_factory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/server_process_util.h"
@@ -115,6 +116,24 @@ TEST_F(CheckConfigTest, RefusesATokenInClearTextOnAPublicAdminAddress) {
              "");
   const ServerRun outcome = RunServer("--check-config", trusted);
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+}
+
+// engine.device: cuda where the CUDA backend cannot serve (no GPU or driver here, or a
+// build without it): both refuse, naming the model and the reason.
+TEST_F(CheckConfigTest, RefusesCudaWhereNoGpuIsUsable) {
+  const std::string config = dir_ + "/cuda.yaml";
+  std::ofstream(config) << "server: {listen: \"127.0.0.1:0\", metrics_listen: \"\"}\n"
+                        << "engine: {device: cuda, streams: 1}\nmodel: {path: \"" << model_
+                        << "\"}\n";
+  // Whether the CUDA backend can serve here is asked in-process, not of the binary under test.
+  absl::StatusOr<std::shared_ptr<const engine::Model>> model =
+      testing::BuildTestModel(testing::MakeRandomModel(testing::SmallSpec(1, 1, 5000, 16), 1));
+  ASSERT_TRUE(model.ok()) << model.status();
+  if (engine::CheckCudaCanServe(**model, 0).ok()) {
+    GTEST_SKIP() << "the CUDA backend can serve here (a usable GPU): nothing to refuse";
+  }
+  ExpectRefused(config, absl::StrCat(config, ": model.path '", model_, "': "));
+  ExpectRefused(config, "engine.device is cuda: ");
 }
 
 TEST_F(CheckConfigTest, RefusesAModelOutsideTheModelRoots) {
