@@ -174,7 +174,10 @@ bool RequestDecoder::CanonicalBag(Reader in, const CanonicalTable& table, engine
     while (!packed.done()) {
       uint64_t id = 0;
       int32_t row = 0;
+      // Over either bound: the plain decode refuses it, naming the limit, before this
+      // path has mapped and appended more ids than a request may hold.
       if (!packed.Varint(&id) || ++count > static_cast<size_t>(limits_.max_ids_per_feature) ||
+          *ids + static_cast<int64_t>(count) > limits_.max_ids ||
           !engine::MapRow(static_cast<int64_t>(id), table.rows, table.oov, &row)) {
         return false;
       }

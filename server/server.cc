@@ -147,7 +147,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
                                                     ranker_options);
   KServeOptions kserve_options;
   kserve_options.max_request_bytes = config.server.max_request_bytes;
-  kserve_options.limits = {config.server.max_candidates, config.server.max_ids_per_feature};
+  kserve_options.limits = {config.server.max_candidates, config.server.max_ids_per_feature,
+                           config.engine.max_batch_ids};
   kserve_options.server_version = FUSERANK_VERSION;
   kserve_options.limiter = server->call_limiter_.get();
   server->kserve_ = std::make_unique<KServeService>(server->models_.get(), server->metrics_.get(),

@@ -109,6 +109,15 @@ absl::Status TensorDecoder::AppendImpl(const ModelInferRequest& request, engine:
   for (size_t t = 0; t < tables_.size(); ++t) {
     RETURN_IF_ERROR(ViewTable(request, inputs.table[t], static_cast<int>(t), n, &columns[t]));
   }
+  // The bound Rank applies (request_decoder.cc), before anything is appended: the batcher
+  // and the engines size their buffers by it.
+  int64_t total_ids = 0;
+  for (const Columns& column : columns) total_ids += column.ids.size();
+  if (total_ids > limits_.max_ids) {
+    return absl::InvalidArgumentError(absl::StrCat("the request holds ", total_ids,
+                                                   " ids, more than engine.max_batch_ids (",
+                                                   limits_.max_ids, ")"));
+  }
   for (int t : user_order_) {
     const int64_t count = columns[t].lengths.empty() ? 0 : columns[t].lengths[0];
     RETURN_IF_ERROR(AppendBag(t, count, &columns[t], &batch->user));

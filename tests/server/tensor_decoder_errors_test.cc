@@ -39,7 +39,7 @@ void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
 class TensorDecoderErrorTest : public ::testing::TestWithParam<BadCase> {
  protected:
   TensorDecoderErrorTest()
-      : model_(testing::BuildInferTestModel()), decoder_(*model_, DecodeLimits{8, 4}) {}
+      : model_(testing::BuildInferTestModel()), decoder_(*model_, DecodeLimits{8, 4, 10}) {}
 
   std::shared_ptr<const engine::Model> model_;
   TensorDecoder decoder_;
@@ -69,8 +69,8 @@ TEST_P(TensorDecoderErrorTest, IsInvalidArgumentNamingTheTensorAndLeavesTheBatch
 }
 
 // The good request has 2 candidates; item_0 one id (bags 1, 0), item_1 three ids (2, 1)
-// with weights, user_0 three ids with weights, user_1 two ids; limits: 8 candidates, 4
-// ids per bag.
+// with weights, user_0 three ids with weights, user_1 two ids (9 in all); limits: 8
+// candidates, 4 ids per bag, 10 ids per request.
 std::vector<BadCase> BadCases() {
   auto item_ids_index = [](ModelInferRequest* r) {
     for (int i = 0; i < r->inputs_size(); ++i) {
@@ -113,6 +113,12 @@ std::vector<BadCase> BadCases() {
          SetInt32(r, "item_0__lengths", {2}, {0, 5});
        },
        "item_0__lengths[1]: 5 ids for table 'item_0' exceed server.max_ids_per_feature (4)"},
+      {"MoreIdsThanMaxBatchIds", false,
+       [](auto* r) {
+         SetInt64(r, "item_0", {3}, {1, 2, 3});
+         SetInt32(r, "item_0__lengths", {2}, {1, 2});
+       },
+       "the request holds 11 ids, more than engine.max_batch_ids (10)"},
       {"WeightsNotOnePerId", false,
        [](auto* r) {
          SetFp32(r, "item_1__weights", {2}, {1, 1});
