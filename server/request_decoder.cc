@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/status_macros.h"
 #include "server/batch_mark.h"
+#include "server/logging.h"
 
 namespace fuserank::server {
 namespace {
@@ -198,7 +199,7 @@ absl::Status RequestDecoder::CheckFeature(Features features, int k, Side side, i
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         FeaturePath(candidate, k), ": model '", model_->spec().name, "' has no table named '",
-        feature.name, "' (", side == Side::kUser ? "user" : "item",
+        LogSafe(feature.name), "' (", side == Side::kUser ? "user" : "item",
         "-side tables: ", TableNames(side), ")"));
   }
   const TableRef& ref = *found;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/escape_text.h"
+#include "server/logging.h"
 #include "server/version_reaper.h"
 
 namespace fuserank::server {
@@ -88,9 +89,9 @@ absl::StatusOr<ServedModels::Slot*> ServedModels::FindSlot(absl::string_view nam
   if (it != by_name_.end()) return it->second;
   std::vector<absl::string_view> names;
   for (const auto& slot : slots_) names.push_back(slot->name);
-  return absl::NotFoundError(
-      absl::StrCat("model '", name, "' is not loaded; loaded models: ", absl::StrJoin(names, ", "),
-                   " (leave `model` empty for the default, '", default_name(), "')"));
+  return absl::NotFoundError(absl::StrCat(
+      "model '", LogSafe(name), "' is not loaded; loaded models: ", absl::StrJoin(names, ", "),
+      " (leave `model` empty for the default, '", default_name(), "')"));
 }
 
 absl::StatusOr<ModelHandle> ServedModels::Acquire(absl::string_view name) const {

@@ -12,6 +12,7 @@
 #include "engine/tensor_shape.h"
 #include "server/batch_mark.h"
 #include "server/kserve_tensors.h"
+#include "server/logging.h"
 
 namespace fuserank::server {
 namespace {
@@ -169,11 +170,13 @@ absl::Status TensorDecoder::UnknownInput(absl::string_view name) const {
   absl::string_view table = name;
   if (absl::EndsWith(table, kLengthsSuffix)) table.remove_suffix(kLengthsSuffix.size());
   if (absl::EndsWith(table, kWeightsSuffix)) table.remove_suffix(kWeightsSuffix.size());
-  return absl::InvalidArgumentError(absl::StrCat(
-      name, ": model '", model_name_, "' has no table named '", table, "' (user-side tables: ",
-      TableNames(Side::kUser), "; item-side tables: ", TableNames(Side::kItem),
-      "; per table t the inputs are t, t__lengths and t__weights; "
-      "the others are user_dense, item_dense and item_ids)"));
+  // The name is the client's: quoted cut to LogSafe's length, not copied whole.
+  return absl::InvalidArgumentError(
+      absl::StrCat(LogSafe(name), ": model '", model_name_, "' has no table named '",
+                   LogSafe(table), "' (user-side tables: ", TableNames(Side::kUser),
+                   "; item-side tables: ", TableNames(Side::kItem),
+                   "; per table t the inputs are t, t__lengths and t__weights; "
+                   "the others are user_dense, item_dense and item_ids)"));
 }
 
 absl::Status TensorDecoder::ViewTable(const ModelInferRequest& request,

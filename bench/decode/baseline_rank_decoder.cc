@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/status_macros.h"
+#include "server/logging.h"
 
 namespace fuserank::bench {
 namespace {
@@ -168,7 +169,7 @@ absl::Status BaselineRankDecoder::CheckFeature(const Features& features, int k, 
   if (it == tables_.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         FeaturePath(candidate, k), ": model '", model_->spec().name, "' has no table named '",
-        feature.name(), "' (", side == Side::kUser ? "user" : "item",
+        server::LogSafe(feature.name()), "' (", side == Side::kUser ? "user" : "item",
         "-side tables: ", TableNames(side), ")"));
   }
   const TableRef& ref = it->second;

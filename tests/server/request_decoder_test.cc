@@ -119,6 +119,18 @@ TEST_F(RequestDecoderTest, NoCandidatesIsARequestWithNoCandidates) {
   EXPECT_THAT(batch.top_k, ElementsAre(0u));
 }
 
+// The client's name is quoted cut short, not copied whole into the status (a 1 MB name
+// made a 1 MB message before gRPC's own cut).
+TEST_F(RequestDecoderTest, AnUnknownNameIsQuotedCutShort) {
+  v1::RankRequest request = GoodRequest();
+  request.mutable_user_features(0)->set_name(std::string(1 << 20, 'x'));
+  engine::Batch batch;
+  const absl::Status status = decoder_.Append(request, &batch);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("has no table named 'xxx"));
+  EXPECT_LT(status.message().size(), 1024u);
+}
+
 TEST_F(RequestDecoderTest, ABatchOfAnotherModelIsAnInternalError) {
   engine::Batch batch;
   batch.model = DecoderModel();

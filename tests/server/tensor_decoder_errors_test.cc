@@ -60,6 +60,7 @@ TEST_P(TensorDecoderErrorTest, IsInvalidArgumentNamingTheTensorAndLeavesTheBatch
   const absl::Status status = decoder_.Append(request, model_, &batch, &info);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam().message));
+  EXPECT_LT(status.message().size(), 1024u) << "client text is quoted cut short";
   testing::ExpectSameBatch(batch, before);
   // An empty batch stays empty, without a model.
   engine::Batch empty;
@@ -82,6 +83,9 @@ std::vector<BadCase> BadCases() {
       {"UnknownTable", false, [](auto* r) { SetInt64(r, "nope", {1}, {1}); },
        "nope: model 'small' has no table named 'nope' (user-side tables: user_0, user_1; "
        "item-side tables: item_0, item_1;"},
+      {"UnknownNameQuotedCutShort", false,
+       [](auto* r) { SetInt64(r, std::string(1 << 20, 'y') + "__weights", {1}, {1}); },
+       "has no table named 'yyyyyyyy"},
       {"UnknownTableLengths", false, [](auto* r) { SetInt32(r, "nope__lengths", {1}, {0}); },
        "nope__lengths: model 'small' has no table named 'nope'"},
       {"InputGivenTwice", false, [](auto* r) { *r->add_inputs() = r->inputs(0); },
