@@ -125,8 +125,8 @@ bool RequestDecoder::CanonicalAppend(Reader in, engine::Batch* batch,
     batch->user.bag_begin.push_back(static_cast<uint32_t>(batch->user.rows.size()));
   }
   const auto n = static_cast<uint32_t>(read->candidates);
-  if (ids > limits_.max_ids || batch->user.rows.size() > UINT32_MAX ||
-      batch->item.rows.size() > UINT32_MAX || first_candidate > UINT32_MAX - n) {
+  if (batch->user.rows.size() > UINT32_MAX || batch->item.rows.size() > UINT32_MAX ||
+      first_candidate > UINT32_MAX - n) {
     return false;
   }
   read->ids = ids;

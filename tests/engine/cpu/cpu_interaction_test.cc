@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -16,30 +15,14 @@
 #include "engine/cpu/cpu_gram_dots.h"
 #include "engine/cpu/cpu_simd.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cpu/on_isa_test_util.h"
 
 namespace fuserank::engine {
 namespace {
 
 constexpr float kPoison = -9999.0f;
 
-CpuIsa IsaOf(CpuIsa isa) { return isa; }
-template <typename... T>
-CpuIsa IsaOf(const std::tuple<T...>& param) {
-  return std::get<sizeof...(T) - 1>(param);
-}
-
-// Runs each test on one ISA's paths (its parameter's last element), as the sgemm tests
-// do, or skips it where this CPU has not got them.
-template <typename Param>
-class OnIsaTest : public testing::TestWithParam<Param> {
- protected:
-  void SetUp() override {
-    const CpuIsa isa = IsaOf(this->GetParam());
-    if (!CpuSupports(isa)) GTEST_SKIP() << "this CPU cannot run the " << CpuIsaName(isa) << " path";
-    ForceCpuIsa(isa);
-  }
-  void TearDown() override { ForceCpuIsa(std::nullopt); }
-};
+using test::OnIsaTest;
 
 const auto kAllIsas = testing::Values(CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512);
 

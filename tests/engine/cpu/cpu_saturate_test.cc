@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "engine/cpu/sgemm.h"
 #include "engine/cpu/sgemm_bf16.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cpu/on_isa_test_util.h"
 
 namespace fuserank::engine {
 namespace {
@@ -77,6 +77,16 @@ FUSERANK_TARGET_AVX2 void Saturate256(const float* in, float* out) {
 }
 #endif
 
+// One vector of kLanes floats from `in` through `form`, each lane against the rule.
+template <int kLanes>
+void ExpectVectorForm(void (*form)(const float*, float*), const float* in, const char* name) {
+  float out[kLanes];
+  form(in, out);
+  for (int l = 0; l < kLanes; ++l) {
+    EXPECT_EQ(Bits(out[l]), WantBits(in[l])) << name << " lane " << l << " bits " << Bits(in[l]);
+  }
+}
+
 TEST(SaturateFiniteTest, EveryFormFollowsTheRuleBitForBit) {
   const std::vector<float> values = SpecialValues();
   for (float v : values) {
@@ -88,36 +98,15 @@ TEST(SaturateFiniteTest, EveryFormFollowsTheRuleBitForBit) {
   for (size_t start = 0; start < values.size(); ++start) {
     const float* in = lanes.data() + start;
 #if FUSERANK_HAVE_AVX512_PATH
-    if (CpuSupports(CpuIsa::kAvx512)) {
-      float out[16];
-      Saturate512(in, out);
-      for (int l = 0; l < 16; ++l) {
-        ASSERT_EQ(Bits(out[l]), WantBits(in[l])) << "avx512 lane " << l << " bits " << Bits(in[l]);
-      }
-    }
+    if (CpuSupports(CpuIsa::kAvx512)) ExpectVectorForm<16>(Saturate512, in, "avx512");
 #endif
 #if FUSERANK_HAVE_AVX2_PATH
-    if (CpuSupports(CpuIsa::kAvx2)) {
-      float out[8];
-      Saturate256(in, out);
-      for (int l = 0; l < 8; ++l) {
-        ASSERT_EQ(Bits(out[l]), WantBits(in[l])) << "avx2 lane " << l << " bits " << Bits(in[l]);
-      }
-    }
+    if (CpuSupports(CpuIsa::kAvx2)) ExpectVectorForm<8>(Saturate256, in, "avx2");
 #endif
   }
 }
 
-class OnIsaTest : public testing::TestWithParam<CpuIsa> {
- protected:
-  void SetUp() override {
-    if (!CpuSupports(GetParam())) GTEST_SKIP() << "this CPU lacks " << CpuIsaName(GetParam());
-    ForceCpuIsa(GetParam());
-  }
-  void TearDown() override { ForceCpuIsa(std::nullopt); }
-};
-
-using SaturateNonFiniteOnIsaTest = OnIsaTest;
+using SaturateNonFiniteOnIsaTest = test::OnIsaTest<CpuIsa>;
 
 // Rows of 37 at a stride of 40 (a full vector, a partial one and lanes past the width).
 TEST_P(SaturateNonFiniteOnIsaTest, FollowsTheRuleAndTouchesOnlyTheRows) {
@@ -166,18 +155,10 @@ struct OneTermGemm {
 };
 
 // With n = 1 the AVX-512 path runs the GEMV; 33 covers two panels and a masked third.
-class SgemmSaturatesTest : public testing::TestWithParam<std::tuple<CpuIsa, int /*n*/>> {
- protected:
-  void SetUp() override {
-    const CpuIsa isa = std::get<0>(GetParam());
-    if (!CpuSupports(isa)) GTEST_SKIP() << "this CPU lacks " << CpuIsaName(isa);
-    ForceCpuIsa(isa);
-  }
-  void TearDown() override { ForceCpuIsa(std::nullopt); }
-};
+using SgemmSaturatesTest = test::OnIsaTest<std::tuple<int /*n*/, CpuIsa>>;
 
 TEST_P(SgemmSaturatesTest, PlainAndReluStoreTheRule) {
-  const OneTermGemm g(std::get<1>(GetParam()));
+  const OneTermGemm g(std::get<0>(GetParam()));
   const PackedMatrix packed = PackedMatrix::FromTransposed(g.w.data(), g.n, 1, 1);
   const int ldc = g.n + 2;
   for (bool relu : {false, true}) {
@@ -202,7 +183,7 @@ TEST_P(SgemmSaturatesTest, PlainAndReluStoreTheRule) {
 }
 
 TEST_P(SgemmSaturatesTest, CrossEpilogueStoresTheRule) {
-  const OneTermGemm g(std::get<1>(GetParam()));
+  const OneTermGemm g(std::get<0>(GetParam()));
   const PackedMatrix packed = PackedMatrix::FromTransposed(g.w.data(), g.n, 1, 1);
   const int ld = g.n + 3;
   // x0 finite (the engine's are saturated); xl in {0, -0, 1} keeps every result exact or
@@ -228,12 +209,12 @@ TEST_P(SgemmSaturatesTest, CrossEpilogueStoresTheRule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, SgemmSaturatesTest,
-                         testing::Combine(testing::Values(CpuIsa::kGeneric, CpuIsa::kAvx2,
-                                                          CpuIsa::kAvx512),
-                                          testing::Values(1, 33)),
+                         testing::Combine(testing::Values(1, 33),
+                                          testing::Values(CpuIsa::kGeneric, CpuIsa::kAvx2,
+                                                          CpuIsa::kAvx512)),
                          [](const auto& info) {
-                           return absl::StrCat(CpuIsaName(std::get<0>(info.param)), "_n",
-                                               std::get<1>(info.param));
+                           return absl::StrCat(CpuIsaName(std::get<1>(info.param)), "_n",
+                                               std::get<0>(info.param));
                          });
 
 // bf16 rounds A (and B) to bf16 first, clamping to bf16's largest finite value: the
