@@ -131,8 +131,23 @@ absl::StatusOr<TensorView> ViewInput(const ModelInferRequest& request, int index
         name, ": shape ", ShapeString(view.shape), " holds ", view.elements, " ",
         TensorTypeName(type), " elements, contents.", typed.field, " has ", typed.size));
   }
+  // Values in a field the datatype does not read would be parsed for nothing (and are
+  // counted against the input's bound before parsing: infer_request_scan.h).
+  const int64_t others = TypedElements(input.contents()) - typed.size;
+  if (others != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": contents holds ", others, " values outside contents.", typed.field,
+        ", the only field datatype ", TensorTypeName(type), " reads; leave the others empty"));
+  }
   view.data = typed.data;
   return view;
+}
+
+int64_t TypedElements(const inference::InferTensorContents& contents) {
+  return int64_t{contents.bool_contents_size()} + contents.int_contents_size() +
+         contents.int64_contents_size() + contents.uint_contents_size() +
+         contents.uint64_contents_size() + contents.fp32_contents_size() +
+         contents.fp64_contents_size() + contents.bytes_contents_size();
 }
 
 }  // namespace fuserank::server

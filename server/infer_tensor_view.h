@@ -70,9 +70,13 @@ absl::Status CheckContentKind(const inference::ModelInferRequest& request);
 
 // The view of `request.inputs(index)`, which must have datatype `type` and `rank`
 // dimensions, none negative, with contents (raw or typed) that hold exactly the shape's
-// element count. REQUIRES: CheckContentKind(request) is OK.
+// element count, typed ones in the field of the datatype and no other. REQUIRES:
+// CheckContentKind(request) is OK.
 absl::StatusOr<TensorView> ViewInput(const inference::ModelInferRequest& request, int index,
                                      TensorType type, int rank);
+
+// The values in every typed field of `contents` together.
+int64_t TypedElements(const inference::InferTensorContents& contents);
 
 template <typename T>
 Column<T> AsColumn(const TensorView& view) {

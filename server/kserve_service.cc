@@ -12,8 +12,10 @@
 #include "absl/time/clock.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/infer_request_scan.h"
 #include "server/kserve_tensors.h"
 #include "server/tsan_handoff.h"
+#include "server/wire_bytes.h"
 
 namespace fuserank::server {
 namespace {
@@ -21,8 +23,10 @@ namespace {
 using Clock = engine::BatcherClock;
 
 constexpr size_t kMaxPooledCalls = 256;
-// Calls whose request was larger than this on the wire are freed, not pooled.
-constexpr size_t kMaxPooledRequestBytes = size_t{1} << 20;
+// Calls whose protos hold more than this (capacity included) are freed, not pooled.
+constexpr size_t kMaxPooledCallBytes = size_t{1} << 20;
+// A call done with a request this large on the wire asks the trimmer to give memory back.
+constexpr size_t kTrimAfterBytes = size_t{1} << 20;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -80,11 +84,12 @@ struct KServeService::Call {
   ModelHandle model;
   std::shared_ptr<const TensorDecoder> decoder;
   InferRequestInfo info;
+  TensorDecoder::WireInputs scanned;  // where CheckWire found each input
   std::array<Output, kNumOutputs> outputs{};
   int num_outputs = 0;
   std::atomic<bool> cancelled{false};
   bool accepted = false;
-  size_t request_bytes = 0;  // on the wire: a large request's call is not pooled
+  size_t request_bytes = 0;  // on the wire
   Clock::time_point start;
 };
 
@@ -95,12 +100,14 @@ KServeService::KServeService(const ServedModels* models, Metrics* metrics, KServ
       // A call that held a large request keeps its protos' capacity: it is freed instead
       // of pooled, so the pool never holds the largest size ever seen.
       pool_(engine::ObjectPoolLimits{.max_objects = kMaxPooledCalls,
-                                     .max_object_bytes = kMaxPooledRequestBytes},
+                                     .max_object_bytes = kMaxPooledCallBytes},
             [](Call& call) -> size_t {
               call.model.reset();  // a retired version is freed once its last call lets go
               call.decoder.reset();
               call.response_buffer = nullptr;
-              return call.request_bytes;  // on the wire: what its protos grew to, roughly
+              // What the protos hold now, with the capacity Clear() keeps: a request of
+              // small varints parses into up to 8 times its wire size.
+              return call.request.SpaceUsedLong() + call.response.SpaceUsedLong();
             }) {}
 
 KServeService::~KServeService() {
@@ -201,23 +208,25 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
                                                    " bytes, more than server.max_request_bytes (",
                                                    options_.max_request_bytes, ")"));
   }
-  grpc::ByteBuffer wire(request);  // shares the slices; parsing consumes this copy
-  const grpc::Status parsed =
-      grpc::GenericDeserialize<grpc::ProtoBufferReader, inference::ModelInferRequest>(
-          &wire, &call->request);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the request is not a valid inference.ModelInferRequest: ", parsed.error_message()));
-  }
+  // The scan before the parse (infer_request_scan.h): what no valid request holds is
+  // refused before protobuf builds it; then the model's own bounds on its inputs.
+  const WireBytes wire(request);
+  InferRequestTop top;
+  RETURN_IF_ERROR(ScanInferTop(wire.view(), &top));
   ASSIGN_OR_RETURN(call->model,
-                   FindModel(call->request.model_name(), call->request.model_version()));
-  RETURN_IF_ERROR(SelectOutputs(call));
+                   FindModel(std::string(top.model_name), std::string(top.model_version)));
   call->decoder = DecoderFor(*call->model);
+  RETURN_IF_ERROR(call->decoder->CheckWire(wire.view(), &top, &call->scanned));
+  if (!call->request.ParseFromArray(wire.view().data(), static_cast<int>(wire.view().size()))) {
+    return absl::InvalidArgumentError(
+        "the request is not a valid inference.ModelInferRequest: protobuf cannot parse it");
+  }
+  RETURN_IF_ERROR(SelectOutputs(call));
   engine::Batcher& batcher = *call->model->batcher;
   ASSIGN_OR_RETURN(engine::AdmissionTicket ticket, Admit(*call, deadline));
   std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
-  absl::Status decoded =
-      call->decoder->Append(call->request, call->model->model, batch.get(), &call->info);
+  absl::Status decoded = call->decoder->Append(call->request, call->model->model, batch.get(),
+                                               &call->info, &call->scanned);
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
   if (decoded.ok() && ticket.valid()) {
     decoded = batcher.AddIds(
@@ -353,6 +362,7 @@ void KServeService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
   call->reactor.reset();        // inside its OnDone: nothing touches it after this
   const bool accepted = call->accepted;
+  if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
   if (accepted) gate_.Done();

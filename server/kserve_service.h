@@ -32,6 +32,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/accept_gate.h"
 #include "server/call_limiter.h"
+#include "server/memory_trimmer.h"
 #include "server/metrics.h"
 #include "server/request_decoder.h"
 #include "server/served_models.h"
@@ -130,6 +131,7 @@ class KServeService final : public KServeBase {
   AcceptGate gate_;  // Accept() against StartShutdown(), WaitIdle()
 
   engine::ObjectPool<Call> pool_;
+  MemoryTrimmer trimmer_;  // after large requests
 
   // Decoders by served model name, each for the version it was built from (compared by
   // identity: a weak_ptr keeps no retired model alive).

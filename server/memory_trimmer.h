@@ -3,7 +3,7 @@
 // small chunks), so without this the resident size stays at its peak after a burst of
 // large requests although nothing holds them. Noted() after each large request wakes one
 // thread that calls malloc_trim(0) once the burst has been quiet for kQuiet, and at most
-// every kEvery while it lasts. Owned by RankerService; thread-safe.
+// every kEvery while it lasts. RankerService and KServeService own one each; thread-safe.
 #ifndef FUSERANK_SERVER_MEMORY_TRIMMER_H_
 #define FUSERANK_SERVER_MEMORY_TRIMMER_H_
 

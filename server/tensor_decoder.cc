@@ -48,6 +48,12 @@ int64_t FirstNonFinite(const float* values, int64_t count) {
 
 }  // namespace
 
+absl::Status TensorDecoder::GivenTwice(absl::string_view name, int first, int second) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, ": input '", name, "' is given twice (inputs[", first, "] and inputs[",
+                   second, "]); send each input once"));
+}
+
 TensorDecoder::TensorDecoder(const engine::Model& model, DecodeLimits limits)
     : model_name_(model.spec().name),
       dense_user_(model.spec().dense_user),
@@ -70,7 +76,8 @@ TensorDecoder::TensorDecoder(const engine::Model& model, DecodeLimits limits)
 
 absl::Status TensorDecoder::Append(const ModelInferRequest& request,
                                    const std::shared_ptr<const engine::Model>& model,
-                                   engine::Batch* batch, InferRequestInfo* info) const {
+                                   engine::Batch* batch, InferRequestInfo* info,
+                                   const WireInputs* scanned) const {
   const bool was_empty = batch->model == nullptr;
   if (was_empty) {
     batch->model = model;
@@ -78,7 +85,7 @@ absl::Status TensorDecoder::Append(const ModelInferRequest& request,
     return absl::InternalError("a request was decoded into a batch of another model");
   }
   const BatchMark mark(*batch);
-  absl::Status status = AppendImpl(request, batch, info);
+  absl::Status status = AppendImpl(request, scanned, batch, info);
   if (!status.ok()) {
     mark.Restore(batch);
     if (was_empty) batch->model.reset();
@@ -86,11 +93,13 @@ absl::Status TensorDecoder::Append(const ModelInferRequest& request,
   return status;
 }
 
-absl::Status TensorDecoder::AppendImpl(const ModelInferRequest& request, engine::Batch* batch,
-                                       InferRequestInfo* info) const {
+absl::Status TensorDecoder::AppendImpl(const ModelInferRequest& request, const WireInputs* scanned,
+                                       engine::Batch* batch, InferRequestInfo* info) const {
   RETURN_IF_ERROR(CheckContentKind(request));
-  Inputs inputs;
-  RETURN_IF_ERROR(Resolve(request, &inputs));
+  Inputs resolved;
+  const bool use_scanned = scanned != nullptr && scanned->count == request.inputs_size();
+  if (!use_scanned) RETURN_IF_ERROR(Resolve(request, &resolved));
+  const Inputs& inputs = use_scanned ? scanned->inputs : resolved;
   if (inputs.item_ids < 0) {
     return absl::InvalidArgumentError(
         "item_ids: missing; send the candidates' item ids (INT64 [N], N candidates; N = 0 "
@@ -132,35 +141,30 @@ absl::Status TensorDecoder::AppendImpl(const ModelInferRequest& request, engine:
   return absl::OkStatus();
 }
 
+int* TensorDecoder::SlotIn(const InputRef& ref, Inputs* inputs) {
+  switch (ref.role) {
+    case Role::kIds:
+    case Role::kLengths:
+    case Role::kWeights:
+      return &inputs->table[ref.table][static_cast<int>(ref.role)];
+    case Role::kUserDense:
+      return &inputs->user_dense;
+    case Role::kItemDense:
+      return &inputs->item_dense;
+    case Role::kItemIds:
+      break;
+  }
+  return &inputs->item_ids;
+}
+
 absl::Status TensorDecoder::Resolve(const ModelInferRequest& request, Inputs* inputs) const {
   inputs->table.assign(tables_.size(), {-1, -1, -1});
   for (int k = 0; k < request.inputs_size(); ++k) {
     const std::string& name = request.inputs(k).name();
     auto it = inputs_.find(name);
     if (it == inputs_.end()) return UnknownInput(name);
-    const InputRef& ref = it->second;
-    int* slot = nullptr;
-    switch (ref.role) {
-      case Role::kIds:
-      case Role::kLengths:
-      case Role::kWeights:
-        slot = &inputs->table[ref.table][static_cast<int>(ref.role)];
-        break;
-      case Role::kUserDense:
-        slot = &inputs->user_dense;
-        break;
-      case Role::kItemDense:
-        slot = &inputs->item_dense;
-        break;
-      case Role::kItemIds:
-        slot = &inputs->item_ids;
-        break;
-    }
-    if (*slot >= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": input '", name, "' is given twice (inputs[", *slot, "] and inputs[",
-                       k, "]); send each input once"));
-    }
+    int* slot = SlotIn(it->second, inputs);
+    if (*slot >= 0) return GivenTwice(name, *slot, k);
     *slot = k;
   }
   return absl::OkStatus();

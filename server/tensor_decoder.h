@@ -24,6 +24,7 @@
 #include "engine/batch.h"
 #include "engine/model.h"
 #include "inference/grpc_service.pb.h"
+#include "server/infer_request_scan.h"
 #include "server/infer_tensor_view.h"
 #include "server/request_decoder.h"
 
@@ -40,12 +41,27 @@ class TensorDecoder {
   // Keeps what it needs of `model` (names, rows, oov policies, dense widths), not `model`.
   TensorDecoder(const engine::Model& model, DecodeLimits limits);
 
+  class WireInputs;
+
   // Appends `request` as the next request of `batch`. `model` must be the model this
   // decoder was built from; an empty batch takes it, a batch of another model is an
-  // INTERNAL error. On any error the batch is left exactly as it was.
+  // INTERNAL error. On any error the batch is left exactly as it was. `scanned`: what
+  // CheckWire() found in the bytes `request` was parsed from, which spares looking each
+  // input's name up again (ignored unless it holds as many inputs as `request`).
   absl::Status Append(const inference::ModelInferRequest& request,
                       const std::shared_ptr<const engine::Model>& model, engine::Batch* batch,
-                      InferRequestInfo* info) const;
+                      InferRequestInfo* info, const WireInputs* scanned = nullptr) const;
+
+  // The checks before parsing (infer_request_scan.h; tensor_decoder_scan.cc) of a request
+  // whose top level ScanInferTop read into `top`: what its wire bytes show Append() or the
+  // output selection would refuse anyway, refused before protobuf makes it large. More
+  // inputs than the model takes, raw_input_contents than inputs or outputs than
+  // kNumOutputs; an unknown or repeated input (Append's messages); typed contents of more
+  // values than the input can hold within the limits (server.max_candidates,
+  // server.max_ids_per_feature, engine.max_batch_ids, the model's dense widths). On OK,
+  // `out` (when not null) says where each of the model's inputs is.
+  absl::Status CheckWire(absl::string_view wire, InferRequestTop* top,
+                         WireInputs* out = nullptr) const;
 
  private:
   enum class Role : uint8_t { kIds, kLengths, kWeights, kUserDense, kItemDense, kItemIds };
@@ -67,6 +83,19 @@ class TensorDecoder {
     int item_dense = -1;
     int item_ids = -1;
   };
+  // The slot of `inputs` that input `ref` fills.
+  static int* SlotIn(const InputRef& ref, Inputs* inputs);
+
+ public:
+  // Where a request's wire bytes hold each of the model's inputs (CheckWire).
+  class WireInputs {
+   private:
+    friend class TensorDecoder;
+    Inputs inputs;
+    int count = -1;  // inputs in the request; -1: nothing scanned
+  };
+
+ private:
   // One table's tensors, validated: lengths sum to the ids, weights one per id.
   struct Columns {
     Column<int64_t> ids;
@@ -76,10 +105,11 @@ class TensorDecoder {
   };
   using ColumnSet = absl::InlinedVector<Columns, 32>;
 
-  absl::Status AppendImpl(const inference::ModelInferRequest& request, engine::Batch* batch,
-                          InferRequestInfo* info) const;
+  absl::Status AppendImpl(const inference::ModelInferRequest& request, const WireInputs* scanned,
+                          engine::Batch* batch, InferRequestInfo* info) const;
   absl::Status Resolve(const inference::ModelInferRequest& request, Inputs* inputs) const;
   absl::Status UnknownInput(absl::string_view name) const;
+  static absl::Status GivenTwice(absl::string_view name, int first, int second);
   absl::Status ViewTable(const inference::ModelInferRequest& request,
                          const std::array<int, 3>& sent, int t, int candidates, Columns* out) const;
   absl::Status CheckLengths(const Table& table, const Columns& columns) const;
@@ -92,6 +122,20 @@ class TensorDecoder {
   absl::Status AppendItems(ColumnSet& columns, const Column<float>& dense, int candidates,
                            engine::Batch* batch) const;
   std::string TableNames(engine::Side side) const;
+
+  // What the inputs CheckWire() has scanned so far took.
+  struct ScanTally {
+    Inputs inputs;  // where each was sent
+    int64_t ids = 0;
+    int64_t weights = 0;
+  };
+  absl::Status CheckScannedCounts(const InferRequestTop& top) const;
+  absl::Status CheckScannedInput(const ScannedInput& input, ScanTally* tally) const;
+  // The model's inputs: 3 per table (ids, lengths, weights), user_dense, item_dense, item_ids.
+  int num_inputs() const { return 3 * static_cast<int>(tables_.size()) + 3; }
+  // The most typed elements an input of `ref` can hold within the limits, and why.
+  int64_t MaxElements(const InputRef& ref) const;
+  std::string WhyMax(const InputRef& ref) const;
 
   std::string model_name_;
   int dense_user_ = 0;

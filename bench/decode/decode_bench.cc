@@ -10,8 +10,11 @@
 //     contiguous (server/wire_bytes.h) and parsed in place within the feature scan's
 //     limits (rank_request_view.h, no message built; it stands for the feature scan),
 //     then RequestDecoder::AppendParsed.
-//   InferDecode: ModelInfer as KServeService decodes it: the ModelInferRequest
-//     (raw_input_contents) parsed from the ByteBuffer, then TensorDecoder::Append.
+//   InferDecodeUnscanned: ModelInfer before the scan before the parse: the
+//     ModelInferRequest parsed from the ByteBuffer, then TensorDecoder::Append.
+//   InferDecode: ModelInfer as KServeService decodes it now: the bytes made contiguous,
+//     ScanInferTop, TensorDecoder::CheckWire, the parse, Append.
+//   Both with raw_input_contents (typed = 0) and typed contents (typed = 1).
 // usage: fuserank-decode-bench [--model=bench/out/model/bench.yaml] [benchmark flags]
 #include <google/protobuf/arena.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
@@ -32,6 +35,7 @@
 #include "benchmark/benchmark.h"
 #include "engine/model.h"
 #include "inference/grpc_service.pb.h"
+#include "server/infer_request_scan.h"
 #include "server/rank_request_view.h"
 #include "server/request_decoder.h"
 #include "server/request_scan.h"
@@ -74,9 +78,10 @@ const std::vector<grpc::ByteBuffer>& RankPool(int n) {
   return pool;
 }
 
-const std::vector<grpc::ByteBuffer>& InferPool(int n) {
-  static std::vector<grpc::ByteBuffer> pools[3];
-  std::vector<grpc::ByteBuffer>& pool = pools[n == 16 ? 0 : n == 256 ? 1 : 2];
+// The pool as ModelInferRequests, raw_input_contents (typed = false) or typed contents.
+const std::vector<grpc::ByteBuffer>& InferPool(int n, bool typed) {
+  static std::vector<grpc::ByteBuffer> pools[2][3];
+  std::vector<grpc::ByteBuffer>& pool = pools[typed][n == 16 ? 0 : n == 256 ? 1 : 2];
   if (pool.empty()) {
     RequestOptions options;
     options.candidates = n;
@@ -86,8 +91,9 @@ const std::vector<grpc::ByteBuffer>& InferPool(int n) {
     for (const std::string& bytes : built->serialized) {
       v1::RankRequest request;
       if (!request.ParseFromString(bytes)) std::abort();
-      const inference::ModelInferRequest infer =
-          ToInferRequest(BenchModel()->spec(), request, InferRequestOptions{});
+      const inference::ModelInferRequest infer = ToInferRequest(
+          BenchModel()->spec(), request,
+          InferRequestOptions{typed ? TensorContents::kTyped : TensorContents::kRaw});
       pool.push_back(ToByteBuffer(infer.SerializeAsString()));
     }
   }
@@ -195,8 +201,10 @@ void BM_RankDecodeCanonical(benchmark::State& state) {
   });
 }
 
-void BM_InferDecode(benchmark::State& state) {
-  const std::vector<grpc::ByteBuffer>& pool = InferPool(static_cast<int>(state.range(0)));
+// ModelInfer before the scan: the request parsed from the ByteBuffer, then Append.
+void BM_InferDecodeUnscanned(benchmark::State& state) {
+  const std::vector<grpc::ByteBuffer>& pool =
+      InferPool(static_cast<int>(state.range(0)), state.range(1) != 0);
   const server::TensorDecoder decoder(*BenchModel(), Limits());
   inference::ModelInferRequest request;  // reused, as KServeService's pooled calls do
   engine::Batch batch;
@@ -216,6 +224,35 @@ void BM_InferDecode(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanBytes(pool)));
 }
 
+// ModelInfer as KServeService decodes it now: the bytes made contiguous, the top-level scan,
+// the decoder's checks of the inputs' bytes (infer_request_scan.h), the parse, Append.
+void BM_InferDecode(benchmark::State& state) {
+  const std::vector<grpc::ByteBuffer>& pool =
+      InferPool(static_cast<int>(state.range(0)), state.range(1) != 0);
+  const server::TensorDecoder decoder(*BenchModel(), Limits());
+  inference::ModelInferRequest request;
+  engine::Batch batch;
+  size_t i = 0;
+  for (auto _ : state) {
+    batch.Clear();
+    const server::WireBytes wire(pool[i++ % pool.size()]);
+    server::InferRequestTop top;
+    server::TensorDecoder::WireInputs scanned;
+    absl::Status status = server::ScanInferTop(wire.view(), &top);
+    if (status.ok()) status = decoder.CheckWire(wire.view(), &top, &scanned);
+    if (status.ok() &&
+        !request.ParseFromArray(wire.view().data(), static_cast<int>(wire.view().size()))) {
+      status = absl::InvalidArgumentError("not a ModelInferRequest");
+    }
+    server::InferRequestInfo info;
+    if (status.ok()) status = decoder.Append(request, BenchModel(), &batch, &info, &scanned);
+    Check(status, state);
+    benchmark::DoNotOptimize(batch.item.rows.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanBytes(pool)));
+}
+
 void Sizes(benchmark::internal::Benchmark* b) {
   b->ArgName("candidates");
   for (int n : kCandidates) b->Arg(n);
@@ -225,7 +262,16 @@ void Sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_RankDecodeBaseline)->Apply(Sizes);
 BENCHMARK(BM_RankDecodeWire)->Apply(Sizes);
 BENCHMARK(BM_RankDecodeCanonical)->Apply(Sizes);
-BENCHMARK(BM_InferDecode)->Apply(Sizes);
+void InferSizes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"candidates", "typed"});
+  for (int typed : {0, 1}) {
+    for (int n : kCandidates) b->Args({n, typed});
+  }
+  b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_InferDecodeUnscanned)->Apply(InferSizes);
+BENCHMARK(BM_InferDecode)->Apply(InferSizes);
 
 }  // namespace
 }  // namespace fuserank::bench

@@ -248,6 +248,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadInfer{"UnknownOutput", [](auto* r) { r->add_outputs()->set_name("logits"); },
                  "outputs[0]: model 'ranker_a' has no output named 'logits' (outputs: scores, "
                  "indices, item_ids)"},
+        // Refused before protobuf parses them (infer_request_scan.h): 30,000 empty inputs
+        // would parse into 30,000 tensors.
+        BadInfer{"ThirtyThousandEmptyInputs",
+                 [](auto* r) {
+                   for (int i = 0; i < 30000; ++i) r->add_inputs();
+                 },
+                 "input tensors, but model 'dot32' takes at most"},
+        BadInfer{"MoreThan64Parameters",
+                 [](auto* r) {
+                   for (int i = 0; i < 65; ++i) {
+                     (*r->mutable_parameters())[absl::StrCat("p", i)].set_bool_param(true);
+                   }
+                 },
+                 "parameters: more than 64 parameters; send fewer"},
         BadInfer{"TopKNotAnInteger",
                  [](auto* r) { (*r->mutable_parameters())["top_k"].set_double_param(2.5); },
                  "parameters.top_k: must be an int64 parameter >= 0"}),

@@ -9,7 +9,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${ROOT}/tests/fuzz/corpus"
 rm -rf "${OUT}"
-mkdir -p "${OUT}"/{request_decoder,config,safetensors,model_spec,model_load}
+mkdir -p "${OUT}"/{request_decoder,infer_request,config,safetensors,model_spec,model_load}
 
 # --- request_decoder: the fuzzer's model has user_0 (100 rows), user_1 (50, oov reject),
 # item_0 (100), item_1 (10, oov reject); dense {user: 2, item: 3}; limits 16 candidates,
@@ -265,5 +265,49 @@ rank_request bad_empty_features_flood "user_dense: [0, 0] candidates {$(repeat 3
 rank_request bad_user_features_flood "user_dense: [0, 0] $(repeat 300 'user_features {}')"
 rank_request bad_ids_flood "user_dense: [0, 0] user_features {name: \"user_0\" ids: [$(repeat 500 '1,') 1]}"
 rank_request bad_ids_in_all "user_dense: [0, 0] $(repeat 6 "candidates {features {name: \"item_0\" ids: [1, 2, 3, 4, 5, 6, 7, 8]} dense: [1, 2, 3]}")"
+
+# --- infer_request: ModelInferRequest bytes for the request_decoder model (the fuzzer's
+# limits: 16 candidates, 8 ids per feature, 64 ids in all).
+infer() {  # name, text proto[, raw bytes appended]
+  printf '%s\n' "$2" | protoc --encode=inference.ModelInferRequest --proto_path="${ROOT}/proto" \
+    "${ROOT}/proto/inference/grpc_service.proto" >"${OUT}/infer_request/$1.pb"
+  if [[ $# -ge 3 ]]; then printf "$3" >>"${OUT}/infer_request/$1.pb"; fi
+}
+I64='datatype: "INT64"'
+I32='datatype: "INT32"'
+F32='datatype: "FP32"'
+TYPED="inputs {name: \"user_0\" ${I64} shape: [2] contents {int64_contents: [3, 107]}}
+inputs {name: \"user_0__lengths\" ${I32} shape: [1] contents {int_contents: [2]}}
+inputs {name: \"user_0__weights\" ${F32} shape: [2] contents {fp32_contents: [0.5, 2]}}
+inputs {name: \"user_dense\" ${F32} shape: [1, 2] contents {fp32_contents: [1, -2]}}
+inputs {name: \"item_1\" ${I64} shape: [3] contents {int64_contents: [9, 0, 4]}}
+inputs {name: \"item_1__lengths\" ${I32} shape: [2] contents {int_contents: [2, 1]}}
+inputs {name: \"item_dense\" ${F32} shape: [2, 3] contents {fp32_contents: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}}
+inputs {name: \"item_ids\" ${I64} shape: [2] contents {int64_contents: [1000, 1001]}}"
+infer valid_typed "model_name: \"m\" id: \"r1\" parameters {key: \"top_k\" value {int64_param: 1}} ${TYPED}
+outputs {name: \"scores\"} outputs {name: \"item_ids\"}"
+infer valid_raw 'inputs {name: "item_0" datatype: "INT64" shape: [1]}
+inputs {name: "item_0__lengths" datatype: "INT32" shape: [1]}
+inputs {name: "user_dense" datatype: "FP32" shape: [1, 2]}
+inputs {name: "item_dense" datatype: "FP32" shape: [1, 3]}
+inputs {name: "item_ids" datatype: "INT64" shape: [1]}
+raw_input_contents: "\005\000\000\000\000\000\000\000"
+raw_input_contents: "\001\000\000\000"
+raw_input_contents: "\000\000\200?\000\000\000@"
+raw_input_contents: "\000\000\200?\000\000\000@\000\000@@"
+raw_input_contents: "\350\003\000\000\000\000\000\000"'
+infer valid_no_candidates "inputs {name: \"user_dense\" ${F32} shape: [1, 2] contents {fp32_contents: [0, 0]}}
+inputs {name: \"item_ids\" ${I64} shape: [0]}"
+infer bad_unknown_input "${TYPED} inputs {name: \"nope\" ${I64} shape: [1] contents {int64_contents: [1]}}"
+infer bad_input_twice "${TYPED} inputs {name: \"item_ids\" ${I64} shape: [2] contents {int64_contents: [1, 2]}}"
+FROM='[3, 107]'
+TO="[$(repeat 9 '1,') 1]"
+infer bad_too_many_ids "${TYPED/"${FROM}"/"${TO}"}"
+FROM='{int_contents: [2]}'
+TO='{int_contents: [2] fp64_contents: [1]}'
+infer bad_outside_the_field "${TYPED/"${FROM}"/"${TO}"}"
+infer bad_many_parameters "${TYPED} $(for i in $(seq 0 64); do printf 'parameters {key: "p%d" value {bool_param: true}} ' "$i"; done)"
+infer bad_empty_inputs_flood "$(repeat 300 'inputs {}')"
+infer bad_group "${TYPED}" '\243\001\244\001'
 
 find "${OUT}" -type f | sort | sed "s|${ROOT}/||"

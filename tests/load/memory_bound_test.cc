@@ -1,7 +1,10 @@
 // Memory of the public port is bounded by the config, not by what clients send:
 // the real server binary as a child process, three waves of 16 concurrent ~16 MB requests,
 // each far over one limit (a run of empty candidates, one candidate with millions of empty
-// features, one feature with millions of ids), sent as raw bytes. Every one is refused with
+// features, one feature with millions of ids), sent as raw bytes; then six waves of
+// ModelInfer requests parsing would make huge (millions of empty inputs, outputs,
+// parameters or unknown fields, one input of millions of ids, a shape of millions of
+// dimensions), which the scan before the parse refuses. Every one is refused with
 // INVALID_ARGUMENT naming its limit, the server's resident memory stays under idle + 1 GiB
 // throughout and is back within idle + 200 MiB a second after the last answer, and a normal
 // request still scores right. Plus requests over server.max_request_bytes at several sizes,
@@ -23,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/types/span.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -43,7 +47,11 @@ std::string ServerBinary() {
   return other != nullptr ? other : FUSERANK_BINARY_DIR "/bin/fuserank-server";
 }
 constexpr int64_t kMiB = int64_t{1} << 20;
-constexpr int kConcurrent = 16;
+// FUSERANK_MEMORY_BOUND_CALLS overrides it: fewer, to measure a build without the bounds.
+int Concurrent() {
+  const char* calls = std::getenv("FUSERANK_MEMORY_BOUND_CALLS");
+  return calls != nullptr ? std::max(1, std::atoi(calls)) : 16;
+}
 constexpr size_t kAttackBytes = 16'000'000;  // under the default 16 MiB server.max_request_bytes
 
 void AppendVarint(uint64_t value, std::string* out) {
@@ -83,6 +91,49 @@ std::string OneFeatureOfManyIds() {
   return Delimited(2, Delimited(1, "user_0") + Delimited(2, ids));
 }
 
+// ModelInfer bodies. A tag of field `field`, wire type `type`, in one byte (field < 16).
+std::string Tag1(int field, int type) {
+  return std::string(1, static_cast<char>(field << 3 | type));
+}
+
+// Repeats `piece` while the request stays within kAttackBytes.
+std::string Repeat(const std::string& piece) {
+  std::string out;
+  out.reserve(kAttackBytes);
+  while (out.size() + piece.size() <= kAttackBytes) out += piece;
+  return out;
+}
+
+// ModelInferRequest.inputs (field 5), each empty.
+std::string EmptyInputs() { return Repeat(Delimited(5, "")); }
+// ModelInferRequest.outputs (field 6), each empty.
+std::string EmptyOutputs() { return Repeat(Delimited(6, "")); }
+// Fields ModelInferRequest does not define (15, a varint 0): protobuf keeps each.
+std::string UnknownFields() { return Repeat(Tag1(15, 0) + std::string(1, '\0')); }
+
+// ModelInferRequest.parameters (field 4): entries with distinct keys (map entry field 1).
+std::string ManyParameters() {
+  std::string out;
+  out.reserve(kAttackBytes);
+  for (uint64_t key = 0; out.size() + 16 <= kAttackBytes; ++key) {
+    out += Delimited(4, Delimited(1, absl::StrCat(key)));
+  }
+  return out;
+}
+
+// One input user_0 whose contents (field 5) hold millions of packed int64 1s (field 3).
+std::string OneInputOfManyIds() {
+  const std::string ids(kAttackBytes - 48, '\x01');
+  return Delimited(
+      5, Delimited(1, "user_0") + Delimited(2, "INT64") + Delimited(5, Delimited(3, ids)));
+}
+
+// One input whose packed shape (field 3) has millions of dimensions.
+std::string OneShapeOfManyDims() {
+  const std::string dims(kAttackBytes - 48, '\x01');
+  return Delimited(5, Delimited(1, "item_ids") + Delimited(3, dims));
+}
+
 struct Answer {
   grpc::ClientContext context;
   grpc::ByteBuffer response;
@@ -90,9 +141,13 @@ struct Answer {
   absl::Notification done;
 };
 
-// Sends `bytes` as the body of `count` concurrent Rank calls and waits for every answer.
+constexpr char kRank[] = "/fuserank.v1.Ranker/Rank";
+constexpr char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
+
+// Sends `bytes` as the body of `count` concurrent calls of `method` and waits for every
+// answer.
 std::vector<grpc::Status> SendConcurrently(grpc::GenericStub* stub, const std::string& bytes,
-                                           int count) {
+                                           int count, const char* method = kRank) {
   grpc::Slice slice(bytes);
   const grpc::ByteBuffer request(&slice, 1);  // every call shares the one slice
   std::vector<std::unique_ptr<Answer>> answers;
@@ -100,8 +155,8 @@ std::vector<grpc::Status> SendConcurrently(grpc::GenericStub* stub, const std::s
     auto answer = std::make_unique<Answer>();
     answer->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
     Answer* a = answer.get();
-    stub->UnaryCall(&a->context, "/fuserank.v1.Ranker/Rank", grpc::StubOptions(), &request,
-                    &a->response, [a](grpc::Status status) {
+    stub->UnaryCall(&a->context, method, grpc::StubOptions(), &request, &a->response,
+                    [a](grpc::Status status) {
                       a->status = std::move(status);
                       a->done.Notify();
                     });
@@ -114,6 +169,13 @@ std::vector<grpc::Status> SendConcurrently(grpc::GenericStub* stub, const std::s
   }
   return statuses;
 }
+
+struct Wave {
+  const char* name;
+  std::string (*bytes)();
+  const char* limit;  // named in every refusal
+  const char* method = kRank;
+};
 
 class MemoryBoundTest : public ::testing::Test {
  protected:
@@ -151,6 +213,8 @@ class MemoryBoundTest : public ::testing::Test {
     }
   }
 
+  void ExpectWavesBounded(absl::Span<const Wave> waves);
+
   std::string dir_;
   testing::TestModel model_;
   std::string config_;
@@ -159,13 +223,10 @@ class MemoryBoundTest : public ::testing::Test {
   std::unique_ptr<grpc::GenericStub> stub_;
 };
 
-struct Wave {
-  const char* name;
-  std::string (*bytes)();
-  const char* limit;  // named in every refusal
-};
-
-TEST_F(MemoryBoundTest, OverLimitRequestsAreRefusedWithoutGrowingTheServer) {
+// Sends each wave as Concurrent() concurrent calls: every one is refused naming its limit,
+// resident memory stays under idle + 1 GiB and is back within idle + 200 MiB a second
+// after the last answer, and a normal request then scores right.
+void MemoryBoundTest::ExpectWavesBounded(absl::Span<const Wave> waves) {
   ExpectAGoodRequestScores(1);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const int64_t idle = server_.ResidentBytes();
@@ -180,15 +241,11 @@ TEST_F(MemoryBoundTest, OverLimitRequestsAreRefusedWithoutGrowingTheServer) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   });
-  const Wave waves[] = {
-      {"empty candidates", &EmptyCandidates, "server.max_candidates (4096)"},
-      {"one candidate of empty features", &OneCandidateOfEmptyFeatures, "item-side tables"},
-      {"one feature of many ids", &OneFeatureOfManyIds, "server.max_ids_per_feature (1024)"},
-  };
   for (const Wave& wave : waves) {
     SCOPED_TRACE(wave.name);
     const std::string bytes = wave.bytes();
-    for (const grpc::Status& status : SendConcurrently(stub_.get(), bytes, kConcurrent)) {
+    for (const grpc::Status& status :
+         SendConcurrently(stub_.get(), bytes, Concurrent(), wave.method)) {
       EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
       EXPECT_THAT(status.error_message(), HasSubstr(wave.limit));
     }
@@ -204,6 +261,28 @@ TEST_F(MemoryBoundTest, OverLimitRequestsAreRefusedWithoutGrowingTheServer) {
   EXPECT_LT(peak, idle + 1024 * kMiB);
   EXPECT_LT(after, idle + 200 * kMiB);
   ExpectAGoodRequestScores(2);
+}
+
+TEST_F(MemoryBoundTest, OverLimitRequestsAreRefusedWithoutGrowingTheServer) {
+  ExpectWavesBounded({
+      {"empty candidates", &EmptyCandidates, "server.max_candidates (4096)"},
+      {"one candidate of empty features", &OneCandidateOfEmptyFeatures, "item-side tables"},
+      {"one feature of many ids", &OneFeatureOfManyIds, "server.max_ids_per_feature (1024)"},
+  });
+}
+
+TEST_F(MemoryBoundTest, InferRequestsParsingWouldInflateAreRefusedBeforeTheParse) {
+  ExpectWavesBounded({
+      {"empty inputs", &EmptyInputs, "input tensors, but model 'small' takes at most", kModelInfer},
+      {"empty outputs", &EmptyOutputs, "outputs requested, but model 'small' has 3", kModelInfer},
+      {"parameters", &ManyParameters, "parameters: more than 64 parameters", kModelInfer},
+      {"unknown fields", &UnknownFields, "that inference.ModelInferRequest does not define",
+       kModelInfer},
+      {"one input of many ids", &OneInputOfManyIds,
+       "more than input 'user_0' can hold (1024: server.max_ids_per_feature", kModelInfer},
+      {"a shape of many dimensions", &OneShapeOfManyDims, "its shape has more than 8 dimensions",
+       kModelInfer},
+  });
 }
 
 TEST_F(MemoryBoundTest, EveryRequestOverTheByteLimitIsInvalidArgumentNamingIt) {

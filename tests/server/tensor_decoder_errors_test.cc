@@ -133,6 +133,10 @@ std::vector<BadCase> BadCases() {
          SetFp32(r, "item_0__weights", {2}, {1, 1});
        },
        "item_0__weights: 2 weights for 1 ids of table 'item_0'"},
+      {"ValuesOutsideTheDatatypesField", false,
+       [](auto* r) { r->mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); },
+       "user_0: contents holds 1 values outside contents.int64_contents, the only field "
+       "datatype INT64 reads; leave the others empty"},
       {"NaNWeight", false,
        [](auto* r) {
          SetFp32(r, "item_1__weights", {3}, {1, kNaN, 1});
