@@ -189,9 +189,11 @@ int64_t PackedVarints(const wire::Reader& packed) {
   return count;
 }
 
-// One InferTensorContents: adds its elements to `elements`.
-absl::Status ScanContents(wire::Reader in, const Where& where, int64_t* elements,
+// One InferTensorContents: adds its numeric values to input->elements, its bytes_contents
+// entries to input->bytes_values.
+absl::Status ScanContents(wire::Reader in, const Where& where, ScannedInput* input,
                           Unknowns* unknowns) {
+  int64_t* elements = &input->elements;
   return ForEachField(&in, where, [&](uint32_t tag, wire::Reader* r) -> absl::Status {
     const uint32_t field = Field(tag);
     const uint32_t type = WireType(tag);
@@ -210,7 +212,7 @@ absl::Status ScanContents(wire::Reader in, const Where& where, int64_t* elements
                      (field == kContentsFp64 && type == kFixed64) ||
                      (field == kContentsBytes && type == kDelimited);
     if (!one) return unknowns->Skip(r, tag, where);
-    ++*elements;
+    ++*(field == kContentsBytes ? &input->bytes_values : elements);
     return SkipKnown(r, tag) ? absl::OkStatus()
                              : NotARequest(absl::StrCat(where.Text(), " is malformed"));
   });
@@ -246,7 +248,7 @@ absl::Status ScanInput(wire::Reader in, ScannedInput* input, Unknowns* unknowns)
       wire::Reader contents{nullptr, nullptr};
       if (!Enter(r, &contents))
         return NotARequest(absl::StrCat(where.Text(), ".contents is malformed"));
-      return ScanContents(contents, where.In(".contents"), &input->elements, unknowns);
+      return ScanContents(contents, where.In(".contents"), input, unknowns);
     }
     if (field == kInputParameters && type == kDelimited) {
       return ScanParametersEntry(r, where.In(".parameters"), &parameters, unknowns);
@@ -330,6 +332,7 @@ absl::Status ScanInferInputs(absl::string_view bytes, InferRequestTop* top,
           return NotARequest(absl::StrCat("inputs[", input.index, "] is malformed"));
         }
         if (absl::Status s = ScanInput(tensor, &input, &unknowns); !s.ok()) return s;
+        top->values += input.elements;
         return check(input);
       });
 }

@@ -34,6 +34,7 @@ struct InferRequestTop {
   int outputs = 0;
   int raw_input_contents = 0;
   int unknown_fields = 0;  // so far: ScanInferInputs adds those inside the inputs
+  int64_t values = 0;      // numeric values of every input's typed contents (ScanInferInputs)
 };
 
 // Reads the top level, the requested outputs and the parameters. INVALID_ARGUMENT for bytes
@@ -44,9 +45,10 @@ absl::Status ScanInferTop(absl::string_view wire, InferRequestTop* top);
 
 // One input tensor as the scan saw it.
 struct ScannedInput {
-  int index = 0;           // its position in `inputs`
-  absl::string_view name;  // the last name field, as parsing keeps it; a view of the bytes
-  int64_t elements = 0;    // in its typed contents, every field together
+  int index = 0;             // its position in `inputs`
+  absl::string_view name;    // the last name field, as parsing keeps it; a view of the bytes
+  int64_t elements = 0;      // numeric values in its typed contents, every field together
+  int64_t bytes_values = 0;  // entries of contents.bytes_contents (a string each)
 };
 
 // Walks every input tensor and calls `check` on each, returning its first error.

@@ -25,7 +25,8 @@ using Clock = engine::BatcherClock;
 constexpr size_t kMaxPooledCalls = 256;
 // Calls whose protos hold more than this (capacity included) are freed, not pooled.
 constexpr size_t kMaxPooledCallBytes = size_t{1} << 20;
-// A call done with a request this large on the wire asks the trimmer to give memory back.
+// A call done with a request this large (wire bytes and parsed values) asks the trimmer to
+// give memory back.
 constexpr size_t kTrimAfterBytes = size_t{1} << 20;
 
 double SecondsSince(Clock::time_point start) {
@@ -89,7 +90,7 @@ struct KServeService::Call {
   int num_outputs = 0;
   std::atomic<bool> cancelled{false};
   bool accepted = false;
-  size_t request_bytes = 0;  // on the wire
+  size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
   Clock::time_point start;
 };
 
@@ -217,6 +218,8 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
                    FindModel(std::string(top.model_name), std::string(top.model_version)));
   call->decoder = DecoderFor(*call->model);
   RETURN_IF_ERROR(call->decoder->CheckWire(wire.view(), &top, &call->scanned));
+  // 1-byte varints parse into 8-byte values: large enough to give back after it is done.
+  call->request_bytes += static_cast<size_t>(8 * top.values);
   if (!call->request.ParseFromArray(wire.view().data(), static_cast<int>(wire.view().size()))) {
     return absl::InvalidArgumentError(
         "the request is not a valid inference.ModelInferRequest: protobuf cannot parse it");

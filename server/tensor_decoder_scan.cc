@@ -33,6 +33,28 @@ absl::Status TensorDecoder::CheckScannedCounts(const InferRequestTop& top) const
   return absl::OkStatus();
 }
 
+absl::string_view TensorDecoder::TypeOf(const InputRef& ref) {
+  switch (ref.role) {
+    case Role::kIds:
+    case Role::kItemIds:
+      return "INT64";
+    case Role::kLengths:
+      return "INT32";
+    case Role::kWeights:
+    case Role::kUserDense:
+    case Role::kItemDense:
+      break;
+  }
+  return "FP32";
+}
+
+absl::string_view TensorDecoder::FieldOf(const InputRef& ref) {
+  const absl::string_view type = TypeOf(ref);
+  return type == "INT64"   ? "contents.int64_contents"
+         : type == "INT32" ? "contents.int_contents"
+                           : "contents.fp32_contents";
+}
+
 int64_t TensorDecoder::MaxElements(const InputRef& ref) const {
   const int64_t candidates = limits_.max_candidates;
   const bool user = ref.table >= 0 && tables_[ref.table].side == engine::Side::kUser;
@@ -81,6 +103,11 @@ absl::Status TensorDecoder::CheckScannedInput(const ScannedInput& input, ScanTal
   int* slot = SlotIn(ref, &tally->inputs);
   if (*slot >= 0) return GivenTwice(input.name, *slot, input.index);
   *slot = input.index;
+  if (input.bytes_values > 0) {  // no input is BYTES; each entry would parse into a string
+    return absl::InvalidArgumentError(absl::StrCat(
+        input.name, ": contents.bytes_contents holds ", input.bytes_values, " values, but input '",
+        input.name, "' is ", TypeOf(ref), "; send its values in ", FieldOf(ref)));
+  }
   const int64_t most = MaxElements(ref);
   if (input.elements > most && ref.role == Role::kItemIds) {  // Append's message, and Rank's
     return absl::InvalidArgumentError(absl::StrCat("item_ids: ", input.elements,

@@ -96,8 +96,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const absl::Status walked =
         server::ScanInferInputs(wire, &again, [&](const server::ScannedInput& input) {
           const auto& tensor = parsed.inputs(input.index);
+          const int64_t strings = tensor.contents().bytes_contents_size();
           FUZZ_CHECK(input.name == tensor.name() &&
-                         input.elements == server::TypedElements(tensor.contents()),
+                         input.elements == server::TypedElements(tensor.contents()) - strings &&
+                         input.bytes_values == strings,
                      absl::StrCat("inputs[", input.index, "]: scan '", input.name, "' ",
                                   input.elements, " values, parse '", tensor.name(), "' ",
                                   server::TypedElements(tensor.contents())));

@@ -1,10 +1,10 @@
 // Memory of the public port is bounded by the config, not by what clients send:
 // the real server binary as a child process, three waves of 16 concurrent ~16 MB requests,
 // each far over one limit (a run of empty candidates, one candidate with millions of empty
-// features, one feature with millions of ids), sent as raw bytes; then six waves of
+// features, one feature with millions of ids), sent as raw bytes; then seven waves of
 // ModelInfer requests parsing would make huge (millions of empty inputs, outputs,
-// parameters or unknown fields, one input of millions of ids, a shape of millions of
-// dimensions), which the scan before the parse refuses. Every one is refused with
+// parameters or unknown fields, one input of millions of ids or of empty strings, a shape
+// of millions of dimensions), which the scan before the parse refuses. Every one is refused with
 // INVALID_ARGUMENT naming its limit, the server's resident memory stays under idle + 1 GiB
 // throughout and is back within idle + 200 MiB a second after the last answer, and a normal
 // request still scores right. Plus requests over server.max_request_bytes at several sizes,
@@ -128,10 +128,23 @@ std::string OneInputOfManyIds() {
       5, Delimited(1, "user_0") + Delimited(2, "INT64") + Delimited(5, Delimited(3, ids)));
 }
 
+// One input item_0 whose contents hold millions of empty bytes_contents (field 8): each
+// would parse into a string of its own.
+std::string OneInputOfManyStrings() {
+  return Delimited(5, Delimited(1, "item_0") + Delimited(5, Repeat(Delimited(8, "")).substr(32)));
+}
+
 // One input whose packed shape (field 3) has millions of dimensions.
 std::string OneShapeOfManyDims() {
   const std::string dims(kAttackBytes - 48, '\x01');
   return Delimited(5, Delimited(1, "item_ids") + Delimited(3, dims));
+}
+
+// *peak = max(*peak, value), against a concurrent reset.
+void RaiseTo(std::atomic<int64_t>* peak, int64_t value) {
+  int64_t seen = peak->load();
+  while (seen < value && !peak->compare_exchange_weak(seen, value)) {
+  }
 }
 
 struct Answer {
@@ -235,20 +248,27 @@ void MemoryBoundTest::ExpectWavesBounded(absl::Span<const Wave> waves) {
 
   std::atomic<bool> sampling{true};
   std::atomic<int64_t> sampled_peak{0};
+  std::atomic<int64_t> wave_peak{0};  // since the wave began
   std::thread sampler([&] {
     while (sampling.load()) {
-      sampled_peak.store(std::max(sampled_peak.load(), server_.ResidentBytes()));
+      const int64_t now = server_.ResidentBytes();
+      RaiseTo(&sampled_peak, now);
+      RaiseTo(&wave_peak, now);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   });
   for (const Wave& wave : waves) {
     SCOPED_TRACE(wave.name);
     const std::string bytes = wave.bytes();
+    const int64_t before = server_.ResidentBytes();
+    wave_peak.store(0);
     for (const grpc::Status& status :
          SendConcurrently(stub_.get(), bytes, Concurrent(), wave.method)) {
       EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
       EXPECT_THAT(status.error_message(), HasSubstr(wave.limit));
     }
+    std::printf("wave %s: %.1f MiB before it, sampled peak %.1f MiB\n", wave.name,
+                before / double(kMiB), wave_peak.load() / double(kMiB));
   }
   const auto last_answer = std::chrono::steady_clock::now();
   std::this_thread::sleep_until(last_answer + std::chrono::seconds(1));
@@ -282,6 +302,8 @@ TEST_F(MemoryBoundTest, InferRequestsParsingWouldInflateAreRefusedBeforeTheParse
        "more than input 'user_0' can hold (1024: server.max_ids_per_feature", kModelInfer},
       {"a shape of many dimensions", &OneShapeOfManyDims, "its shape has more than 8 dimensions",
        kModelInfer},
+      {"one input of many strings", &OneInputOfManyStrings,
+       "contents.bytes_contents holds 7999984 values", kModelInfer},
   });
 }
 

@@ -40,9 +40,9 @@ std::string Delimited(int field, const std::string& bytes) {
   return Tag(field, 2) + Varint(bytes.size()) + bytes;
 }
 
-// The sum of a parsed input's typed contents, as the scan counts them.
+// The numeric values of a parsed input's typed contents, as the scan counts them.
 int64_t ParsedElements(const ModelInferRequest::InferInputTensor& input) {
-  return TypedElements(input.contents());
+  return TypedElements(input.contents()) - input.contents().bytes_contents_size();
 }
 
 class InferRequestScanTest : public ::testing::Test {
@@ -122,7 +122,10 @@ TEST_F(InferRequestScanTest, CountsTypedValuesOfEveryKindPackedOrNot) {
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].name, "x");
   EXPECT_EQ(seen[0].elements, ParsedElements(parsed.inputs(0)));
-  EXPECT_EQ(seen[0].elements, 19);  // 15 packed, 4 unpacked
+  EXPECT_EQ(seen[0].elements, 17);  // 13 packed, 4 unpacked
+  EXPECT_EQ(seen[0].bytes_values, parsed.inputs(0).contents().bytes_contents_size());
+  EXPECT_EQ(seen[0].bytes_values, 2);
+  EXPECT_EQ(top.values, 17);
 }
 
 TEST_F(InferRequestScanTest, PassesTheGoodRequestsTypedAndRaw) {
@@ -255,6 +258,10 @@ TEST_F(InferRequestScanTest, RefusesContentsLargerThanTheInputCanHold) {
          SetInt64(r, "item_0", {8}, std::vector<int64_t>(8));  // user_0 3, user_1 2, item_0 8
        },
        "the request holds at least 13 ids in its contents, more than engine.max_batch_ids (10)"},
+      {"bytes_contents",
+       [](auto* r) { r->mutable_inputs(0)->mutable_contents()->add_bytes_contents(""); },
+       "user_0: contents.bytes_contents holds 1 values, but input 'user_0' is INT64; send its "
+       "values in contents.int64_contents"},
       {"values outside the datatype's field",
        [](auto* r) {
          for (int i = 0; i < 9; ++i) r->mutable_inputs(0)->mutable_contents()->add_fp64_contents(1);
