@@ -1,6 +1,6 @@
 // The HBM hot-row cache of a table whose rows live in host memory (cache.placement: host):
 // a device copy of the hot set's row -> slot index (engine/hot_rows/hot_row_index.h, the
-// same open addressing and Fibonacci hash, its two arrays interleaved so one 8-byte load
+// same open addressing and multiply-shift hash, its two arrays interleaved so one 8-byte load
 // reads a key and its slot) and the hot rows in slot order. The probe is FUSERANK_HD: the
 // lookup kernel calls it on the device and the CPU tests call it on the host copy.
 // No CUDA header: plain C++ code includes this file.
@@ -19,7 +19,8 @@ struct alignas(8) HotCacheEntry {
   int32_t slot;
 };
 inline constexpr int32_t kHotEmpty = -1;
-// HotRowIndex::kHashMultiplier (engine/cuda checks that the two agree).
+// The multiplier of indexes built with a fixed one (the shared-memory staging experiment,
+// smem_staging.h); a hot set's index draws its own (HotRowIndex::multiplier()).
 inline constexpr uint32_t kHotHashMultiplier = 0x9E3779B1u;
 
 // One table's cache as the lookup kernel reads it (an array of them per worker, user
@@ -28,7 +29,8 @@ struct HotCacheTable {
   const HotCacheEntry* d_index = nullptr;  // mask + 1 entries
   const unsigned char* d_rows = nullptr;   // slot * LookupTable::row_bytes
   uint32_t mask = 0;
-  int32_t shift = 31;  // home of a row: (row * kHotHashMultiplier) >> shift
+  int32_t shift = 31;                        // home of a row: (row * multiplier) >> shift
+  uint32_t multiplier = kHotHashMultiplier;  // the host index's (HotRowIndex::multiplier())
 };
 
 FUSERANK_HD HotCacheEntry LoadHotEntry(const HotCacheEntry* p) {
@@ -43,7 +45,7 @@ FUSERANK_HD HotCacheEntry LoadHotEntry(const HotCacheEntry* p) {
 // The slot of `row` in `t`, or -1. The index has at least one empty entry (load <= 0.5),
 // so the walk ends. REQUIRES: t.d_index != nullptr.
 FUSERANK_HD int32_t HotCacheSlot(const HotCacheTable& t, int32_t row) {
-  uint32_t i = (static_cast<uint32_t>(row) * kHotHashMultiplier) >> t.shift;
+  uint32_t i = (static_cast<uint32_t>(row) * t.multiplier) >> t.shift;
   for (;;) {
     const HotCacheEntry e = LoadHotEntry(t.d_index + i);
     if (e.row == row) return e.slot;

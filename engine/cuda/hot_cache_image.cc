@@ -8,8 +8,6 @@
 
 namespace fuserank::engine::cuda {
 
-static_assert(kernels::kHotHashMultiplier == HotRowIndex::kHashMultiplier,
-              "the device probe hashes as the host index does");
 static_assert(kernels::kHotEmpty == HotRowIndex::kEmpty, "the same empty key");
 
 kernels::HotCacheTable HotCacheImage::Table(const kernels::HotCacheEntry* d_index,
@@ -20,6 +18,7 @@ kernels::HotCacheTable HotCacheImage::Table(const kernels::HotCacheEntry* d_inde
   t.d_rows = d_rows;
   t.mask = mask;
   t.shift = shift;
+  t.multiplier = multiplier;  // the device probe hashes as the host index does
   return t;
 }
 
@@ -33,6 +32,7 @@ HotCacheImage MakeHotCacheImage(const EmbeddingTable& table, const HotSet& set) 
   const HotRowIndex& index = set.index();
   image.mask = index.mask();
   image.shift = index.shift();
+  image.multiplier = index.multiplier();
   image.index.resize(index.keys().size());
   for (size_t i = 0; i < image.index.size(); ++i) {
     image.index[i] = kernels::HotCacheEntry{index.keys()[i], index.values()[i]};

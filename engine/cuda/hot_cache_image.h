@@ -22,7 +22,8 @@ struct HotCacheImage {
   std::vector<std::byte> rows;                // size() * DeviceRowBytes(table), slot order
   uint32_t mask = 0;
   int32_t shift = 31;
-  int count = 0;  // rows in the set
+  uint32_t multiplier = 1;  // HotRowIndex::multiplier()
+  int count = 0;            // rows in the set
   // The descriptor of this image with its arrays at `d_index` and `d_rows` (host or device
   // addresses of copies of index and rows); no hot rows when the image is empty.
   kernels::HotCacheTable Table(const kernels::HotCacheEntry* d_index,

@@ -22,7 +22,7 @@ using ::testing::HasSubstr;
 int32_t ProbeLikeAKernel(const HotRowIndex& index, int32_t row) {
   const auto keys = index.keys();
   const auto values = index.values();
-  uint32_t i = (static_cast<uint32_t>(row) * 0x9E3779B1u) >> index.shift();
+  uint32_t i = (static_cast<uint32_t>(row) * index.multiplier()) >> index.shift();
   while (true) {
     if (keys[i] == row) return values[i];
     if (keys[i] == -1) return -1;
