@@ -1,6 +1,9 @@
 // Microbenchmarks of the hot-row machinery on the serving path, per id unless
 // said otherwise, on a 200k-row fp32 table of dim 32 with a 4096-row hot set:
 //   HotRows_Probe{Hit,Miss}      HotSet::FindSlot alone, every id a hit / a miss
+//   HotRows_ProbeCrafted/fixed   HotRowIndex::Find of uniform rows against rows crafted to
+//                                collide under the fixed Fibonacci multiplier (fixed:1) and
+//                                under a random one (fixed:0)
 //   HotRows_ProbeZipf            FindSlot on Zipf(alpha) ids with the true top 4096 hot
 //                                (hit_rate reported), + reading the row from either tier,
 //                                against reading every row from the table (hot:0), on
@@ -24,6 +27,7 @@
 #include "benchmark/benchmark.h"
 #include "engine/hot_rows/access_sampler.h"
 #include "engine/hot_rows/frequency_sketch.h"
+#include "engine/hot_rows/hot_row_index.h"
 #include "engine/hot_rows/hot_row_manager.h"
 #include "engine/hot_rows/hot_rows.h"
 #include "engine/model.h"
@@ -136,6 +140,32 @@ void HotRows_ProbeMiss(benchmark::State& state) {
   ProbeIds(state, *set, ids);
 }
 BENCHMARK(HotRows_ProbeMiss);
+
+// The index of a set of kCapacity rows crafted to share the first 256 of 8192 homes under
+// the fixed Fibonacci multiplier, built with that multiplier (fixed:1) or with a random one
+// as HotSet builds it (fixed:0), probed with uniform rows of the table (nearly all misses,
+// as most of a request's ids are): what such a set costs every lookup.
+void HotRows_ProbeCrafted(benchmark::State& state) {
+  constexpr uint32_t kFibonacci = 0x9E3779B1u;
+  std::vector<int32_t> rows;
+  for (int32_t r = 0; static_cast<int>(rows.size()) < kCapacity && r < kRows; ++r) {
+    if (HotRowIndex::Home(r, kFibonacci, 19) < 256) rows.push_back(r);
+  }
+  if (static_cast<int>(rows.size()) < kCapacity) state.SkipWithError("too few crafted rows");
+  const HotRowIndex index = state.range(0) != 0 ? HotRowIndex(rows, kFibonacci) : HotRowIndex(rows);
+  std::vector<int32_t> ids(kIds);
+  std::mt19937_64 rng(3);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % kRows);
+  size_t i = 0;
+  int64_t found = 0;
+  for (auto _ : state) {
+    for (int k = 0; k < 1024; ++k, ++i) found += index.Find(ids[i & (kIds - 1)]) >= 0;
+    benchmark::DoNotOptimize(found);
+  }
+  state.SetItemsProcessed(state.iterations() * 1024);
+  state.counters["longest_run"] = static_cast<double>(index.LongestRun());
+}
+BENCHMARK(HotRows_ProbeCrafted)->ArgName("fixed")->Arg(1)->Arg(0);
 
 // A plain fp32 table of `rows` x kDim (no model), kept for the whole run.
 const EmbeddingTable& RawTable(int32_t rows) {

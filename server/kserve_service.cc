@@ -3,8 +3,10 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -70,7 +72,10 @@ struct KServeService::Call {
   class Reactor final : public grpc::ServerUnaryReactor {
    public:
     Reactor(KServeService* service, Call* call) : service_(service), call_(call) {}
-    void OnCancel() override { call_->cancelled.store(true, std::memory_order_release); }
+    void OnCancel() override {
+      call_->cancelled.store(true, std::memory_order_release);
+      FUSERANK_TSAN_RELEASE(call_);  // gRPC runs OnDone after this, maybe on another thread
+    }
     void OnDone() override { service_->OnCallDone(call_); }  // destroys *this
 
    private:
@@ -92,6 +97,45 @@ struct KServeService::Call {
   bool accepted = false;
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
   Clock::time_point start;
+  // The most inputs, raw contents and requested outputs any request of this call had: the
+  // messages keep that many, cleared, for the next parse to reuse.
+  int inputs_high = 0;
+  int raw_high = 0;
+  int outputs_high = 0;
+
+  // What the messages hold, capacity included (Clear() keeps it), as protobuf's public API
+  // shows it: the request's wire bytes (its strings, parameters and values parsed once)
+  // plus the capacity of every input's fields, raw contents and the response's outputs.
+  // Messages kept beyond the current request's counts are not visible: a call that holds
+  // any counts as too large to pool. (Message::SpaceUsedLong would see them, but reads map
+  // fields through code whose layout differs between Debian's libprotobuf and a TSan build,
+  // and crashed there.)
+  size_t HeldBytes() {
+    inputs_high = std::max(inputs_high, request.inputs_size());
+    raw_high = std::max(raw_high, request.raw_input_contents_size());
+    outputs_high = std::max(outputs_high, request.outputs_size());
+    if (request.inputs_size() < inputs_high || request.raw_input_contents_size() < raw_high ||
+        request.outputs_size() < outputs_high) {
+      return std::numeric_limits<size_t>::max();
+    }
+    size_t bytes = request_bytes + request.id().capacity() + request.model_name().capacity() +
+                   request.model_version().capacity();
+    for (const auto& input : request.inputs()) {
+      const inference::InferTensorContents& c = input.contents();
+      bytes +=
+          input.name().capacity() + input.datatype().capacity() +
+          sizeof(int64_t) * static_cast<size_t>(input.shape().Capacity()) +
+          static_cast<size_t>(c.bool_contents().Capacity()) +
+          4 * static_cast<size_t>(c.int_contents().Capacity() + c.uint_contents().Capacity() +
+                                  c.fp32_contents().Capacity()) +
+          8 * static_cast<size_t>(c.int64_contents().Capacity() + c.uint64_contents().Capacity() +
+                                  c.fp64_contents().Capacity());
+    }
+    for (const std::string& raw : request.raw_input_contents()) bytes += raw.capacity();
+    for (const auto& output : request.outputs()) bytes += output.name().capacity();
+    for (const std::string& raw : response.raw_output_contents()) bytes += raw.capacity();
+    return bytes;
+  }
 };
 
 KServeService::KServeService(const ServedModels* models, Metrics* metrics, KServeOptions options)
@@ -106,9 +150,7 @@ KServeService::KServeService(const ServedModels* models, Metrics* metrics, KServ
               call.model.reset();  // a retired version is freed once its last call lets go
               call.decoder.reset();
               call.response_buffer = nullptr;
-              // What the protos hold now, with the capacity Clear() keeps: a request of
-              // small varints parses into up to 8 times its wire size.
-              return call.request.SpaceUsedLong() + call.response.SpaceUsedLong();
+              return call.HeldBytes();
             }) {}
 
 KServeService::~KServeService() {

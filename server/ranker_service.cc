@@ -86,7 +86,10 @@ struct RankerService::Call {
     Reactor(RankerService* service, Call* call) : service_(service), call_(call) {}
     // The client cancelled or its deadline passed: the batcher drops the request if it
     // has not run yet.
-    void OnCancel() override { call_->cancelled.store(true, std::memory_order_release); }
+    void OnCancel() override {
+      call_->cancelled.store(true, std::memory_order_release);
+      FUSERANK_TSAN_RELEASE(call_);  // gRPC runs OnDone after this, maybe on another thread
+    }
     void OnDone() override { service_->OnCallDone(call_); }  // destroys *this
 
    private:

@@ -3,7 +3,8 @@
 // core, often on another thread than the one that finished the call. A service that
 // finishes calls off gRPC's thread (a worker, the batcher's callback) releases the call
 // before Finish() and acquires it in OnDone(), so TSan sees what the finishing thread wrote
-// ordered before what gRPC's thread does next. No-ops outside TSan builds.
+// ordered before what gRPC's thread does next; OnCancel() releases it too, gRPC running
+// OnDone() after it. No-ops outside TSan builds.
 #ifndef FUSERANK_SERVER_TSAN_HANDOFF_H_
 #define FUSERANK_SERVER_TSAN_HANDOFF_H_
 
