@@ -3,13 +3,12 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/status_macros.h"
@@ -97,44 +96,62 @@ struct KServeService::Call {
   bool accepted = false;
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
   Clock::time_point start;
-  // The most inputs, raw contents and requested outputs any request of this call had: the
-  // messages keep that many, cleared, for the next parse to reuse.
-  int inputs_high = 0;
-  int raw_high = 0;
-  int outputs_high = 0;
+  // Bytes each position of the request's inputs and raw contents and of the response's
+  // outputs holds, capacity included. Clear() keeps the messages and strings past a
+  // request's counts for the next parse to reuse, with their capacity, which no longer
+  // changes while they are hidden: a position's last visible figure stays exact.
+  absl::InlinedVector<size_t, 32> input_bytes;
+  absl::InlinedVector<size_t, 32> raw_bytes;
+  std::array<size_t, kNumOutputs> output_bytes{};
 
-  // What the messages hold, capacity included (Clear() keeps it), as protobuf's public API
-  // shows it: the request's wire bytes (its strings, parameters and values parsed once)
-  // plus the capacity of every input's fields, raw contents and the response's outputs.
-  // Messages kept beyond the current request's counts are not visible: a call that holds
-  // any counts as too large to pool. (Message::SpaceUsedLong would see them, but reads map
-  // fields through code whose layout differs between Debian's libprotobuf and a TSan build,
-  // and crashed there.)
+  // What the messages hold, capacity included, from protobuf's public API (Message::
+  // SpaceUsedLong reads map fields through code whose layout differs between Debian's
+  // libprotobuf and a TSan build, and crashed there).
   size_t HeldBytes() {
-    inputs_high = std::max(inputs_high, request.inputs_size());
-    raw_high = std::max(raw_high, request.raw_input_contents_size());
-    outputs_high = std::max(outputs_high, request.outputs_size());
-    if (request.inputs_size() < inputs_high || request.raw_input_contents_size() < raw_high ||
-        request.outputs_size() < outputs_high) {
-      return std::numeric_limits<size_t>::max();
+    size_t bytes = request.id().capacity() + request.model_name().capacity() +
+                   request.model_version().capacity() + ParameterBytes(request.parameters());
+    for (const auto& output : request.outputs()) {
+      bytes += output.name().capacity() + ParameterBytes(output.parameters());
     }
-    size_t bytes = request_bytes + request.id().capacity() + request.model_name().capacity() +
-                   request.model_version().capacity();
-    for (const auto& input : request.inputs()) {
-      const inference::InferTensorContents& c = input.contents();
-      bytes +=
-          input.name().capacity() + input.datatype().capacity() +
-          sizeof(int64_t) * static_cast<size_t>(input.shape().Capacity()) +
-          static_cast<size_t>(c.bool_contents().Capacity()) +
-          4 * static_cast<size_t>(c.int_contents().Capacity() + c.uint_contents().Capacity() +
-                                  c.fp32_contents().Capacity()) +
-          8 * static_cast<size_t>(c.int64_contents().Capacity() + c.uint64_contents().Capacity() +
-                                  c.fp64_contents().Capacity());
+    if (input_bytes.size() < static_cast<size_t>(request.inputs_size())) {
+      input_bytes.resize(static_cast<size_t>(request.inputs_size()));
     }
-    for (const std::string& raw : request.raw_input_contents()) bytes += raw.capacity();
-    for (const auto& output : request.outputs()) bytes += output.name().capacity();
-    for (const std::string& raw : response.raw_output_contents()) bytes += raw.capacity();
+    for (int i = 0; i < request.inputs_size(); ++i) input_bytes[i] = InputBytes(request.inputs(i));
+    if (raw_bytes.size() < static_cast<size_t>(request.raw_input_contents_size())) {
+      raw_bytes.resize(static_cast<size_t>(request.raw_input_contents_size()));
+    }
+    for (int i = 0; i < request.raw_input_contents_size(); ++i) {
+      raw_bytes[i] = request.raw_input_contents(i).capacity();
+    }
+    for (int i = 0; i < response.raw_output_contents_size() && i < kNumOutputs; ++i) {
+      output_bytes[i] = response.raw_output_contents(i).capacity();
+    }
+    for (const size_t b : input_bytes) bytes += b;
+    for (const size_t b : raw_bytes) bytes += b;
+    for (const size_t b : output_bytes) bytes += b;
+    return bytes + response.id().capacity() + response.model_name().capacity() +
+           response.model_version().capacity();
+  }
+
+  static size_t ParameterBytes(
+      const google::protobuf::Map<std::string, inference::InferParameter>& parameters) {
+    size_t bytes = 0;
+    for (const auto& [key, value] : parameters) {
+      bytes += key.capacity() + sizeof(value) + value.string_param().capacity();
+    }
     return bytes;
+  }
+
+  static size_t InputBytes(const inference::ModelInferRequest::InferInputTensor& input) {
+    const inference::InferTensorContents& c = input.contents();
+    return input.name().capacity() + input.datatype().capacity() +
+           ParameterBytes(input.parameters()) +
+           sizeof(int64_t) * static_cast<size_t>(input.shape().Capacity()) +
+           static_cast<size_t>(c.bool_contents().Capacity()) +
+           4 * static_cast<size_t>(c.int_contents().Capacity() + c.uint_contents().Capacity() +
+                                   c.fp32_contents().Capacity()) +
+           8 * static_cast<size_t>(c.int64_contents().Capacity() + c.uint64_contents().Capacity() +
+                                   c.fp64_contents().Capacity());
   }
 };
 

@@ -23,8 +23,11 @@ size_t HotRowIndex::MaxRun(size_t size) {
 }
 
 HotRowIndex::HotRowIndex(absl::Span<const int32_t> rows) {
+  if (rows.empty()) {  // every probe misses whatever the multiplier: no draw
+    Build(rows, 1);
+    return;
+  }
   Build(rows, RandomMultiplier());
-  if (rows.empty()) return;
   // A rare draw spreads these rows badly (runs far longer than linear probing gives at
   // load 0.5): draw again, keep the best.
   uint32_t best = multiplier_;
