@@ -36,11 +36,11 @@ TypedContents Typed(absl::string_view field, const google::protobuf::RepeatedFie
 TypedContents ContentsOf(const inference::InferTensorContents& contents, TensorType type) {
   switch (type) {
     case TensorType::kInt64:
-      return Typed("int64_contents", contents.int64_contents());
+      return Typed(ContentsField(type), contents.int64_contents());
     case TensorType::kInt32:
-      return Typed("int_contents", contents.int_contents());
+      return Typed(ContentsField(type), contents.int_contents());
     case TensorType::kFp32:
-      return Typed("fp32_contents", contents.fp32_contents());
+      return Typed(ContentsField(type), contents.fp32_contents());
   }
   return {"", nullptr, 0};
 }
@@ -74,6 +74,18 @@ absl::string_view TensorTypeName(TensorType type) {
       return "FP32";
   }
   return "?";
+}
+
+absl::string_view ContentsField(TensorType type) {
+  switch (type) {
+    case TensorType::kInt64:
+      return "int64_contents";
+    case TensorType::kInt32:
+      return "int_contents";
+    case TensorType::kFp32:
+      break;
+  }
+  return "fp32_contents";
 }
 
 absl::Status CheckContentKind(const ModelInferRequest& request) {

@@ -27,6 +27,8 @@ enum class TensorType { kInt64, kInt32, kFp32 };
 
 // "INT64", "INT32", "FP32": the v2 datatype string.
 absl::string_view TensorTypeName(TensorType type);
+// The InferTensorContents field a datatype's typed values travel in: "int64_contents", ...
+absl::string_view ContentsField(TensorType type);
 
 // A tensor's elements of type T, read in place. The bytes need not be aligned for T:
 // each element is loaded with memcpy, which compiles to one plain load.

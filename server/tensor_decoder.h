@@ -135,9 +135,8 @@ class TensorDecoder {
   int num_inputs() const { return 3 * static_cast<int>(tables_.size()) + 3; }
   // The most typed elements an input of `ref` can hold within the limits, and why.
   int64_t MaxElements(const InputRef& ref) const;
-  // The datatype of input `ref` ("INT64", ...) and the contents field it travels in.
-  static absl::string_view TypeOf(const InputRef& ref);
-  static absl::string_view FieldOf(const InputRef& ref);
+  // The datatype of input `ref`.
+  static TensorType TypeOf(const InputRef& ref);
   std::string WhyMax(const InputRef& ref) const;
 
   std::string model_name_;

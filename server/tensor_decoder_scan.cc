@@ -33,26 +33,19 @@ absl::Status TensorDecoder::CheckScannedCounts(const InferRequestTop& top) const
   return absl::OkStatus();
 }
 
-absl::string_view TensorDecoder::TypeOf(const InputRef& ref) {
+TensorType TensorDecoder::TypeOf(const InputRef& ref) {
   switch (ref.role) {
     case Role::kIds:
     case Role::kItemIds:
-      return "INT64";
+      return TensorType::kInt64;
     case Role::kLengths:
-      return "INT32";
+      return TensorType::kInt32;
     case Role::kWeights:
     case Role::kUserDense:
     case Role::kItemDense:
       break;
   }
-  return "FP32";
-}
-
-absl::string_view TensorDecoder::FieldOf(const InputRef& ref) {
-  const absl::string_view type = TypeOf(ref);
-  return type == "INT64"   ? "contents.int64_contents"
-         : type == "INT32" ? "contents.int_contents"
-                           : "contents.fp32_contents";
+  return TensorType::kFp32;
 }
 
 int64_t TensorDecoder::MaxElements(const InputRef& ref) const {
@@ -104,9 +97,10 @@ absl::Status TensorDecoder::CheckScannedInput(const ScannedInput& input, ScanTal
   if (*slot >= 0) return GivenTwice(input.name, *slot, input.index);
   *slot = input.index;
   if (input.bytes_values > 0) {  // no input is BYTES; each entry would parse into a string
-    return absl::InvalidArgumentError(absl::StrCat(
-        input.name, ": contents.bytes_contents holds ", input.bytes_values, " values, but input '",
-        input.name, "' is ", TypeOf(ref), "; send its values in ", FieldOf(ref)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(input.name, ": contents.bytes_contents holds ", input.bytes_values,
+                     " values, but input '", input.name, "' is ", TensorTypeName(TypeOf(ref)),
+                     "; send its values in contents.", ContentsField(TypeOf(ref))));
   }
   const int64_t most = MaxElements(ref);
   if (input.elements > most && ref.role == Role::kItemIds) {  // Append's message, and Rank's
