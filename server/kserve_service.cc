@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/infer_message_bytes.h"
 #include "server/infer_request_scan.h"
 #include "server/kserve_tensors.h"
 #include "server/tsan_handoff.h"
@@ -131,27 +132,6 @@ struct KServeService::Call {
     for (const size_t b : output_bytes) bytes += b;
     return bytes + response.id().capacity() + response.model_name().capacity() +
            response.model_version().capacity();
-  }
-
-  static size_t ParameterBytes(
-      const google::protobuf::Map<std::string, inference::InferParameter>& parameters) {
-    size_t bytes = 0;
-    for (const auto& [key, value] : parameters) {
-      bytes += key.capacity() + sizeof(value) + value.string_param().capacity();
-    }
-    return bytes;
-  }
-
-  static size_t InputBytes(const inference::ModelInferRequest::InferInputTensor& input) {
-    const inference::InferTensorContents& c = input.contents();
-    return input.name().capacity() + input.datatype().capacity() +
-           ParameterBytes(input.parameters()) +
-           sizeof(int64_t) * static_cast<size_t>(input.shape().Capacity()) +
-           static_cast<size_t>(c.bool_contents().Capacity()) +
-           4 * static_cast<size_t>(c.int_contents().Capacity() + c.uint_contents().Capacity() +
-                                   c.fp32_contents().Capacity()) +
-           8 * static_cast<size_t>(c.int64_contents().Capacity() + c.uint64_contents().Capacity() +
-                                   c.fp64_contents().Capacity());
   }
 };
 
