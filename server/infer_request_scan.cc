@@ -1,9 +1,5 @@
 #include "server/infer_request_scan.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -174,21 +170,6 @@ absl::Status ScanOutput(wire::Reader in, int k, Unknowns* unknowns) {
   });
 }
 
-// Elements of a packed field of varints: each ends with a byte below 0x80. 16 bytes at a
-// time (SSE2, which every x86-64 has): the bytes with the high bit set are the mask's.
-int64_t PackedVarints(const wire::Reader& packed) {
-  const uint8_t* p = packed.p;
-  int64_t count = 0;
-#if defined(__SSE2__)
-  for (; packed.end - p >= 16; p += 16) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    count += 16 - __builtin_popcount(static_cast<unsigned>(_mm_movemask_epi8(bytes)));
-  }
-#endif
-  for (; p != packed.end; ++p) count += *p < 0x80;
-  return count;
-}
-
 // One InferTensorContents: adds its numeric values to input->elements, its bytes_contents
 // entries to input->bytes_values.
 absl::Status ScanContents(wire::Reader in, const Where& where, ScannedInput* input,
@@ -203,7 +184,7 @@ absl::Status ScanContents(wire::Reader in, const Where& where, ScannedInput* inp
       wire::Reader packed{nullptr, nullptr};
       if (!Enter(r, &packed)) return NotARequest(absl::StrCat(where.Text(), " is malformed"));
       const int64_t bytes = packed.end - packed.p;
-      *elements += varints                  ? PackedVarints(packed)
+      *elements += varints                  ? wire::CountVarintEnds(packed.p, packed.end)
                    : field == kContentsFp32 ? (bytes + 3) / 4
                                             : (bytes + 7) / 8;
       return absl::OkStatus();
@@ -231,7 +212,7 @@ absl::Status ScanInput(wire::Reader in, ScannedInput* input, Unknowns* unknowns)
         wire::Reader packed{nullptr, nullptr};
         if (!Enter(r, &packed))
           return NotARequest(absl::StrCat(where.Text(), ".shape is malformed"));
-        dims += PackedVarints(packed);
+        dims += wire::CountVarintEnds(packed.p, packed.end);
       } else {
         uint64_t dim = 0;
         if (!r->Varint(&dim)) return NotARequest(absl::StrCat(where.Text(), ".shape is malformed"));

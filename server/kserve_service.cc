@@ -4,7 +4,6 @@
 #include <grpcpp/support/proto_buffer_writer.h>
 
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -15,6 +14,7 @@
 #include "server/grpc_status.h"
 #include "server/infer_message_bytes.h"
 #include "server/infer_request_scan.h"
+#include "server/infer_response.h"
 #include "server/kserve_tensors.h"
 #include "server/tsan_handoff.h"
 #include "server/wire_bytes.h"
@@ -48,23 +48,6 @@ bool SameModel(const std::weak_ptr<const engine::Model>& a,
   return !a.owner_before(b) && !b.owner_before(a);
 }
 
-// Appends one output tensor of `count` elements of T, written by `value(i)`.
-template <typename T, typename ValueFn>
-void AddOutput(absl::string_view name, absl::string_view datatype, size_t count, ValueFn value,
-               inference::ModelInferResponse* response) {
-  inference::ModelInferResponse::InferOutputTensor* output = response->add_outputs();
-  output->set_name(name.data(), name.size());
-  output->set_datatype(datatype.data(), datatype.size());
-  output->add_shape(static_cast<int64_t>(count));
-  std::string* raw = response->add_raw_output_contents();
-  raw->resize(count * sizeof(T));
-  char* out = raw->data();
-  for (size_t i = 0; i < count; ++i) {
-    const T v = value(i);
-    std::memcpy(out + i * sizeof(T), &v, sizeof(T));
-  }
-}
-
 }  // namespace
 
 struct KServeService::Call {
@@ -91,8 +74,7 @@ struct KServeService::Call {
   std::shared_ptr<const TensorDecoder> decoder;
   InferRequestInfo info;
   TensorDecoder::WireInputs scanned;  // where CheckWire found each input
-  std::array<Output, kNumOutputs> outputs{};
-  int num_outputs = 0;
+  RequestedOutputs outputs;
   std::atomic<bool> cancelled{false};
   bool accepted = false;
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
@@ -263,7 +245,7 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
     return absl::InvalidArgumentError(
         "the request is not a valid inference.ModelInferRequest: protobuf cannot parse it");
   }
-  RETURN_IF_ERROR(SelectOutputs(call));
+  RETURN_IF_ERROR(SelectOutputs(call->request.outputs(), call->model->name, &call->outputs));
   engine::Batcher& batcher = *call->model->batcher;
   ASSIGN_OR_RETURN(engine::AdmissionTicket ticket, Admit(*call, deadline));
   std::unique_ptr<engine::Batch> batch = batcher.AcquireBatch();
@@ -295,35 +277,6 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
   return queued;
 }
 
-absl::Status KServeService::SelectOutputs(Call* call) const {
-  const auto& requested = call->request.outputs();
-  call->num_outputs = 0;
-  if (requested.empty()) {
-    call->outputs = {Output::kScores, Output::kIndices, Output::kItemIds};
-    call->num_outputs = kNumOutputs;
-    return absl::OkStatus();
-  }
-  unsigned seen = 0;
-  for (int i = 0; i < requested.size(); ++i) {
-    int found = -1;
-    for (int o = 0; o < kNumOutputs; ++o) {
-      if (requested[i].name() == OutputName(static_cast<Output>(o))) found = o;
-    }
-    if (found < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "]: model '", call->model->name,
-                                                     "' has no output named '", requested[i].name(),
-                                                     "' (outputs: scores, indices, item_ids)"));
-    }
-    if ((seen & (1u << found)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "outputs[", i, "]: output '", requested[i].name(), "' is requested twice; ask once"));
-    }
-    seen |= 1u << found;
-    call->outputs[call->num_outputs++] = static_cast<Output>(found);
-  }
-  return absl::OkStatus();
-}
-
 absl::Status KServeService::Accept(Call* call) {
   RETURN_IF_ERROR(gate_.Accept());
   call->accepted = true;
@@ -350,39 +303,11 @@ void KServeService::OnScored(Call* call, const absl::Status& status,
 }
 
 absl::Status KServeService::Encode(Call* call, const engine::RequestResult& result) {
-  const int n = call->info.num_candidates;
-  for (const engine::ScoredIndex& scored : result.items) {
-    if (scored.index >= static_cast<uint32_t>(n)) {
-      return absl::InternalError(
-          absl::StrCat("the engine returned candidate ", scored.index, " of a request with ", n));
-    }
-  }
-  inference::ModelInferResponse& response = call->response;
-  response.Clear();
-  response.set_model_name(call->model->name);
-  response.set_model_version(call->model->version());
-  response.set_id(call->request.id());
-  const auto items = result.items;
-  const Column<int64_t>& item_ids = call->info.item_ids;
-  for (int o = 0; o < call->num_outputs; ++o) {
-    const absl::string_view name = OutputName(call->outputs[o]);
-    switch (call->outputs[o]) {
-      case Output::kScores:
-        AddOutput<float>(
-            name, "FP32", items.size(), [&](size_t i) { return items[i].score; }, &response);
-        break;
-      case Output::kIndices:
-        AddOutput<int32_t>(
-            name, "INT32", items.size(),
-            [&](size_t i) { return static_cast<int32_t>(items[i].index); }, &response);
-        break;
-      case Output::kItemIds:
-        AddOutput<int64_t>(
-            name, "INT64", items.size(), [&](size_t i) { return item_ids[items[i].index]; },
-            &response);
-        break;
-    }
-  }
+  const ServedModel& model = *call->model;
+  RETURN_IF_ERROR(FillInferResponse({model.name, model.version(), call->request.id()},
+                                    call->outputs, result.items, call->info.item_ids,
+                                    &call->response));
+  const inference::ModelInferResponse& response = call->response;
   bool own_buffer = false;
   const grpc::Status serialized =
       grpc::GenericSerialize<grpc::ProtoBufferWriter, inference::ModelInferResponse>(

@@ -107,7 +107,6 @@ class KServeService final : public KServeBase {
   // candidates in the model's batcher (or RESOURCE_EXHAUSTED naming the limit, at once).
   absl::StatusOr<engine::AdmissionTicket> Admit(const Call& call,
                                                 engine::BatcherClock::time_point deadline);
-  absl::Status SelectOutputs(Call* call) const;
   absl::Status Accept(Call* call);
   void Unaccept(Call* call);
   void OnScored(Call* call, const absl::Status& status, const engine::RequestResult& result);

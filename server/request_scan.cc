@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "server/wire_reader.h"
 
 namespace fuserank::server {
 namespace {
@@ -50,10 +51,8 @@ bool CountPackedVarints(CodedInputStream* in, uint32_t length, int64_t* count) {
     int size = 0;
     if (!in->GetDirectBufferPointer(&data, &size) || size <= 0) return false;
     const int n = static_cast<int>(std::min<uint32_t>(static_cast<uint32_t>(size), length));
-    const auto* bytes = static_cast<const unsigned char*>(data);
-    int64_t ends = 0;
-    for (int i = 0; i < n; ++i) ends += bytes[i] < 0x80;
-    *count += ends;
+    const auto* bytes = static_cast<const uint8_t*>(data);
+    *count += wire::CountVarintEnds(bytes, bytes + n);
     if (!in->Skip(n)) return false;
     length -= static_cast<uint32_t>(n);
   }

@@ -108,6 +108,9 @@ bool String(Reader* in, absl::string_view* out);
 // protobuf does. `depth`: the recursion budget left at the message that holds it.
 bool SkipField(Reader* in, uint32_t tag, int depth);
 
+// The varints in the bytes [p, end) of a packed field: each ends with a byte below 0x80.
+int64_t CountVarintEnds(const uint8_t* p, const uint8_t* end);
+
 // Tags that end a message as protobuf reads it, which fails the parse outside a group.
 inline bool EndsMessage(uint32_t tag) { return tag == 0 || (tag & 7) == 4; }
 

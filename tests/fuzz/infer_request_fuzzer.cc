@@ -22,8 +22,8 @@
 #include "server/tensor_decoder.h"
 #include "tests/fuzz/batch_invariants.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_model.h"
 #include "tests/fuzz/fuzz_verdict.h"
-#include "tests/testing/test_model.h"
 
 namespace fuserank::fuzz {
 namespace {
@@ -32,19 +32,11 @@ namespace {
 constexpr fuserank::server::DecodeLimits kLimits{/*max_candidates=*/16, /*max_ids_per_feature=*/8,
                                                  /*max_ids=*/64};
 
-// The model of tests/server/infer_test_util.cc (the seed corpus uses its names): user_0
-// (100 rows), user_1 (50 rows, oov: reject), item_0 (100 rows), item_1 (10 rows, oov:
-// reject); dense {user: 2, item: 3}.
+// The model of fuzz_model.h (the seeds use its names; item_1 pools by mean here, where
+// tests/server/infer_test_util.cc's sums).
 struct Fixture {
   Fixture() {
-    engine::ModelSpec spec = testing::SmallSpec(2, 2, 100, 4);
-    spec.tables[1].rows = 50;
-    spec.tables[1].oov = engine::Oov::kReject;
-    spec.tables[3].rows = 10;
-    spec.tables[3].oov = engine::Oov::kReject;
-    auto built = testing::BuildTestModel(testing::MakeRandomModel(spec, 1));
-    FUZZ_CHECK(built.ok(), built.status().ToString());
-    model = *built;
+    model = FuzzModel();
     decoder = std::make_unique<server::TensorDecoder>(*model, kLimits);
   }
 

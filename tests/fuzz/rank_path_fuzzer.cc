@@ -25,8 +25,8 @@
 #include "server/request_decoder.h"
 #include "server/request_scan.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_model.h"
 #include "tests/fuzz/fuzz_verdict.h"
-#include "tests/testing/test_model.h"
 
 namespace fuserank::fuzz {
 namespace {
@@ -37,19 +37,10 @@ constexpr int kMaxIdsPerFeature = 8;
 constexpr int64_t kMaxBatchIds = 40;
 constexpr int kMaxBatchCandidates = 24;
 
-// The model of the request_decoder target (its seeds use these names): user_0 (100 rows),
-// user_1 (50, oov: reject), item_0 (100), item_1 (10, oov: reject, mean); dense {2, 3}.
+// The model of fuzz_model.h (the seeds use its names).
 struct Fixture {
   Fixture() {
-    engine::ModelSpec spec = testing::SmallSpec(2, 2, 100, 4);
-    spec.tables[1].rows = 50;
-    spec.tables[1].oov = engine::Oov::kReject;
-    spec.tables[3].rows = 10;
-    spec.tables[3].oov = engine::Oov::kReject;
-    spec.tables[3].pooling = engine::Pooling::kMean;
-    auto built = testing::BuildTestModel(testing::MakeRandomModel(spec, 1));
-    FUZZ_CHECK(built.ok(), built.status().ToString());
-    model = *built;
+    model = FuzzModel();
     server::DecodeLimits limits;
     limits.max_candidates = kMaxCandidates;
     limits.max_ids_per_feature = kMaxIdsPerFeature;

@@ -26,6 +26,7 @@
 #include "server/request_scan.h"
 #include "tests/fuzz/batch_invariants.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_model.h"
 #include "tests/fuzz/fuzz_verdict.h"
 #include "tests/fuzz/reference_decode.h"
 #include "tests/testing/test_model.h"
@@ -36,25 +37,11 @@ namespace {
 // Small limits so the fuzzer reaches them with short inputs.
 constexpr server::DecodeLimits kLimits{/*max_candidates=*/16, /*max_ids_per_feature=*/8};
 
-std::shared_ptr<const engine::Model> MakeModel(engine::ModelSpec spec) {
-  auto model = testing::BuildTestModel(testing::MakeRandomModel(std::move(spec), 1));
-  FUZZ_CHECK(model.ok(), model.status().ToString());
-  return *model;
-}
-
-// The model of tests/server/request_decoder_test.cc (the seed corpus uses its names):
-// user_0 (100 rows), user_1 (50 rows, oov: reject), item_0 (100 rows), item_1 (10 rows,
-// oov: reject); dense {user: 2, item: 3}.
+// The model of fuzz_model.h (that of tests/server/request_decoder_test.cc).
 struct Fixture {
   Fixture() {
-    engine::ModelSpec spec = testing::SmallSpec(2, 2, 100, 4);
-    spec.tables[1].rows = 50;
-    spec.tables[1].oov = engine::Oov::kReject;
-    spec.tables[3].rows = 10;
-    spec.tables[3].oov = engine::Oov::kReject;
-    spec.tables[3].pooling = engine::Pooling::kMean;
-    model = MakeModel(spec);
-    other_model = MakeModel(testing::SmallSpec(1, 1, 10, 4));
+    model = FuzzModel();
+    other_model = BuildFuzzModel(testing::SmallSpec(1, 1, 10, 4));
     decoder = std::make_unique<server::RequestDecoder>(model, kLimits);
     baseline = std::make_unique<bench::BaselineRankDecoder>(model, kLimits);
     other_decoder = std::make_unique<server::RequestDecoder>(other_model, kLimits);
