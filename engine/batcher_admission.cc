@@ -82,10 +82,11 @@ absl::Status Batcher::CheckRoom(int64_t ids, BatcherClock::time_point deadline) 
   }
   const BatcherClock::time_point now = time_->Now();
   if (has_deadline && Seconds(deadline - now) < wait_s) {
-    return absl::ResourceExhaustedError(
+    // The deadline would pass before the work started: SPEC's DEADLINE_EXCEEDED, at once.
+    return absl::DeadlineExceededError(
         absl::StrCat("the request's deadline is ", Micros(deadline - now) / 1000,
                      " ms away, but it would wait about ", wait_ms,
-                     " ms in the queue; retry with backoff or a longer deadline"));
+                     " ms in the queue: it was not computed; retry with a longer deadline"));
   }
   return absl::OkStatus();
 }

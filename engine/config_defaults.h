@@ -14,7 +14,7 @@ namespace fuserank::defaults {
 // server.*
 inline constexpr char kListen[] = "0.0.0.0:8700";
 inline constexpr char kAdminListen[] = "127.0.0.1:8701";
-inline constexpr bool kAdminAllowPlaintextToken = false;
+inline constexpr bool kAdminAllowPlaintextToken = true;
 inline constexpr char kMetricsListen[] = "0.0.0.0:8702";
 inline constexpr int64_t kMaxRequestBytes = 16777216;
 inline constexpr int kMaxCandidates = 4096;

@@ -71,11 +71,12 @@ absl::StatusOr<AdminAuth> AdminAuth::FromTokenFile(const std::string& token_file
                      reason == absl::string_view::npos ? "" : why.substr(reason)));
   }
   const mode_t mode = file->stat().st_mode;
+  std::string warning;
   if ((mode & (S_IRGRP | S_IROTH)) != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    warning = absl::StrFormat(
         "%s: '%s' can be read by its group or by others (mode %04o); the token is a secret: "
         "chmod 600 it (Kubernetes: defaultMode: 0400 on the Secret volume)",
-        kKey, token_file, mode & 07777));
+        kKey, token_file, mode & 07777);
   }
   if (file->size() > kMaxTokenFileBytes) {
     return absl::FailedPreconditionError(absl::StrCat(kKey, ": '", token_file, "' is ",
@@ -92,6 +93,7 @@ absl::StatusOr<AdminAuth> AdminAuth::FromTokenFile(const std::string& token_file
     return absl::FailedPreconditionError(
         absl::StrCat(auth.status().message(), " ('", token_file, "')"));
   }
+  auth->warning_ = std::move(warning);
   return auth;
 }
 

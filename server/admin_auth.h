@@ -31,13 +31,16 @@ class AdminAuth {
   // Reads the token from `token_file` ("" = no token). The trailing newline (\n or \r\n)
   // is stripped; an empty token, or one with characters that cannot travel in a header
   // (anything but printable ASCII without spaces), is FAILED_PRECONDITION naming
-  // server.admin_token_file, and so is a file that is not a regular file, is larger than
-  // kMaxTokenFileBytes, or can be read by its group or by others (mode & 044).
+  // server.admin_token_file, and so is a file that is not a regular file or is larger than
+  // kMaxTokenFileBytes. A file its group or others can read (mode & 044) is accepted with
+  // a warning() for the start to log.
   static absl::StatusOr<AdminAuth> FromTokenFile(const std::string& token_file);
   // The same with the token itself (tests).
   static absl::StatusOr<AdminAuth> FromToken(absl::string_view token);
 
   bool required() const { return !token_.empty(); }
+  // What the start should warn about the token file ("" when nothing).
+  const std::string& warning() const { return warning_; }
 
   // OK, or UNAUTHENTICATED saying what is missing or wrong (never the token).
   absl::Status Check(const grpc::CallbackServerContext& context) const;
@@ -56,6 +59,7 @@ class AdminAuth {
   explicit AdminAuth(std::string token) : token_(std::move(token)) {}
 
   std::string token_;
+  std::string warning_;
   std::shared_ptr<LogRateLimiter> refusals_ =
       std::make_shared<LogRateLimiter>(kRefusalLogBurst, kRefusalLogWindow);
 };

@@ -177,14 +177,16 @@ grpc::ServerUnaryReactor* AdminService::RebuildHotRows(grpc::CallbackServerConte
   return ChangeHotRows(
       context, Rpc::kRebuildHotRows, "RebuildHotRows", request->model(), response,
       [request](const ServedModel& served) -> absl::StatusOr<engine::HotRowsStatus> {
+        const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
         if (!served.hot_rows->samples_accesses()) {
+          // Unknown tables are NOT_FOUND whatever the policy (SPEC section 3).
+          RETURN_IF_ERROR(served.hot_rows->Get(tables).status());
           // The static policy observes no accesses: a rebuild would empty every set.
           return absl::FailedPreconditionError(absl::StrCat(
               "model '", served.name,
               "': cache.policy is static, so no access frequencies are observed to rebuild "
               "from; set cache.policy: frequency, or install sets with SetHotRows"));
         }
-        const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
         return served.hot_rows->Rebuild(tables);
       });
 }

@@ -131,11 +131,12 @@ std::vector<ConfigKey> BuildKeys() {
                        "admin_token_file"));
   keys.push_back(Plain("server.admin_token_file", FUSERANK_MEMBER(server.admin_token_file),
                        "bearer token, sent as `authorization: Bearer <t>`; a regular file of "
-                       "<= 4096 bytes, mode 0600 or stricter"));
+                       "<= 4096 bytes; mode 0600 advised (else a warning at start)"));
   keys.push_back(Plain("server.admin_allow_plaintext_token",
                        FUSERANK_MEMBER(server.admin_allow_plaintext_token),
-                       "true: accept a token on a non-loopback admin_listen without tls (it "
-                       "travels in clear text)"));
+                       "false: refuse to start with a token on a non-loopback admin_listen "
+                       "without tls (true: start, warning that the token travels in clear "
+                       "text)"));
   keys.push_back(Plain("server.metrics_listen", FUSERANK_MEMBER(server.metrics_listen),
                        "Prometheus text format at /metrics; \"\" turns it off"));
   keys.push_back(Plain("server.tls.cert_file", FUSERANK_MEMBER(server.tls.cert_file),
@@ -143,9 +144,10 @@ std::vector<ConfigKey> BuildKeys() {
   keys.push_back(Plain("server.tls.key_file", FUSERANK_MEMBER(server.tls.key_file), "PEM"));
   keys.push_back(Plain("server.tls.client_ca_file", FUSERANK_MEMBER(server.tls.client_ca_file),
                        "PEM; set: clients must present a certificate (mTLS)"));
-  // gRPC takes the receive limit as an int; keep room for the transport's own slack.
+  // The services check it themselves (gRPC's own receive limit is off); any positive size
+  // works, up to 1 GiB.
   keys.push_back(
-      Ranged<int64_t>("server.max_request_bytes", FUSERANK_MEMBER(server.max_request_bytes), 1024,
+      Ranged<int64_t>("server.max_request_bytes", FUSERANK_MEMBER(server.max_request_bytes), 1,
                       1 << 30, "larger requests: INVALID_ARGUMENT naming this key, at every size"));
   keys.push_back(Ranged("server.max_candidates", FUSERANK_MEMBER(server.max_candidates), 1, kMi,
                         "candidates per request (checked on the wire, before parsing)"));

@@ -97,8 +97,9 @@ void CheckReadable(absl::string_view key, const std::string& path, ErrorList* er
                                  colon == absl::string_view::npos ? "" : message.substr(colon)));
 }
 
-// An admin address that is not a literal loopback IP needs a token, and the token must not
-// travel in clear text unless the operator says the network is trusted.
+// An admin address that is not a literal loopback IP needs a token (SPEC section 5); with
+// server.admin_allow_plaintext_token: false, also TLS, so that the token never travels in
+// clear text (the start warns of it otherwise: PlaintextAdminTokenWarning).
 void CheckPublicAdmin(const ServerConfig& server, const std::string& address, ErrorList* errors) {
   if (server.admin_token_file.empty()) {
     errors->Add("server.admin_listen",
@@ -109,8 +110,8 @@ void CheckPublicAdmin(const ServerConfig& server, const std::string& address, Er
     errors->Add("server.admin_listen",
                 absl::StrCat("'", address,
                              "' is not a loopback address and server.tls is off, so the admin "
-                             "token would travel in clear text: set server.tls, or "
-                             "server.admin_allow_plaintext_token: true on a network you trust"));
+                             "token would travel in clear text: set server.tls (or "
+                             "server.admin_allow_plaintext_token: true on a network you trust)"));
   }
 }
 
@@ -165,13 +166,6 @@ void CheckServer(const ServerConfig& server, ErrorList* errors) {
 
 void CheckEngine(const Config& config, ErrorList* errors) {
   const EngineConfig& engine = config.engine;
-  if (engine.max_batch_candidates < config.server.max_candidates &&
-      engine.max_batch_candidates >= 1) {
-    errors->Add(
-        "engine.max_batch_candidates",
-        absl::StrCat("must be at least server.max_candidates (", config.server.max_candidates,
-                     ") so that one request fits, got ", engine.max_batch_candidates));
-  }
   if (engine.max_queued_ids < engine.max_batch_ids && engine.max_queued_ids >= 1) {
     errors->Add("engine.max_queued_ids",
                 absl::StrCat("must be at least engine.max_batch_ids (", engine.max_batch_ids,
@@ -235,6 +229,18 @@ void CheckModels(const Config& config, ErrorList* errors) {
 }
 
 }  // namespace
+
+std::string PlaintextAdminTokenWarning(const ServerConfig& server) {
+  if (server.admin_listen.empty() || server.admin_token_file.empty() || server.tls.enabled()) {
+    return "";
+  }
+  absl::StatusOr<HostPort> hp = ParseHostPort(server.admin_listen);
+  if (!hp.ok() || IsLoopbackHost(hp->host)) return "";
+  return absl::StrCat("server.admin_listen: '", server.admin_listen,
+                      "' is not a loopback address and server.tls is off: the admin token "
+                      "travels in clear text; set server.tls, or "
+                      "server.admin_allow_plaintext_token: false to refuse such a start");
+}
 
 void ValidateConfig(const Config& config, ErrorList* errors) {
   for (const ConfigKey& key : ConfigKeys()) {

@@ -25,6 +25,10 @@ struct HostPort {
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
 bool IsLoopbackHost(absl::string_view host);
 
+// What the start warns of a token on a non-loopback server.admin_listen without server.tls
+// (allowed while server.admin_allow_plaintext_token is true, the default); "" otherwise.
+std::string PlaintextAdminTokenWarning(const ServerConfig& server);
+
 // Checks value ranges, addresses, files and keys that depend on each other.
 void ValidateConfig(const Config& config, engine::ErrorList* errors);
 

@@ -119,10 +119,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Add({});
   model_info_ = &prometheus::BuildGauge()
                      .Name("fuserank_model_info")
-                     .Help(
-                         "1 for each model served, with its version, device and the CPU "
-                         "engine's instruction set (isa: avx512, avx2, generic; none off the CPU)")
+                     .Help("1 for each model served, with its version and device")
                      .Register(*registry_);
+  prometheus::BuildGauge()
+      .Name("fuserank_cpu_isa_info")
+      .Help(
+          "1, labelled with the instruction set the CPU engine runs on in this process "
+          "(avx512, avx2, generic)")
+      .Register(*registry_)
+      .Add({{"isa", engine::CpuIsaName(engine::GetCpuDispatch().isa)}})
+      .Set(1);
   cache_lookups_ = &prometheus::BuildCounter()
                         .Name("fuserank_embedding_cache_lookups_total")
                         .Help(
@@ -239,30 +245,17 @@ namespace {
 // The `device` label is the kind of device: "cuda:0" is exported as "cuda".
 std::string DeviceKind(const std::string& device) { return device.substr(0, device.find(':')); }
 
-// The `isa` label: the CPU engine's code path (the process's choice, engine/cpu/cpu_simd.h)
-// for a model on the CPU, "none" for one on another device.
-std::string IsaLabel(const std::string& device) {
-  return DeviceKind(device) == "cpu" ? engine::CpuIsaName(engine::GetCpuDispatch().isa) : "none";
-}
-
 }  // namespace
 
 void Metrics::SetModelInfo(const std::string& model, const std::string& version,
                            const std::string& device) {
-  model_info_
-      ->Add({{"model", model},
-             {"version", version},
-             {"device", DeviceKind(device)},
-             {"isa", IsaLabel(device)}})
-      .Set(1);
+  model_info_->Add({{"model", model}, {"version", version}, {"device", DeviceKind(device)}}).Set(1);
 }
 
 void Metrics::RemoveModelInfo(const std::string& model, const std::string& version,
                               const std::string& device) {
-  const prometheus::Labels labels{{"model", model},
-                                  {"version", version},
-                                  {"device", DeviceKind(device)},
-                                  {"isa", IsaLabel(device)}};
+  const prometheus::Labels labels{
+      {"model", model}, {"version", version}, {"device", DeviceKind(device)}};
   if (model_info_->Has(labels)) model_info_->Remove(&model_info_->Add(labels));
 }
 

@@ -86,9 +86,10 @@ class Metrics {
   void RecordResult(const engine::RequestResult& result);
   void AddInflight(int delta);
   void SetQueueDepth(int depth);
-  // fuserank_model_info{model, version, device, isa} = 1; `device` is a Backend::device()
-  // ("cpu", "cuda:0"), exported as its kind ("cpu", "cuda"); `isa` is the CPU engine's
-  // code path (engine/cpu/cpu_simd.h: "avx512", "avx2", "generic") on "cpu", else "none".
+  // fuserank_model_info{model, version, device} = 1 (SPEC section 4); `device` is a
+  // Backend::device() ("cpu", "cuda:0"), exported as its kind ("cpu", "cuda"). The CPU
+  // engine's code path is fuserank_cpu_isa_info{isa} (engine/cpu/cpu_simd.h: "avx512",
+  // "avx2", "generic"), set once when the metrics are created.
   void SetModelInfo(const std::string& model, const std::string& version,
                     const std::string& device);
   // Drops that series (a version retired by a reload); no-op when it does not exist.

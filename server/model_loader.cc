@@ -29,7 +29,10 @@ ModelLoaderOptions LoaderOptionsFrom(const Config& config) {
   options.backend.allow_tf32 = engine.allow_tf32;
   options.backend.cpu_precision = engine.cpu_precision;
   options.backend.cuda_blocking_wait = engine.cuda_wait == CudaWait::kBlock;
-  options.backend.max_batch_candidates = engine.max_batch_candidates;
+  // The batcher merges requests up to engine.max_batch_candidates but takes a larger one
+  // alone, so a backend holds the larger of that and one request (server.max_candidates).
+  options.backend.max_batch_candidates =
+      std::max(engine.max_batch_candidates, config.server.max_candidates);
   options.backend.host_tables = config.cache.placement == CachePlacement::kHost;
   options.limits = DecodeLimits{config.server.max_candidates, config.server.max_ids_per_feature};
   options.batcher.queue_capacity = engine.queue_capacity;

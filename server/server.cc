@@ -18,6 +18,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/admin_auth.h"
 #include "server/admin_auth_interceptor.h"
+#include "server/config_validation.h"
 #include "server/model_loader.h"
 #include "server/serving_limits.h"
 #include "server/tls_files.h"
@@ -123,10 +124,20 @@ absl::StatusOr<std::unique_ptr<ServedModels>> LoadServedModels(
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, ServerHooks hooks) {
   std::unique_ptr<Server> server(new Server(config));
-  ASSIGN_OR_RETURN(server->metrics_, Metrics::Create(config.server.metrics_listen));
-  // The token first: a bad token file refuses to start before minutes of model loading.
+  // The token and TLS files first: a bad one refuses to start before anything listens and
+  // before minutes of model loading.
   absl::StatusOr<AdminAuth> auth = ReadAdminAuth(config);
   if (!auth.ok()) return auth.status();
+  if (!auth->warning().empty()) spdlog::warn("{}: {}", config.file, auth->warning());
+  if (const std::string plaintext = PlaintextAdminTokenWarning(config.server); !plaintext.empty()) {
+    spdlog::warn("{}: {}", config.file, plaintext);
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      Credentials(config.server.tls);
+  if (!credentials.ok()) return WithContext(credentials.status(), config.file);
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create(config.server.metrics_listen);
+  if (!metrics.ok()) return WithContext(metrics.status(), config.file);
+  server->metrics_ = std::move(*metrics);
   const ServingLimits limits = ResolveServingLimits(config, AvailableCores());
   spdlog::info("admission: {}", DescribeServingLimits(config, limits));
   Server* raw = server.get();
@@ -159,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
     server->watcher_ = std::make_unique<ModelWatcher>(
         server->models_.get(), absl::Seconds(config.model_watch_interval_seconds));
   }
-  RETURN_IF_ERROR(server->StartGrpc(limits));
+  RETURN_IF_ERROR(server->StartGrpc(limits, *credentials));
   auto where = [](const std::string& address, int port) {
     return address.empty() ? std::string("off") : absl::StrCat(address, " (port ", port, ")");
   };
@@ -172,7 +183,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
   return server;
 }
 
-absl::Status Server::StartGrpc(const ServingLimits& limits) {
+absl::Status Server::StartGrpc(const ServingLimits& limits,
+                               const std::shared_ptr<grpc::ServerCredentials>& credentials) {
   static std::once_flag once;
   std::call_once(once, [] {
     // Links the health messages' descriptors in (proto/CMakeLists.txt), which reflection
@@ -181,12 +193,8 @@ absl::Status Server::StartGrpc(const ServingLimits& limits) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      Credentials(config_.server.tls);
-  if (!credentials.ok()) return WithContext(credentials.status(), config_.file);
-
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.server.listen, *credentials, &port_);
+  builder.AddListeningPort(config_.server.listen, credentials, &port_);
   // No receive limit of gRPC's own: its refusal is RESOURCE_EXHAUSTED, which clients read
   // as "retry"; RankerService refuses every request over server.max_request_bytes with
   // INVALID_ARGUMENT naming the key. The transport's memory is bounded by the quota.
@@ -214,7 +222,7 @@ absl::Status Server::StartGrpc(const ServingLimits& limits) {
 
   if (!config_.server.admin_listen.empty()) {
     grpc::ServerBuilder admin_builder;
-    admin_builder.AddListeningPort(config_.server.admin_listen, *credentials, &admin_port_);
+    admin_builder.AddListeningPort(config_.server.admin_listen, credentials, &admin_port_);
     admin_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     RequireAdminTokenForAll(admin_->auth(), &admin_builder);  // reflection behind the token
     admin_builder.RegisterService(admin_.get());

@@ -62,7 +62,9 @@ class Server {
 
  private:
   explicit Server(Config config) : config_(std::move(config)) {}
-  absl::Status StartGrpc(const ServingLimits& limits);
+  // Listens on server.listen and server.admin_listen with `credentials` (server.tls).
+  absl::Status StartGrpc(const ServingLimits& limits,
+                         const std::shared_ptr<grpc::ServerCredentials>& credentials);
   // Sets health from the current versions' backends (see Start), unless shut down.
   void RefreshHealth();
 

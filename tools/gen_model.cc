@@ -41,11 +41,13 @@ ABSL_FLAG(int, cross_dim, 0, "width of the linear cross (interaction=linear only
 ABSL_FLAG(int, dcn_layers, 0, "cross layers of interaction=dcn");
 ABSL_FLAG(int, dcn_low_rank, 0, "rank of each dcn layer (0: full rank)");
 ABSL_FLAG(std::string, preset, "",
-          "a fixed model shape instead of the shape flags: dlrm_v2 (MLPerf DLRM-v2: 26 item "
-          "tables of dim 128, rows scaled by --row_scale, 13 item dense features, bottom "
-          "512-256-128, DCNv2 3 layers of rank 512, top 1024-1024-512-256-1)");
+          "a fixed model shape instead of the shape flags: demo (the example of SPEC section "
+          "2: user_id 100000 rows and item_id 500000 rows of dim 16, dense 4 user and 3 item, "
+          "bottom 64-16, dot, top 64-32-1) or dlrm_v2 (MLPerf DLRM-v2: 26 item tables of dim "
+          "128, rows scaled by --row_scale, 13 item dense features, bottom 512-256-128, DCNv2 "
+          "3 layers of rank 512, top 1024-1024-512-256-1)");
 ABSL_FLAG(double, row_scale, 0.01,
-          "--preset only: each table's row count times this, rounded up, but never below "
+          "--preset=dlrm_v2 only: each table's row count times this, rounded up, but never below "
           "1024 rows or the table's own count if smaller (MLPerf's 40M-row tables become "
           "400k at 0.01)");
 ABSL_FLAG(std::string, top_mlp, "64,32,1", "top MLP widths, the last one 1");
@@ -148,6 +150,19 @@ absl::Status ApplyDlrmV2(double row_scale, ModelSpec* spec) {
   return absl::OkStatus();
 }
 
+// The example model of SPEC section 2, which the build generates as the demo model.
+void ApplyDemo(ModelSpec* spec) {
+  spec->tables.push_back(
+      TableSpec{.name = "user_id", .side = Side::kUser, .rows = 100000, .dim = 16});
+  spec->tables.push_back(
+      TableSpec{.name = "item_id", .side = Side::kItem, .rows = 500000, .dim = 16});
+  spec->dense_user = 4;
+  spec->dense_item = 3;
+  spec->bottom_mlp = {64, 16};
+  spec->interaction = Interaction::kDot;
+  spec->top_mlp = {64, 32, 1};
+}
+
 // A shape flag given beside --preset would be ignored: refuse it instead.
 absl::Status CheckNoShapeFlags() {
   std::vector<std::string> given;
@@ -185,12 +200,20 @@ absl::StatusOr<ModelSpec> SpecFromFlags() {
                          &spec.embedding_dtype));
   Pooling pooling = Pooling::kSum;
   if (!absl::GetFlag(FLAGS_preset).empty()) {
-    if (absl::GetFlag(FLAGS_preset) != "dlrm_v2") {
+    const std::string& preset = absl::GetFlag(FLAGS_preset);
+    if (preset != "dlrm_v2" && preset != "demo") {
       return absl::InvalidArgumentError(
-          absl::StrCat("--preset: want dlrm_v2, got '", absl::GetFlag(FLAGS_preset), "'"));
+          absl::StrCat("--preset: want demo or dlrm_v2, got '", preset, "'"));
     }
     RETURN_IF_ERROR(CheckNoShapeFlags());
-    RETURN_IF_ERROR(ApplyDlrmV2(absl::GetFlag(FLAGS_row_scale), &spec));
+    if (preset == "demo") {
+      if (absl::GetFlag(FLAGS_row_scale) != 0.01) {
+        return absl::InvalidArgumentError("--row_scale: only with --preset=dlrm_v2");
+      }
+      ApplyDemo(&spec);
+    } else {
+      RETURN_IF_ERROR(ApplyDlrmV2(absl::GetFlag(FLAGS_row_scale), &spec));
+    }
     RETURN_IF_ERROR(WithContext(ValidateModelSpec(spec), "the preset is invalid"));
     return spec;
   }

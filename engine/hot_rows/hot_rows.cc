@@ -1,5 +1,6 @@
 #include "engine/hot_rows/hot_rows.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -28,6 +29,13 @@ void HotSet::AlignedDelete::operator()(std::byte* p) const { ::operator delete[]
 absl::StatusOr<std::shared_ptr<const HotSet>> HotSet::FromIds(const EmbeddingTable& table,
                                                               absl::Span<const int64_t> ids,
                                                               int capacity) {
+  // SPEC section 3: more ids than the capacity is INVALID_ARGUMENT, whatever rows they map
+  // to (checked before anything is allocated for them).
+  if (ids.size() > static_cast<size_t>(std::max(capacity, 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", table.name, "': ", ids.size(), " ids, more than the hot-set capacity ", capacity,
+        " (cache.hot_rows_per_table); send at most that many, each row's id once"));
+  }
   std::vector<int32_t> rows;
   rows.reserve(ids.size());
   absl::flat_hash_set<int32_t> seen;

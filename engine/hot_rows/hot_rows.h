@@ -27,7 +27,8 @@ class HotSet {
   // keeps its slot, so slot order is the order of first appearance: pass the hottest
   // first and slot 0 is the hottest). Errors (the message names the table):
   //   INVALID_ARGUMENT  an id out of range in an `oov: reject` table (names the id);
-  //   INVALID_ARGUMENT  more distinct rows than `capacity` (names both numbers).
+  //   INVALID_ARGUMENT  more ids than `capacity`, repeated or aliased ones included (SPEC
+  //                     section 3; names both numbers).
   static absl::StatusOr<std::shared_ptr<const HotSet>> FromIds(const EmbeddingTable& table,
                                                                absl::Span<const int64_t> ids,
                                                                int capacity);

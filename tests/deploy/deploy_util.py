@@ -36,7 +36,7 @@ SPEC_METRICS = {
     "fuserank_hot_rows_version": ("gauge", set()),
     "fuserank_inflight_requests": ("gauge", set()),
     "fuserank_queue_depth": ("gauge", set()),
-    "fuserank_model_info": ("gauge", {"model", "version", "device", "isa"}),
+    "fuserank_model_info": ("gauge", {"model", "version", "device"}),
 }
 SPEC_STAGES = ["decode", "queue", "lookup", "cross", "dnn", "topk", "encode"]
 # Additions beside section 4 (docs/spec.md): the storage: redis tier, whose families hold

@@ -21,6 +21,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/config.h"
 #include "server/server.h"
+#include "tests/e2e/admission_util.h"
 #include "tests/e2e/rank_check_util.h"
 #include "tests/e2e/reference_util.h"
 #include "tests/testing/test_model.h"
@@ -28,50 +29,14 @@
 namespace fuserank {
 namespace {
 
+using testing::AsyncCall;
 using ::testing::HasSubstr;
-using testing::TestModel;
+using testing::Started;
 
 constexpr char kRankMethod[] = "/fuserank.v1.Ranker/Rank";
 
-// Sum of the Prometheus samples of fuserank_requests_total{rpc="Rank",code=`code`}.
 double RankCount(const std::string& scrape, const std::string& code) {
-  const std::string prefix =
-      absl::StrCat("fuserank_requests_total{code=\"", code, "\",rpc=\"Rank\"} ");
-  const size_t at = scrape.find(prefix);
-  return at == std::string::npos ? 0 : std::stod(scrape.substr(at + prefix.size()));
-}
-
-struct Started {
-  TestModel model;
-  std::unique_ptr<server::Server> server;
-  std::shared_ptr<grpc::Channel> channel;
-};
-
-// A model slow enough (a wide top MLP, `width` wide, over `candidates` candidates) that
-// calls stay in flight for a while, served by one worker.
-Started StartServer(const std::string& name, const std::string& server_keys, int width = 512) {
-  Started started;
-  engine::ModelSpec spec = testing::SmallSpec(1, 2, 1000, 16);
-  spec.name = name;
-  spec.top_mlp = {width, width, 1};
-  started.model = testing::MakeRandomModel(spec, 41);
-  absl::StatusOr<std::string> path = testing::WriteTestModel(started.model, testing::TempDir(name));
-  EXPECT_TRUE(path.ok()) << path.status();
-  if (!path.ok()) return started;
-  absl::StatusOr<server::Config> config = server::ParseConfig(
-      absl::StrCat("server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: \"\", ",
-                   server_keys, "}\nengine: {device: cpu, streams: 1, max_queue_delay_ms: 0}\n",
-                   "model: {path: \"", *path, "\"}\n"),
-      name + ".yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
-  if (!config.ok()) return started;
-  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return started;
-  started.server = std::move(*server);
-  started.channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", started.server->port()),
-                                        grpc::InsecureChannelCredentials());
-  return started;
+  return testing::RequestCount(scrape, "Rank", code);
 }
 
 // Opens a raw Rank call, sends no message, and either cancels it or half-closes it.
@@ -107,7 +72,7 @@ void CallWithoutAMessage(grpc::GenericStub* stub, bool cancel) {
 }
 
 TEST(AdmissionE2eTest, ACallWhoseMessageNeverArrivedIsCancelledNotInvalid) {
-  Started started = StartServer("nomessage", "");
+  Started started = testing::StartAdmissionServer("nomessage", "");
   ASSERT_NE(started.server, nullptr);
   grpc::GenericStub stub(started.channel);
   const std::string before = started.server->metrics().Scrape();
@@ -130,20 +95,13 @@ TEST(AdmissionE2eTest, ACallWhoseMessageNeverArrivedIsCancelledNotInvalid) {
 }
 
 // An async Rank call the test waits for.
-struct AsyncCall {
-  grpc::ClientContext context;
-  v1::RankRequest request;
-  v1::RankResponse response;
-  grpc::Status status;
-  absl::Notification done;
-};
-
 TEST(AdmissionE2eTest, TheInflightBoundRefusesAtOnceNamingItsKey) {
   // A top MLP of 2048 x 2048: two calls of 4096 candidates take a few hundred ms each on
   // one worker (some 35 GFLOP each), so they are in flight together for that long, on a
   // fast machine too (with 512 x 512 the window was a few ms, and missed a third of the
   // time on an AVX-512 machine).
-  Started started = StartServer("inflight", "max_candidates: 4096, max_inflight_requests: 2", 2048);
+  Started started = testing::StartAdmissionServer(
+      "inflight", "max_candidates: 4096, max_inflight_requests: 2", 2048);
   ASSERT_NE(started.server, nullptr);
   auto stub = v1::Ranker::NewStub(started.channel);
   std::vector<AsyncCall> slow(2);
@@ -152,10 +110,7 @@ TEST(AdmissionE2eTest, TheInflightBoundRefusesAtOnceNamingItsKey) {
     call.request = testing::RandomRequest(started.model, 10 + i, 8000);
     while (call.request.candidates_size() > 4096) call.request.mutable_candidates()->RemoveLast();
     call.context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stub->async()->Rank(&call.context, &call.request, &call.response, [&call](grpc::Status s) {
-      call.status = std::move(s);
-      call.done.Notify();
-    });
+    testing::StartRank(stub.get(), &call);
   }
   // Both are in flight once the server has handed them to Rank().
   for (int i = 0; i < 5000; ++i) {

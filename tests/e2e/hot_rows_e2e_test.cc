@@ -336,6 +336,10 @@ TEST_F(HotRowsE2eTest, RebuildIsRefusedForTheStaticPolicy) {
   EXPECT_EQ(reply.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(reply.status.error_message(),
               AllOf(HasSubstr("cache.policy is static"), HasSubstr("SetHotRows")));
+  // An unknown table is NOT_FOUND first, as under every policy (SPEC section 3).
+  const AdminReply unknown = admin_->Rebuild({"item_0", "nope"});
+  EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(unknown.status.error_message(), HasSubstr("nope"));
   const v1::HotRowsStatus now = Current();
   EXPECT_EQ(now.version(), 1u);
   EXPECT_EQ(FindTable(now, "item_0")->hot_rows(), 2u);

@@ -191,7 +191,8 @@ TEST_F(RankerE2eTest, MetricsAreServedWithEveryFamily) {
                                                stage, "\"}")));
   }
   // isa: the server's own choice (engine/cpu/cpu_simd.h), which its FMA probe made.
-  EXPECT_THAT(*after, HasSubstr(R"(fuserank_model_info{device="cpu",isa=")"));
+  EXPECT_THAT(*after, HasSubstr(R"(fuserank_model_info{device="cpu",model=")"));
+  EXPECT_THAT(*after, HasSubstr(R"(fuserank_cpu_isa_info{isa=")"));
   EXPECT_THAT(*after, HasSubstr(R"(",model="dot32",version="dot32-v3"} 1)"));
   EXPECT_EQ(SeriesValue(*after, invalid), SeriesValue(*before, invalid) + 1);
   EXPECT_EQ(SeriesValue(*after, ok), SeriesValue(*before, ok) + 1);

@@ -285,9 +285,10 @@ TEST(BatcherAdmissionTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoo
   // batch of 4. A deadline 199 ms away is refused, one 200 ms away is not.
   const absl::StatusOr<AdmissionTicket> hurried =
       batcher.Admit(time.Now() + std::chrono::milliseconds(199), 4);
-  EXPECT_EQ(hurried.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(hurried.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(hurried.status().message()),
-              HasSubstr("the request's deadline is 199 ms away, but it would wait about 200 ms"));
+              HasSubstr("the request's deadline is 199 ms away, but it would wait about 200 ms "
+                        "in the queue: it was not computed"));
   EXPECT_TRUE(batcher.Admit(time.Now() + std::chrono::milliseconds(200), 4).ok());
   backend.Open();
   for (Outcome& outcome : backlog.outcomes) {  // no age limit: all run

@@ -222,6 +222,33 @@ TEST(ModelTest, GeneratedModelsLoad) {
   EXPECT_EQ(spec.dcn.low_rank, 512);
   EXPECT_EQ(spec.top_mlp, (std::vector<int>{1024, 1024, 512, 256, 1}));
   EXPECT_EQ(spec.concat_width(), 128 * 27);
+  // The demo model: SPEC section 2's example, exactly.
+  const std::string demo_command =
+      gen + " --out=" + dir.File("demo.yaml") + " --name=demo --preset=demo > /dev/null";
+  ASSERT_EQ(std::system(demo_command.c_str()), 0);
+  absl::StatusOr<std::shared_ptr<const Model>> demo = Model::Load(dir.File("demo.yaml"));
+  ASSERT_TRUE(demo.ok()) << demo.status();
+  const ModelSpec& demo_spec = (*demo)->spec();
+  ASSERT_EQ(demo_spec.tables.size(), 2u);
+  EXPECT_EQ(demo_spec.tables[0].name, "user_id");
+  EXPECT_EQ(demo_spec.tables[0].side, Side::kUser);
+  EXPECT_EQ(demo_spec.tables[0].rows, 100000);
+  EXPECT_EQ(demo_spec.tables[1].name, "item_id");
+  EXPECT_EQ(demo_spec.tables[1].side, Side::kItem);
+  EXPECT_EQ(demo_spec.tables[1].rows, 500000);
+  EXPECT_EQ(demo_spec.tables[1].oov, Oov::kModulo);
+  for (const TableSpec& table : demo_spec.tables) {
+    EXPECT_EQ(table.dim, 16);
+    EXPECT_EQ(table.pooling, Pooling::kSum);
+  }
+  EXPECT_EQ(demo_spec.dense_user, 4);
+  EXPECT_EQ(demo_spec.dense_item, 3);
+  EXPECT_EQ(demo_spec.bottom_mlp, (std::vector<int>{64, 16}));
+  EXPECT_EQ(demo_spec.interaction, Interaction::kDot);
+  EXPECT_EQ(demo_spec.top_mlp, (std::vector<int>{64, 32, 1}));
+  const std::string scaled_demo =
+      gen + " --out=" + dir.File("bad.yaml") + " --preset=demo --row_scale=0.5 2> /dev/null";
+  EXPECT_NE(std::system(scaled_demo.c_str()), 0);
   const std::string shaped =
       gen + " --out=" + dir.File("bad.yaml") + " --preset=dlrm_v2 --dim=8 2> /dev/null";
   EXPECT_NE(std::system(shaped.c_str()), 0);

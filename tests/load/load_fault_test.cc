@@ -163,9 +163,10 @@ TEST(LoadTest, AFloodOfExpiredRequestsCostsNoCompute) {
   const std::string after = started.server->metrics().Scrape();
 
   for (AsyncCall& call : slow) EXPECT_TRUE(call.status.ok()) << call.status.error_message();
-  // Each flood request is refused at once, before it is parsed, because the queue's oldest
-  // request has waited longer than its deadline leaves (RESOURCE_EXHAUSTED), or, admitted
-  // before the backlog showed, is dropped in the queue when its deadline passes.
+  // Each flood request is refused at once, before it is parsed, because it would wait in
+  // the queue longer than its deadline leaves (DEADLINE_EXCEEDED) or the queue is full
+  // (RESOURCE_EXHAUSTED), or, admitted before the backlog showed, is dropped in the queue
+  // when its deadline passes (DEADLINE_EXCEEDED).
   for (AsyncCall& call : flood) {
     const grpc::StatusCode code = call.status.error_code();
     EXPECT_TRUE(code == grpc::StatusCode::DEADLINE_EXCEEDED ||

@@ -24,7 +24,7 @@ TEST(ConfigTest, EmptyFileGivesEveryDefault) {
   EXPECT_EQ(config->server.listen, "0.0.0.0:8700");
   EXPECT_EQ(config->server.admin_listen, "127.0.0.1:8701");
   EXPECT_EQ(config->server.admin_token_file, "");
-  EXPECT_FALSE(config->server.admin_allow_plaintext_token);
+  EXPECT_TRUE(config->server.admin_allow_plaintext_token);
   EXPECT_EQ(config->server.metrics_listen, "0.0.0.0:8702");
   EXPECT_FALSE(config->server.tls.enabled());
   EXPECT_EQ(config->server.max_request_bytes, 16777216);
@@ -239,15 +239,29 @@ TEST(ConfigTest, AMissingFileIsNamed) {
 TEST(ConfigTest, APublicAdminAddressIsAcceptedWithAReadableTokenFile) {
   const std::string token = ::testing::TempDir() + "/config_test_token";
   std::ofstream(token) << "secret\n";
-  // Without server.tls the token would travel in clear text: only with the explicit opt-in.
+  // SPEC section 5: a non-loopback address needs a token, nothing more by default; the start
+  // warns that it travels in clear text without server.tls.
   absl::StatusOr<Config> config = ParseConfig(
-      "server: {admin_listen: \"0.0.0.0:8701\", "
-      "admin_allow_plaintext_token: true, "
+      "server: {admin_listen: \"0.0.0.0:8701\", admin_token_file: " + token + "}", kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->server.admin_allow_plaintext_token);
+  EXPECT_THAT(PlaintextAdminTokenWarning(config->server),
+              HasSubstr("server.admin_listen: '0.0.0.0:8701' is not a loopback address and "
+                        "server.tls is off: the admin token travels in clear text"));
+  // admin_allow_plaintext_token: false refuses that start.
+  absl::StatusOr<Config> strict = ParseConfig(
+      "server: {admin_listen: \"0.0.0.0:8701\", admin_allow_plaintext_token: false, "
       "admin_token_file: " +
           token + "}",
       kFile);
-  EXPECT_TRUE(config.ok()) << config.status();
-  EXPECT_TRUE(config->server.admin_allow_plaintext_token);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_THAT(strict.status().message(),
+              HasSubstr("so the admin token would travel in clear text"));
+  // Loopback: no warning.
+  absl::StatusOr<Config> local = ParseConfig(
+      "server: {admin_listen: \"127.0.0.1:8701\", admin_token_file: " + token + "}", kFile);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(PlaintextAdminTokenWarning(local->server), "");
 }
 
 }  // namespace

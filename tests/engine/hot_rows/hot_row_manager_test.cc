@@ -125,7 +125,7 @@ TEST(HotRowManagerTest, RefusedSwapsChangeNothing) {
        {"no_such", "user_0, item_0, item_1"}},
       {{{"user_0", ok}, {"item_0", five}},
        absl::StatusCode::kInvalidArgument,
-       {"item_0", "5 distinct rows", "capacity 4"}},
+       {"item_0", "5 ids", "capacity 4"}},
       {{{"item_0", ok}, {"item_1", out_of_range}},
        absl::StatusCode::kInvalidArgument,
        {"item_1", "id 100"}},

@@ -164,7 +164,7 @@ TEST(HotSetTest, MapsIdsLikeRequestsAndCollapsesDuplicates) {
   const TestTable t = MakeTable(DType::kF32, 100, 4, Oov::kModulo, 5);
   // 105 and -95 map to row 5; -1 maps to 99; 7 twice.
   const std::vector<int64_t> ids = {5, 105, 7, -95, -1, 7, 5};
-  auto set = HotSet::FromIds(t.table, ids, 3);
+  auto set = HotSet::FromIds(t.table, ids, 7);  // seven ids: SPEC counts every one
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_THAT((*set)->rows(), ::testing::ElementsAre(5, 7, 99));  // first appearance order
   EXPECT_EQ((*set)->FindSlot(5), 0);
@@ -187,19 +187,23 @@ TEST(HotSetTest, RefusesAnOutOfRangeIdInARejectTable) {
   EXPECT_TRUE(HotSet::FromIds(t.table, in_range, 10).ok());
 }
 
-TEST(HotSetTest, RefusesMoreDistinctRowsThanCapacity) {
+TEST(HotSetTest, RefusesMoreIdsThanCapacity) {
   const TestTable t = MakeTable(DType::kF32, 100, 4, Oov::kModulo, 7);
   const std::vector<int64_t> five = {1, 2, 3, 4, 5};
   auto set = HotSet::FromIds(t.table, five, 4);
   ASSERT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(set.status().message(), HasSubstr("item_id"));
-  EXPECT_THAT(set.status().message(), HasSubstr("5 distinct rows"));
-  EXPECT_THAT(set.status().message(), HasSubstr("capacity 4"));
-  // Six ids, four distinct rows: fits.
+  EXPECT_THAT(set.status().message(), HasSubstr("5 ids, more than the hot-set capacity 4"));
+  // Six ids of four distinct rows (101 is row 1, 2 twice): more ids than capacity, as SPEC
+  // section 3 counts them.
   const std::vector<int64_t> duplicates = {1, 2, 3, 4, 101, 2};
-  auto fits = HotSet::FromIds(t.table, duplicates, 4);
+  EXPECT_EQ(HotSet::FromIds(t.table, duplicates, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Four ids, three rows: fits, the repeated row once.
+  const std::vector<int64_t> aliased = {1, 2, 101, 3};
+  auto fits = HotSet::FromIds(t.table, aliased, 4);
   ASSERT_TRUE(fits.ok()) << fits.status();
-  EXPECT_EQ((*fits)->size(), 4);
+  EXPECT_EQ((*fits)->size(), 3);
   // Capacity 0 takes only the empty set.
   EXPECT_TRUE(HotSet::FromIds(t.table, {}, 0).ok());
   EXPECT_FALSE(HotSet::FromIds(t.table, five, 0).ok());
