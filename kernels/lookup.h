@@ -53,7 +53,7 @@ struct LookupArgs {
   // (mapped host memory). nullptr: no cache. Not with d_gathered or prefetch_ids.
   const HotCacheTable* d_hot = nullptr;
   // With d_hot: two counters per table (d_tables order), the ids read from its cache and
-  // the others; the launch adds the batch's to them. Fewer than kMaxHotCountedTables tables.
+  // the others; the launch adds the batch's to them. At most kMaxHotCountedTables tables.
   unsigned long long* d_hot_counts = nullptr;
 };
 

@@ -29,21 +29,45 @@ constexpr int kMaxStaged = 64;
 constexpr int kReps = 24;
 constexpr int kWarmup = 8;
 
+// Rows of the hottest ranks of every table, [table][rank].
+using HotRows = std::vector<std::vector<std::vector<float>>>;
+
+// Writes rows[t][r], r < count, over the table rows of rank r.
+void WriteHotRows(const TableSet& set, const Format& f, const HotRows& rows, int count) {
+  for (int t = 0; t < kBenchTables; ++t) {
+    for (int r = 0; r < count; ++r) {
+      unsigned char* dst = set.tables[t].get<unsigned char>() +
+                           static_cast<size_t>(ScatteredRow(r, kBenchRows)) * f.row_bytes;
+      Check(cudaMemcpy(dst, rows[t][r].data(), f.row_bytes, cudaMemcpyHostToDevice),
+            "write hot row");
+    }
+  }
+}
+
 // Distinct values in the kMaxStaged hottest rows of every table (the fill pattern elsewhere),
-// so that a row read from the wrong slot changes the output. Returns them, [table][rank].
-std::vector<std::vector<std::vector<float>>> MarkHotRows(const TableSet& set, const Format& f) {
-  std::vector<std::vector<std::vector<float>>> hot(kBenchTables);
+// so that a row read from the wrong slot changes the output. Returns them.
+HotRows MarkHotRows(const TableSet& set, const Format& f) {
+  HotRows hot(kBenchTables);
   for (int t = 0; t < kBenchTables; ++t) {
     for (int r = 0; r < kMaxStaged; ++r) {
       std::vector<float> row(static_cast<size_t>(f.dim));
       for (int e = 0; e < f.dim; ++e) row[e] = 0.001f * static_cast<float>(t * 4096 + r * 64 + e);
-      unsigned char* dst = set.tables[t].get<unsigned char>() +
-                           static_cast<size_t>(ScatteredRow(r, kBenchRows)) * f.row_bytes;
-      Check(cudaMemcpy(dst, row.data(), f.row_bytes, cudaMemcpyHostToDevice), "mark hot row");
       hot[t].push_back(std::move(row));
     }
   }
+  WriteHotRows(set, f, hot, kMaxStaged);
   return hot;
+}
+
+// The same rows negated (exact): staged in place of the table's, they tell a lookup that
+// reads the staging from one that reads the table.
+HotRows Negated(HotRows rows) {
+  for (auto& table : rows) {
+    for (auto& row : table) {
+      for (float& v : row) v = -v;
+    }
+  }
+  return rows;
 }
 
 // The staged index and rows of the `staged` hottest rows of every table.
@@ -54,8 +78,7 @@ struct Staging {
   int32_t shift = 31;
 };
 
-Staging MakeStaging(const std::vector<std::vector<std::vector<float>>>& hot, const Format& f,
-                    int staged) {
+Staging MakeStaging(const HotRows& hot, const Format& f, int staged) {
   Staging s;
   int log2 = 1;
   while ((1 << log2) < 2 * staged) ++log2;
@@ -191,8 +214,11 @@ std::vector<std::pair<uint32_t, std::string>> Grids(const kernels::StagedLookupA
 
 // The bit-for-bit check on what the timed batches leave out: bags of 0-9 ids (some empty),
 // weights in [0.5, 1.5], the first two tables mean-pooled; every staging and grid against
-// the plain lookup. One line and one JSON line ("smem_staging_check") each.
-void CheckBits(const Format& f, const TableSet& set, const std::vector<Staging>& stagings,
+// the plain lookup. The staged rows are the tables' hot rows negated, and the reference is
+// the plain lookup over tables that hold those negated rows, so a staged lookup that
+// never reads its staging (or reads the wrong slot) differs. One line and one JSON line
+// ("smem_staging_check") each. Leaves the tables' hot rows as `hot`.
+void CheckBits(const Format& f, const TableSet& set, const HotRows& hot,
                const std::vector<int>& staged_rows, int sms, size_t max_shared) {
   std::vector<kernels::LookupTable> desc(kBenchTables);
   Check(cudaMemcpy(desc.data(), set.d_desc.get(), desc.size() * sizeof(desc[0]),
@@ -218,14 +244,18 @@ void CheckBits(const Format& f, const TableSet& set, const std::vector<Staging>&
   const DeviceBuffer out = MustAllocate(bytes, "output");
   const kernels::LookupArgs plain =
       PlainArgs(f, d_desc.get<kernels::LookupTable>(), out.get<float>(), kN);
-  const auto reference = Output(batch, out, bytes, [&](const unsigned char* b, cudaStream_t st) {
-    kernels::LookupArgs a = plain;
-    a.d_batch = b;
-    return kernels::LaunchPooledLookup(a, st);
-  });
-  for (size_t i = 0; i < stagings.size(); ++i) {
+  const HotRows negated = Negated(hot);
+  for (size_t i = 0; i < staged_rows.size(); ++i) {
+    const Staging staging = MakeStaging(negated, f, staged_rows[i]);
+    WriteHotRows(set, f, negated, staged_rows[i]);
+    const auto reference = Output(batch, out, bytes, [&](const unsigned char* b, cudaStream_t st) {
+      kernels::LookupArgs a = plain;
+      a.d_batch = b;
+      return kernels::LaunchPooledLookup(a, st);
+    });
+    WriteHotRows(set, f, hot, staged_rows[i]);  // the tables as the timings read them
     const kernels::StagedLookupArgs sa = StagedArgs(
-        f, stagings[i], staged_rows[i], d_desc.get<kernels::LookupTable>(), out.get<float>(), kN);
+        f, staging, staged_rows[i], d_desc.get<kernels::LookupTable>(), out.get<float>(), kN);
     for (const auto& [max_blocks, variant] : Grids(sa, sms, max_shared)) {
       const bool same = Output(batch, out, bytes, [&](const unsigned char* b, cudaStream_t st) {
                           kernels::StagedLookupArgs a = sa;
@@ -234,8 +264,8 @@ void CheckBits(const Format& f, const TableSet& set, const std::vector<Staging>&
                           return kernels::LaunchStagedLookup(a, st);
                         }) == reference;
       std::printf(
-          "smem staging check, bags of 0-9 weighted ids, mean and sum, %-24s staged %2d: "
-          "%s\n",
+          "smem staging check, bags of 0-9 weighted ids, mean and sum, staged rows negated, "
+          "%-24s staged %2d: %s\n",
           variant.c_str(), staged_rows[i], same ? "same bits" : "BITS DIFFER");
       JsonLine("smem_staging_check")
           .Add("variant", variant)
@@ -261,9 +291,9 @@ void RunSmemStagingBenches(DeviceTimer& timer, int sms) {
         "shared memory limit");
   const size_t max_shared = static_cast<size_t>(optin);
   const std::vector<int> staged_rows = {16, kMaxStaged};
+  CheckBits(f, set, hot, staged_rows, sms, max_shared);
   std::vector<Staging> stagings;
   for (int staged : staged_rows) stagings.push_back(MakeStaging(hot, f, staged));
-  CheckBits(f, set, stagings, staged_rows, sms, max_shared);
   const auto* desc = set.d_desc.get<kernels::LookupTable>();
   for (const double s : {1.05, 1.2}) {
     for (const uint32_t n : {256u, 1024u, 8192u}) {
