@@ -10,7 +10,8 @@
 // counts the requests it admitted as queued until they are submitted, so decoding callers
 // cannot overfill the queue. It refuses, with RESOURCE_EXHAUSTED at once, when the queue
 // holds queue_capacity requests or max_queued_ids ids, and when a new request would wait
-// longer than max_queue_delay_ms or than its deadline leaves: the wait is predicted from
+// longer than max_queue_delay_ms, and with DEADLINE_EXCEEDED when it would wait longer
+// than its deadline leaves: the wait is predicted from
 // the candidates queued ahead of it and a per-batch plus per-candidate time fitted to the
 // batches workers took while requests remained queued, timed on the Batcher's clock from
 // pick to done (batch_time_model.h). Without such a backlog yet, nothing is predicted.
@@ -126,7 +127,8 @@ class Batcher {
   void ReleaseBatch(std::unique_ptr<Batch> batch);
 
   // Admission before decoding (see the header comment): a ticket holding one request's
-  // room, or RESOURCE_EXHAUSTED at once with a message naming the limit, or UNAVAILABLE
+  // room, or RESOURCE_EXHAUSTED (DEADLINE_EXCEEDED for a predicted deadline miss) at once
+  // with a message naming the limit, or UNAVAILABLE
   // after Shutdown(). `deadline` is the request's (time_point::max() for none), `candidates`
   // its candidate count (held as queued work until it is submitted).
   absl::StatusOr<AdmissionTicket> Admit(BatcherClock::time_point deadline, int candidates = 0);

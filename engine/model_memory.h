@@ -37,7 +37,8 @@ uint64_t SpecTensorBytes(const ModelSpec& spec);
 struct ServingShape {
   int workers = 1;                  // engine.streams
   int threads_per_worker = 1;       // engine.cpu_threads
-  int max_batch_candidates = 1;     // engine.max_batch_candidates
+  int max_batch_candidates = 1;     // the backend's: max(engine.max_batch_candidates,
+                                    // server.max_candidates)
   int hot_rows_per_table = 0;       // cache.hot_rows_per_table
   bool frequency_sketches = false;  // cache.policy: frequency (a sketch per table)
   int64_t near_cache_rows = 0;      // remote.near_cache_rows (per storage: redis table)

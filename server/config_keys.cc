@@ -178,7 +178,8 @@ std::vector<ConfigKey> BuildKeys() {
   keys.push_back(Ranged("engine.gpu", FUSERANK_MEMBER(engine.gpu), 0, 1023, "CUDA device ordinal"));
   keys.push_back(Streams());
   keys.push_back(Ranged("engine.max_batch_candidates", FUSERANK_MEMBER(engine.max_batch_candidates),
-                        1, 1 << 22, "dynamic batching across requests; >= server.max_candidates"));
+                        1, 1 << 22,
+                        "dynamic batching across requests; a larger request runs alone"));
   keys.push_back(Ranged("engine.max_batch_wait_us", FUSERANK_MEMBER(engine.max_batch_wait_us), 0,
                         1000000, "longest a request waits for others to batch with"));
   keys.push_back(Ranged("engine.queue_capacity", FUSERANK_MEMBER(engine.queue_capacity), 1, kMi,

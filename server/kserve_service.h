@@ -104,7 +104,8 @@ class KServeService final : public KServeBase {
   absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
                      Call* call);
   // Queue admission of one parsed, not yet decoded request, as Rank's: room for its
-  // candidates in the model's batcher (or RESOURCE_EXHAUSTED naming the limit, at once).
+  // candidates in the model's batcher (or, at once, RESOURCE_EXHAUSTED naming the limit or
+  // DEADLINE_EXCEEDED for a predicted deadline miss).
   absl::StatusOr<engine::AdmissionTicket> Admit(const Call& call,
                                                 engine::BatcherClock::time_point deadline);
   absl::Status Accept(Call* call);

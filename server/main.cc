@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -69,11 +70,14 @@ int CheckConfig(const std::string& path) {
   absl::StatusOr<fuserank::server::Config> config = fuserank::server::LoadConfigFile(path);
   absl::Status status = config.status();
   if (status.ok()) status = fuserank::engine::GetCpuDispatch().status;  // FUSERANK_CPU_ISA
-  if (status.ok()) status = fuserank::server::CheckConfigForStart(*config);
+  std::vector<std::string> warnings;
+  if (status.ok()) status = fuserank::server::CheckConfigForStart(*config, &warnings);
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
     return 1;
   }
+  for (const std::string& warning : warnings)
+    std::fprintf(stderr, "warning: %s\n", warning.c_str());
   std::printf("OK: %s\n", path.c_str());
   return 0;
 }

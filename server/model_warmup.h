@@ -32,8 +32,9 @@ uint64_t TouchTablePages(const engine::Model& model);
 
 // Runs a SyntheticBatch of each of the backend's WarmupBatches() on every worker, in that
 // order (the CUDA backend: every candidate bucket and top-K shape a batch can reach, the
-// largest first; the CPU backend: one small and one of 256). `max_batch_candidates` is
-// engine.max_batch_candidates, `max_request_candidates` server.max_candidates.
+// largest first; the CPU backend: one small and one of 256). `max_batch_candidates` is the
+// backend's (the larger of engine.max_batch_candidates and server.max_candidates),
+// `max_request_candidates` server.max_candidates.
 // FAILED_PRECONDITION when a run fails, returns the wrong number of items, or a score is
 // not in [0, 1].
 absl::Status WarmUpBackend(const std::shared_ptr<const engine::Model>& model,

@@ -41,6 +41,17 @@ std::string ModelContext(const Config& config, size_t i) {
   return absl::StrCat(config.file, ": ", ModelKey(config, i), " '", config.models[i].path, "'");
 }
 
+// What the start warns of, each starting with the config file: a token file others can
+// read, a token that would travel in clear text.
+std::vector<std::string> StartWarnings(const Config& config, const AdminAuth& auth) {
+  std::vector<std::string> warnings;
+  if (!auth.warning().empty()) warnings.push_back(absl::StrCat(config.file, ": ", auth.warning()));
+  if (const std::string plaintext = PlaintextAdminTokenWarning(config.server); !plaintext.empty()) {
+    warnings.push_back(absl::StrCat(config.file, ": ", plaintext));
+  }
+  return warnings;
+}
+
 // The token file (server.admin_token_file), read once; errors start with the config file.
 absl::StatusOr<AdminAuth> ReadAdminAuth(const Config& config) {
   absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(config.server.admin_token_file);
@@ -76,8 +87,10 @@ const char* ListenHint(const TlsConfig& tls) {
 
 }  // namespace
 
-absl::Status CheckConfigForStart(const Config& config) {
-  RETURN_IF_ERROR(ReadAdminAuth(config).status());
+absl::Status CheckConfigForStart(const Config& config, std::vector<std::string>* warnings) {
+  absl::StatusOr<AdminAuth> auth = ReadAdminAuth(config);
+  if (!auth.ok()) return auth.status();
+  if (warnings != nullptr) *warnings = StartWarnings(config, *auth);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       Credentials(config.server.tls);
   if (!credentials.ok()) return WithContext(credentials.status(), config.file);
@@ -128,10 +141,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
   // before minutes of model loading.
   absl::StatusOr<AdminAuth> auth = ReadAdminAuth(config);
   if (!auth.ok()) return auth.status();
-  if (!auth->warning().empty()) spdlog::warn("{}: {}", config.file, auth->warning());
-  if (const std::string plaintext = PlaintextAdminTokenWarning(config.server); !plaintext.empty()) {
-    spdlog::warn("{}: {}", config.file, plaintext);
-  }
+  for (const std::string& warning : StartWarnings(config, *auth)) spdlog::warn("{}", warning);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       Credentials(config.server.tls);
   if (!credentials.ok()) return WithContext(credentials.status(), config.file);

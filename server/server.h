@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -97,8 +98,10 @@ class Server {
 // the sizes the spec implies, its memory estimate within model.memory_budget_bytes beside
 // the models before it, its spec and weights loaded and validated (no backend: neither
 // engine.device nor the warm-up, and no port, are tried). Errors name the file, the key and
-// the reason.
-absl::Status CheckConfigForStart(const Config& config);
+// the reason. `warnings`, when given, receives what the start would warn of (a token file
+// others can read, a token in clear text on a public admin address), each naming the file.
+absl::Status CheckConfigForStart(const Config& config,
+                                 std::vector<std::string>* warnings = nullptr);
 
 // Loads the models and creates a backend, decoder and batcher for each (model_loader.h,
 // with the resolved engine.streams and the engine's id and queue budgets); records

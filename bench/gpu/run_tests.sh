@@ -6,7 +6,8 @@
 #   2. one gpu_tests process per suite of suites.py, each with its XML report, with
 #      FUSERANK_REQUIRE_GPU=1 (a GPU test that would skip fails instead);
 #   3. compute-sanitizer memcheck on a few small cases (API-error reporting off), or a line
-#      saying why it did not run.
+#      saying why it did not run;
+#   4. the fault suite (a device fault injected into a child process), last.
 # The verdict (summarize.py tests) is the last line; the exit status matches it.
 # Environment: OUT (logs), BUNDLE, CHECK_BUDGET_S (270: the whole run's time budget).
 set -uo pipefail

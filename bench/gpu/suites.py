@@ -6,7 +6,8 @@ suite, except the tests in EXEMPT, which check the behaviour *without* a GPU and
 on one. `check` proves the partition on the binary's own test list (a CPU test runs it, so
 a new GPU test cannot silently fall outside every suite).
 
-usage: suites.py names                 the suite names, in run order
+usage: suites.py names                 the suite names, in run order (run_tests.sh runs
+                                       fault after memcheck)
        suites.py filter NAME           the --gtest_filter of one suite
        suites.py memcheck              the --gtest_filter of the memcheck subset
        suites.py check LIST_FILE       LIST_FILE: `gpu_tests --gtest_list_tests` output

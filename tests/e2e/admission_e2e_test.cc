@@ -94,7 +94,6 @@ TEST(AdmissionE2eTest, ACallWhoseMessageNeverArrivedIsCancelledNotInvalid) {
       started.model, request, testing::Rank(v1::Ranker::NewStub(started.channel).get(), request));
 }
 
-// An async Rank call the test waits for.
 TEST(AdmissionE2eTest, TheInflightBoundRefusesAtOnceNamingItsKey) {
   // A top MLP of 2048 x 2048: two calls of 4096 candidates take a few hundred ms each on
   // one worker (some 35 GFLOP each), so they are in flight together for that long, on a

@@ -86,13 +86,16 @@ TEST_F(CheckConfigTest, AcceptsWhatStartAccepts) {
   EXPECT_THAT(outcome.output, HasSubstr("OK"));
 }
 
-TEST_F(CheckConfigTest, AcceptsATokenFileOthersCanRead) {
-  const std::string token = Token("secret\n", 0644);  // the start warns of it
+TEST_F(CheckConfigTest, AcceptsATokenFileOthersCanReadWarningOfIt) {
+  const std::string token = Token("secret\n", 0644);
   const std::string config =
       Config(absl::StrCat(", admin_listen: \"127.0.0.1:0\", admin_token_file: \"", token, "\""),
              absl::StrCat(", roots: [\"", dir_, "/models\"]"));
   const ServerRun outcome = RunServer("--check-config", config);
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output,
+              HasSubstr(absl::StrCat("warning: ", config, ": server.admin_token_file: '", token,
+                                     "' can be read by its group or by others (mode 0644)")));
 }
 
 TEST_F(CheckConfigTest, RefusesATokenFileOverTheSizeLimit) {
@@ -112,11 +115,13 @@ TEST_F(CheckConfigTest, RefusesATokenInClearTextOnAPublicAdminAddressWhenToldTo)
   ExpectRefused(strict, absl::StrCat(strict,
                                      ": server.admin_listen: '0.0.0.0:0' is not a loopback "
                                      "address and server.tls is off"));
-  // By default a token is all a public admin address needs (SPEC section 5).
+  // By default a token is all a public admin address needs (SPEC section 5), with a
+  // warning.
   const std::string plain =
       Config(absl::StrCat(", admin_listen: \"0.0.0.0:0\", admin_token_file: \"", token, "\""), "");
   const ServerRun outcome = RunServer("--check-config", plain);
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("the admin token travels in clear text"));
 }
 
 // engine.device: cuda where the CUDA backend cannot serve (no GPU or driver here, or a

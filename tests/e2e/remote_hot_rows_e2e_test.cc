@@ -19,6 +19,7 @@
 #include "engine/model.h"
 #include "engine/remote/cluster_client.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config.h"
 #include "server/server.h"
@@ -182,6 +183,14 @@ TEST_F(RemoteHotRowsE2eTest, AdminCallsWorkAndHotIdsAreServedFromTheHotTier) {
   const v1::RankRequest request = RandomRequest(rng);
   EXPECT_TRUE(SameRanking(testing::Rank(local_stub, request), testing::Rank(remote_stub, request)));
   EXPECT_GT(Tier(*remote, "remote"), remote_before);
+
+  // More ids than the capacity (the default 4096), one id repeated: INVALID_ARGUMENT, as
+  // SPEC section 3 counts them, and the set stays as it was.
+  const testing::AdminReply over = admin.Set({{"item_1", std::vector<int64_t>(4097, 1)}});
+  EXPECT_EQ(over.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(over.status.error_message(),
+              ::testing::HasSubstr("4097 ids, more than the hot-set capacity 4096"));
+  EXPECT_EQ(testing::FindTable(admin.Get({"item_1"}).response, "item_1")->hot_rows(), 0u);
 }
 
 TEST_F(RemoteHotRowsE2eTest, RewrittenRowsAreServedWithinTheTtlUnderLoadAndNoRequestFails) {

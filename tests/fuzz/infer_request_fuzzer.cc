@@ -32,8 +32,7 @@ namespace {
 constexpr fuserank::server::DecodeLimits kLimits{/*max_candidates=*/16, /*max_ids_per_feature=*/8,
                                                  /*max_ids=*/64};
 
-// The model of fuzz_model.h (the seeds use its names; item_1 pools by mean here, where
-// tests/server/infer_test_util.cc's sums).
+// The model of fuzz_model.h (the seeds use its names).
 struct Fixture {
   Fixture() {
     model = FuzzModel();

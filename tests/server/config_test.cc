@@ -236,7 +236,7 @@ TEST(ConfigTest, AMissingFileIsNamed) {
   EXPECT_THAT(config.status().message(), HasSubstr("/nonexistent/fuserank.yaml"));
 }
 
-TEST(ConfigTest, APublicAdminAddressIsAcceptedWithAReadableTokenFile) {
+TEST(ConfigTest, ATokenOnAPublicAdminAddressWithoutTlsIsAcceptedWithAWarning) {
   const std::string token = ::testing::TempDir() + "/config_test_token";
   std::ofstream(token) << "secret\n";
   // SPEC section 5: a non-loopback address needs a token, nothing more by default; the start
