@@ -72,6 +72,10 @@ class Backend {
   // device and the first error, for good: every later Run() returns it at once.
   // Thread-safe. The CPU engine is never failed.
   virtual absl::Status health() const { return absl::OkStatus(); }
+  // Hands every lookup count the backend still holds to its hot-row manager (the CUDA
+  // backend reads its device counters back at most once per interval), so that the warm-up's
+  // lookups are counted before the serving counts start. REQUIRES: no Run() in flight.
+  virtual void FlushLookupCounts() {}
   // The batches a warm-up runs on every worker before the backend serves, in order, each
   // given as its requests' candidate counts: enough that every buffer has grown and every
   // per-shape resource (the CUDA backend's graphs) exists before the first real batch.

@@ -59,6 +59,10 @@ class GuardedBackend final : public engine::Backend {
                                               int max_request_candidates) const override {
     return primary_->WarmupBatches(max_batch_candidates, max_request_candidates);
   }
+  // The backend scoring now (the CPU fallback counts as it goes).
+  void FlushLookupCounts() override {
+    active_.load(std::memory_order_acquire)->FlushLookupCounts();
+  }
 
   // True once the device failed (either policy).
   bool device_failed() const { return reacted_.load(std::memory_order_acquire); }

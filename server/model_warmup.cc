@@ -96,6 +96,7 @@ absl::Status WarmUpBackend(const std::shared_ptr<const engine::Model>& model,
       }
     }
   }
+  backend->FlushLookupCounts();  // the warm-up's lookups are not traffic (StartServing)
   return absl::OkStatus();
 }
 

@@ -35,6 +35,7 @@ uint64_t TouchTablePages(const engine::Model& model);
 // largest first; the CPU backend: one small and one of 256). `max_batch_candidates` is the
 // backend's (the larger of engine.max_batch_candidates and server.max_candidates),
 // `max_request_candidates` server.max_candidates.
+// Then flushes the backend's lookup counts (Backend::FlushLookupCounts).
 // FAILED_PRECONDITION when a run fails, returns the wrong number of items, or a score is
 // not in [0, 1].
 absl::Status WarmUpBackend(const std::shared_ptr<const engine::Model>& model,

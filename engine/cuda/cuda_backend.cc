@@ -127,6 +127,12 @@ CudaBackend::~CudaBackend() {
   workers_.clear();
 }
 
+void CudaBackend::FlushLookupCounts() {
+  if (failed_.load(std::memory_order_acquire)) return;
+  cudaSetDevice(shared_.gpu);
+  for (const std::unique_ptr<CudaWorker>& worker : workers_) worker->FlushHotCounts();
+}
+
 std::vector<std::pair<std::string, const MlpPlan*>> CudaBackend::mlp_plans() const {
   std::vector<std::pair<std::string, const MlpPlan*>> plans;
   if (bottom_ != nullptr) plans.emplace_back("bottom", bottom_.get());

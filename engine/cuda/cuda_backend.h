@@ -72,6 +72,8 @@ class CudaBackend final : public Backend {
   // After a device fault (engine/device_fault.h) every call returns health() at once.
   absl::Status Run(int worker, const Batch& batch, BatchResult* result) override;
   absl::Status health() const override;
+  // Every worker's device hot-row counts not read back yet, to the manager.
+  void FlushLookupCounts() override;
   // Every (candidate bucket, top-K shape) a batch can reach (engine/cuda/warmup_batches.h).
   std::vector<std::vector<int>> WarmupBatches(int max_batch_candidates,
                                               int max_request_candidates) const override {

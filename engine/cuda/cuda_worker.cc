@@ -104,7 +104,10 @@ absl::Status CudaWorker::EnsureStaging(const kernels::PackedHeader& h) {
     ASSIGN_OR_RETURN(h_stage, PinnedBuffer::Allocate(bytes, "batch staging"));
     ASSIGN_OR_RETURN(d_stage, DeviceBuffer::Allocate(bytes, "batch staging"));
   }
-  const size_t gathered = size_t{h.num_unique} * shared_->layout.gather_stride;
+  // With reorder on, at least one row: a key captured on a batch without ids has the gather
+  // node too, so a grow can re-point it (cudaGraphExecUpdate refuses another node count).
+  const size_t gathered =
+      std::max<size_t>(h.num_unique, shared_->reorder_ids ? 1 : 0) * shared_->layout.gather_stride;
   if (gathered > d_gathered_.bytes()) {
     const size_t bytes = std::max(gathered, 2 * d_gathered_.bytes());
     ASSIGN_OR_RETURN(d_gathered, DeviceBuffer::Allocate(bytes, "gathered rows"));
@@ -118,8 +121,15 @@ absl::Status CudaWorker::EnsureStaging(const kernels::PackedHeader& h) {
   if (grown) {
     // Captured graphs hold the old pointers: none is launched until its key's next batch
     // has re-pointed it at the new buffers (RecaptureAfterGrow).
+    // A key missing a variant (a failed capture) drops what it has instead: its next
+    // capture waits for the retry policy's backoff, as before the grow.
     for (GraphSlot& g : graphs_) {
-      if (g.exec || g.timed) g.regrow = true;
+      if (Ready(g)) {
+        g.regrow = true;
+      } else {
+        g.exec.Reset();
+        g.timed.Reset();
+      }
     }
     ++stats_.staging_grows;
   }
@@ -263,9 +273,13 @@ absl::Status CudaWorker::EnqueueForward(int bucket_index, int shape, bool in_gra
 absl::Status CudaWorker::Execute(const kernels::PackedHeader& h, int bucket_index, int shape,
                                  bool replay) {
   const absl::Status status = ExecuteSteps(h, bucket_index, shape, replay);
-  if (!status.ok()) {
-    static_cast<void>(cudaStreamSynchronize(stream_.get()));  // its own error, if any, is moot
-    static_cast<void>(cudaGetLastError());
+  if (status.ok()) return status;
+  // A step that reports its own error (cuBLASLt's EXECUTION_FAILED, say) may stand in for a
+  // fault an earlier kernel met: the sync says so, and a context-fatal one is the answer.
+  const cudaError_t synced = cudaStreamSynchronize(stream_.get());
+  static_cast<void>(cudaGetLastError());
+  if (!IsDeviceFault(status) && IsContextFatalCudaError(static_cast<int>(synced))) {
+    return CudaStatus(synced, absl::StrCat("batch on the GPU, after: ", status.message()));
   }
   return status;
 }

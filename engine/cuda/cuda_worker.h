@@ -88,6 +88,10 @@ class CudaWorker {
   // With a device hot-row cache, adds the counts not read back yet to the manager.
   // REQUIRES: the current device is shared->gpu.
   ~CudaWorker();
+  // With a device hot-row cache, reads the device counters back now and adds what they
+  // gained to the manager (the warm-up's end, the destructor). REQUIRES: no Run() in
+  // flight; the current device is shared->gpu.
+  void FlushHotCounts();
 
   // Scores `batch` and writes every request's top-K into `result`.
   absl::Status Run(const Batch& batch, BatchResult* result);

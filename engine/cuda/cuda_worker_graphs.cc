@@ -96,7 +96,10 @@ bool CudaWorker::RecaptureAfterGrow(int bucket_index, int shape, BatchResult* re
   const absl::Status captured = Capture(bucket_index, shape);
   slot.regrow = false;
   static_cast<void>(cudaGetLastError());
-  if (captured.ok()) return true;
+  if (captured.ok()) {
+    slot.retry.CaptureSucceeded();
+    return true;
+  }
   slot.exec.Reset();  // they may still point at the old buffers
   slot.timed.Reset();
   CaptureFailed(slot, bucket_index, shape, captured, result);

@@ -23,13 +23,16 @@ int64_t NowNs() {
 
 }  // namespace
 
-CudaWorker::~CudaWorker() {
-  if (shared_->hot_cache == nullptr || shared_->hot_rows == nullptr || !d_hot_counts_.get()) {
-    return;
+CudaWorker::~CudaWorker() { FlushHotCounts(); }
+
+void CudaWorker::FlushHotCounts() {
+  if (shared_->hot_cache == nullptr || shared_->hot_rows == nullptr || !d_hot_counts_.get() ||
+      !h_hot_counts_.get()) {
+    return;  // nothing counted on the device, or an allocation failed in Create
   }
-  // The counts of the batches since the last read (a worker idle since then, or shutting
-  // down), unless the device has failed; in the worker stream's order, after anything a
-  // failed batch left queued there.
+  // The counts of the batches since the last read (a worker idle since then, at the end of
+  // the warm-up, or shutting down), unless the device has failed; in the worker stream's
+  // order, after anything a failed batch left queued there.
   cudaStream_t s = stream_.get();
   if (cudaMemcpyAsync(h_hot_counts_.get(), d_hot_counts_.get(), d_hot_counts_.bytes(),
                       cudaMemcpyDeviceToHost, s) != cudaSuccess ||
@@ -38,6 +41,8 @@ CudaWorker::~CudaWorker() {
   }
   read_hot_counts_ = true;
   RecordLookups();
+  read_hot_counts_ = false;
+  hot_counts_read_ns_ = NowNs();
 }
 
 absl::Status CudaWorker::AllocateHotCache() {

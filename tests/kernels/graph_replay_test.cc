@@ -97,6 +97,25 @@ TEST_F(CudaGraphReplayTest, AStagingGrowRecapturesTheGraphForTheBatchAtHand) {
   ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true));  // and the new graph serves small ones
 }
 
+// With the id reorder on, a key first captured on a batch without ids holds the gather
+// node too (the reorder buffer has a row from the start), so the grow that a later batch of
+// long bags causes re-points its graph in place: cudaGraphExecUpdate refuses another node
+// count.
+TEST_F(CudaGraphReplayTest, WithTheReorderAGraphCapturedWithoutIdsIsRePointedAfterAGrow) {
+  FUSERANK_SKIP_WITHOUT_GPU();
+  CudaOptions cuda_options = TestCudaOptions();
+  cuda_options.reorder_ids = true;
+  ASSERT_NO_FATAL_FAILURE(Start({Interaction::kDot, DType::kF32, 16, true}, cuda_options));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, false, 0));  // empty bags: no unique rows
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 0));
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 900));  // grows both buffers
+  EXPECT_GE(gpu_->stats(0).staging_grows, 1u);
+  EXPECT_EQ(gpu_->stats(0).graphs_updated, 1u)
+      << "refused: " << gpu_->stats(0).graph_update_refusal;
+  EXPECT_EQ(gpu_->stats(0).graph_update_refusal, "");
+  ASSERT_NO_FATAL_FAILURE(RunAndCompare({40}, true, 3));
+}
+
 // One-id bags of fp32 rows read their ids ahead (kernels::LookupArgs::prefetch_ids; here
 // from any batch size), longer bags do not: a bucket's graphs for the two are apart, each
 // captured once and replayed.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_lookup.h"
 #include "engine/cuda/batch_packer.h"
@@ -53,8 +54,9 @@ struct HostCase {
 class CudaHostTablesTest : public ::testing::TestWithParam<HostCase> {
  protected:
   // The model on a CUDA backend with device tables, one with host tables and a hot-row
-  // cache fed by manager_, and the CPU backend reading the same manager_.
-  void Start() {
+  // cache fed by manager_ (its counters read back every `hot_count_interval`; 0: after
+  // every batch), and the CPU backend reading the same manager_.
+  void Start(absl::Duration hot_count_interval = absl::ZeroDuration()) {
     const HostCase& c = GetParam();
     s_ = MakeModel({Interaction::kDot, c.dtype, c.dim, c.graphs}, seed_);
     ASSERT_NE(s_.model, nullptr);
@@ -77,19 +79,24 @@ class CudaHostTablesTest : public ::testing::TestWithParam<HostCase> {
     device_ = *std::move(device);
     options.hot_rows = manager_.get();
     options.host_tables = true;
-    cuda_options.hot_count_interval = absl::ZeroDuration();  // counts read after every batch
+    cuda_options.hot_count_interval = hot_count_interval;
     auto host = CudaBackend::Create(s_.model, options, cuda_options);
     ASSERT_TRUE(host.ok()) << host.status();
     host_ = *std::move(host);
     cpu_ = CreateCpuBackend(s_.model, options);
   }
 
-  // Every table's hot set: raw ids first .. first + count - 1.
-  void SetHotRows(int64_t first, int count) {
+  // Every table's hot set (`only`: the table of that index alone; the others keep theirs
+  // and their device buffers): raw ids first .. first + count - 1.
+  void SetHotRows(int64_t first, int count, int only = -1) {
     std::vector<int64_t> ids(count);
     std::iota(ids.begin(), ids.end(), first);
     std::vector<TableIds> tables;
-    for (const EmbeddingTable& t : s_.model->tables()) tables.push_back({t.name, ids});
+    for (size_t t = 0; t < s_.model->tables().size(); ++t) {
+      if (only < 0 || static_cast<size_t>(only) == t) {
+        tables.push_back({s_.model->tables()[t].name, ids});
+      }
+    }
     auto set = manager_->Set(tables);
     ASSERT_TRUE(set.ok()) << set.status();
     // The device cache takes the swap off the request path: wait for it (the updater
@@ -169,17 +176,47 @@ TEST_P(CudaHostTablesTest, ScoresEqualDeviceTablesBitForBitAcrossHotRowSwaps) {
   EXPECT_GT(RunAndCompare({12, 50}, graphs), 0u);
   // A bigger batch (another bucket, eager the first time).
   EXPECT_GT(RunAndCompare({300, 200, 5}, false), 0u);
+  // One table's set swapped: the others' cached rows are shared by the new generation.
+  ASSERT_NO_FATAL_FAILURE(SetHotRows(600, 100, /*only=*/0));
+  EXPECT_GT(RunAndCompare({300, 200, 5}, graphs), 0u);
   // Emptied again: all misses.
   ASSERT_NO_FATAL_FAILURE(SetHotRows(0, 0));
   EXPECT_EQ(RunAndCompare({40, 7}, graphs), 0u);
   EXPECT_EQ(host_->stats(0).graph_error, "");
 }
 
+TEST_P(CudaHostTablesTest, AFlushHandsOverTheCountsNotReadBackYet) {
+  FUSERANK_SKIP_WITHOUT_GPU();
+  ASSERT_NO_FATAL_FAILURE(Start(absl::Hours(1)));  // as the warm-up's batches: none read back
+  ASSERT_NO_FATAL_FAILURE(SetHotRows(0, kHotCapacity));
+  const std::vector<RefRequest> requests = MakeRequests(s_.model->spec(), {40, 7}, rng_);
+  const Batch batch = engine::test::MakeBatch(s_.model, requests);
+  BatchResult got, cpu;
+  const std::vector<TableHotRowsStatus> before = Counts();
+  ASSERT_TRUE(host_->Run(0, batch, &got).ok());
+  const std::vector<TableHotRowsStatus> unread = Counts();
+  host_->FlushLookupCounts();
+  const std::vector<TableHotRowsStatus> flushed = Counts();
+  ASSERT_TRUE(cpu_->Run(0, batch, &cpu).ok());
+  const std::vector<TableHotRowsStatus> after = Counts();
+  uint64_t hits = 0;
+  for (size_t t = 0; t < after.size(); ++t) {
+    SCOPED_TRACE(after[t].table);
+    EXPECT_EQ(unread[t].hits, before[t].hits) << "read back before the interval";
+    EXPECT_EQ(unread[t].misses, before[t].misses) << "read back before the interval";
+    EXPECT_EQ(flushed[t].hits - before[t].hits, after[t].hits - flushed[t].hits);
+    EXPECT_EQ(flushed[t].misses - before[t].misses, after[t].misses - flushed[t].misses);
+    hits += flushed[t].hits - before[t].hits;
+  }
+  EXPECT_GT(hits, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, CudaHostTablesTest,
                          ::testing::Values(HostCase{DType::kF32, 16, true},
                                            HostCase{DType::kF32, 12, false},
                                            HostCase{DType::kF16, 32, true},
-                                           HostCase{DType::kInt8, 16, true}),
+                                           HostCase{DType::kInt8, 16, true},
+                                           HostCase{DType::kInt8, 12, false}),
                          [](const ::testing::TestParamInfo<HostCase>& info) {
                            return std::string(DTypeName(info.param.dtype)) + "_dim" +
                                   std::to_string(info.param.dim) +

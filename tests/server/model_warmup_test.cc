@@ -46,7 +46,9 @@ class FakeBackend : public engine::Backend {
     result->result_begin.push_back(static_cast<uint32_t>(result->items.size()));
     return absl::OkStatus();
   }
+  void FlushLookupCounts() override { flushed_after_runs_.push_back(runs_); }
   std::vector<int> runs_;
+  std::vector<std::vector<int>> flushed_after_runs_;    // runs_ at each flush
   std::vector<std::pair<int, std::vector<int>>> seen_;  // (worker, request sizes) per run
   float score_;
 };
@@ -95,6 +97,13 @@ TEST(ModelWarmupTest, RunsTheBackendsOwnBatchesInOrderOnEveryWorker) {
   const std::vector<std::pair<int, std::vector<int>>> expected = {
       {0, {3, 2}}, {1, {3, 2}}, {0, {5}}, {1, {5}}, {0, {1, 1, 1}}, {1, {1, 1, 1}}};
   EXPECT_EQ(backend.seen_, expected);
+}
+
+TEST(ModelWarmupTest, FlushesTheLookupCountsOnceAfterTheLastBatch) {
+  ShapedBackend backend(2, 0.5f);
+  ASSERT_TRUE(WarmUpBackend(Model(), &backend, 512, 100).ok());
+  // The CUDA backend's device counters reach the manager before StartServing's baseline.
+  EXPECT_EQ(backend.flushed_after_runs_, (std::vector<std::vector<int>>{{3, 3}}));
 }
 
 TEST(ModelWarmupTest, ASyntheticBatchOfSeveralRequestsIsValid) {
