@@ -8,7 +8,7 @@
 # (/tmp/gpu-check/<half>, the end-to-end servers' logs and configs under it too) and leaves
 # in $OUT two files: <half>-summary.txt (its verdict) and <half>-logs.tgz (every log, the
 # generated weights left out). The exit status is the first failing half's, else 0.
-# Environment: OUT (required: the device tool's output folder), TESTS_BUDGET_S (90),
+# Environment: OUT (required: the device tool's output folder), TESTS_BUDGET_S (120),
 # BENCH_BUDGET_S (300): each half's CHECK_BUDGET_S; CALL_BUDGET_S (400): the whole call's,
 # 20 s below the device tool's timeout_s. A half gets no more than what the call has left,
 # less the 35 s of its hard limit (its budget plus 30 s, then a kill 5 s later), so it ends
@@ -25,7 +25,7 @@ fi
 status=0
 for half in "$@"; do
   case $half in
-    tests) budget=${TESTS_BUDGET_S:-90} ;;
+    tests) budget=${TESTS_BUDGET_S:-120} ;;
     bench) budget=${BENCH_BUDGET_S:-300} ;;
     *)
       echo "device_call: unknown half '$half' (tests or bench)" >&2

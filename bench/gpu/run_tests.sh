@@ -42,7 +42,7 @@ suite smoke 20 || verdict
 # 2. Every suite in its own process: a fault names its suite and spares the others. The
 # injected device fault (suite fault) runs last, after memcheck: should the driver take
 # the fault further than its child process, nothing else is lost to it.
-declare -A CAP=([lookup]=45 [interaction]=30 [topk]=30 [pipeline]=75 [module]=20 [backend]=45)
+declare -A CAP=([lookup]=45 [interaction]=30 [topk]=30 [pipeline]=75 [host_tables]=45 [module]=20 [backend]=45)
 for name in $(python3 "$HERE/suites.py" names); do
   [[ $name == smoke || $name == fault ]] && continue
   suite "$name" "${CAP[$name]:-30}"
