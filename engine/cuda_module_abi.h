@@ -18,8 +18,8 @@
 namespace fuserank::engine::cuda_module {
 
 // 2: BatchResult::graph_capture_failures; 3: health(); 4: WarmupBatches();
-// 5: BackendOptions::host_tables; 6: StageTimes::timed
-inline constexpr int kAbiVersion = 6;
+// 5: BackendOptions::host_tables; 6: StageTimes::timed; 7: FlushLookupCounts()
+inline constexpr int kAbiVersion = 7;
 inline constexpr char kModuleFileName[] = "libfuserank_cuda.so";
 inline constexpr char kProbeSymbol[] = "fuserank_cuda_probe";
 inline constexpr char kCreateSymbol[] = "fuserank_create_cuda_backend";

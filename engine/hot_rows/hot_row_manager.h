@@ -124,8 +124,9 @@ class HotRowManager {
   // HotSet::FromRemote); other tables keep theirs. All or nothing: on any error nothing
   // changes. Errors (besides the fetch's UNAVAILABLE):
   //   NOT_FOUND         a table the model does not have (lists the model's tables);
-  //   INVALID_ARGUMENT  a table listed twice; more distinct rows than capacity; an
-  //                     out-of-range id in an oov: reject table.
+  //   INVALID_ARGUMENT  a table listed twice; more ids than capacity (repeats and ids
+  //                     that map to one row included: SPEC section 3); an out-of-range
+  //                     id in an oov: reject table.
   // Success publishes one new snapshot (version + 1) and returns the listed tables'
   // status; an empty list changes nothing and returns the current version.
   // The status lists the tables in call order. Example:

@@ -26,6 +26,7 @@ class SamplingBackend final : public Backend {
   int num_workers() const override { return inner_->num_workers(); }
   absl::Status Run(int worker, const Batch& batch, BatchResult* result) override;
   absl::Status health() const override { return inner_->health(); }
+  void FlushLookupCounts() override { inner_->FlushLookupCounts(); }
   std::vector<std::vector<int>> WarmupBatches(int max_batch_candidates,
                                               int max_request_candidates) const override {
     return inner_->WarmupBatches(max_batch_candidates, max_request_candidates);

@@ -127,21 +127,26 @@ TEST(RefusalCodesE2eTest, ADeadlineThatPassesInTheQueueIsDeadlineExceededAndNotC
 }
 
 TEST(RefusalCodesE2eTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoor) {
-  // A 1024-wide top MLP: a batch of 8192 candidates takes about 0.1 s on one worker.
+  // A 1024-wide top MLP: a batch of 8192 candidates takes some 0.1-0.2 s on one worker.
   Started started = testing::StartAdmissionServer("door", "max_candidates: 8192", 1024);
   ASSERT_NE(started.server, nullptr);
   auto stub = v1::Ranker::NewStub(started.channel);
   auto kserve = inference::GRPCInferenceService::NewStub(started.channel);
-  // Six full batches: the first runs alone; the second is picked with more queued behind
-  // it (a backlog), which teaches the batcher how long a batch takes; four wait.
-  std::vector<AsyncCall> calls(6);
-  StartLongCall(stub.get(), LargeRequest(started, 20, 8192), &calls[0]);
+  // Eight full batches: the first runs alone, the others are sent together while it runs.
+  // Each batch picked with more queued behind it (a backlog) teaches the batcher how long
+  // a batch takes, before the next batch is picked; once the fourth has been picked, one
+  // of the second and third was backlogged (sending a call takes far less than a batch)
+  // and has been timed, and four wait.
+  std::vector<v1::RankRequest> requests;
+  for (int i = 0; i < 8; ++i) requests.push_back(LargeRequest(started, 20 + i, 8192));
+  std::vector<AsyncCall> calls(requests.size());
+  StartLongCall(stub.get(), std::move(requests[0]), &calls[0]);
   WaitForSeries(started, "fuserank_inflight_requests", 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   for (size_t i = 1; i < calls.size(); ++i) {
-    StartLongCall(stub.get(), LargeRequest(started, 20 + i, 8192), &calls[i]);
+    StartLongCall(stub.get(), std::move(requests[i]), &calls[i]);
   }
-  WaitForSeries(started, "fuserank_batch_candidates_count", 2);  // the backlogged one timed
+  WaitForSeries(started, "fuserank_batch_candidates_count", 4);  // a backlogged one timed
   const std::string before = started.server->metrics().Scrape();
   const double queued = Count(before, "fuserank_queue_depth");
 

@@ -179,6 +179,7 @@ TEST_F(RemoteHotRowsE2eTest, AdminCallsWorkAndHotIdsAreServedFromTheHotTier) {
   // Cleared: the ids are fetched again.
   const testing::AdminReply cleared = admin.Set({{"item_1", {}}});
   ASSERT_TRUE(cleared.status.ok()) << cleared.status.error_message();
+  ASSERT_NE(testing::FindTable(cleared.response, "item_1"), nullptr);
   EXPECT_EQ(testing::FindTable(cleared.response, "item_1")->hot_rows(), 0u);
   const v1::RankRequest request = RandomRequest(rng);
   EXPECT_TRUE(SameRanking(testing::Rank(local_stub, request), testing::Rank(remote_stub, request)));
@@ -190,7 +191,9 @@ TEST_F(RemoteHotRowsE2eTest, AdminCallsWorkAndHotIdsAreServedFromTheHotTier) {
   EXPECT_EQ(over.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(over.status.error_message(),
               ::testing::HasSubstr("4097 ids, more than the hot-set capacity 4096"));
-  EXPECT_EQ(testing::FindTable(admin.Get({"item_1"}).response, "item_1")->hot_rows(), 0u);
+  const testing::AdminReply after = admin.Get({"item_1"});
+  ASSERT_NE(testing::FindTable(after.response, "item_1"), nullptr);
+  EXPECT_EQ(testing::FindTable(after.response, "item_1")->hot_rows(), 0u);
 }
 
 TEST_F(RemoteHotRowsE2eTest, RewrittenRowsAreServedWithinTheTtlUnderLoadAndNoRequestFails) {

@@ -220,6 +220,10 @@ TEST_F(RemoteHotRowsTest, ClearAndCapacity) {
   absl::StatusOr<HotRowsStatus> over = SetHot(too_many);
   EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument) << over.status();
   EXPECT_THAT(over.status().message(), HasSubstr("capacity 64"));
+  // One id 65 times: every id counts (SPEC section 3), before anything is fetched.
+  absl::StatusOr<HotRowsStatus> repeated = SetHot(std::vector<int64_t>(65, 1));
+  EXPECT_EQ(repeated.status().code(), absl::StatusCode::kInvalidArgument) << repeated.status();
+  EXPECT_THAT(repeated.status().message(), HasSubstr("65 ids, more than the hot-set capacity 64"));
 }
 
 // cache.policy: frequency: ids sampled while batches are staged reach the table's sketch,

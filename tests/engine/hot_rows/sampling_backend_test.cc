@@ -2,7 +2,8 @@
 // CUDA backend): the rows of every batch it scored reach the model's sketches under their
 // own table (user bags, then each candidate's item bags, in the model's order), so a
 // Rebuild installs the batch's most frequent rows; a batch the backend failed is not
-// sampled; everything else is the inner backend's.
+// sampled; everything else is the inner backend's (the warm-up's flush of lookup counts
+// included).
 #include "engine/hot_rows/sampling_backend.h"
 
 #include <memory>
@@ -69,6 +70,24 @@ TEST(SamplingBackendTest, ABatchTheBackendFailedIsNotSampled) {
   EXPECT_FALSE(backend.Run(0, ThreeCandidates(model), &result).ok());
   ASSERT_TRUE(manager->Rebuild({}).ok());
   for (int t = 0; t < 3; ++t) EXPECT_THAT(HotRows(*manager, t), UnorderedElementsAre()) << t;
+}
+
+// Counts the flushes of its lookup counts.
+class FlushCountingBackend final : public FakeBackend {
+ public:
+  using FakeBackend::FakeBackend;
+  void FlushLookupCounts() override { ++flushes; }
+  int flushes = 0;
+};
+
+TEST(SamplingBackendTest, TheFlushOfLookupCountsReachesTheInnerBackend) {
+  const std::shared_ptr<const Model> model = test::MakeHotRowTestModel(100, 4, DType::kF32, 3);
+  auto manager = test::MakeHotRowManager(model, 2, /*sample_period=*/1);
+  auto inner = std::make_unique<FlushCountingBackend>(1);
+  FlushCountingBackend* counting = inner.get();
+  SamplingBackend backend(std::move(inner), manager.get());
+  backend.FlushLookupCounts();  // the CUDA backend's device counters, after the warm-up
+  EXPECT_EQ(counting->flushes, 1);
 }
 
 }  // namespace
