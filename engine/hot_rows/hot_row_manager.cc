@@ -1,6 +1,5 @@
 #include "engine/hot_rows/hot_row_manager.h"
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -152,12 +151,7 @@ absl::StatusOr<std::shared_ptr<const HotSet>> HotRowManager::RemoteSet(
     int index, absl::Span<const int64_t> ids) const {
   const EmbeddingTable& table = model_->tables()[index];
   if (ids.empty()) return HotSet::Empty(table);
-  // SPEC section 3: more ids than the capacity is INVALID_ARGUMENT, repeats included.
-  if (ids.size() > static_cast<size_t>(std::max(options_.capacity, 0))) {  // before any fetch
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table '", table.name, "': ", ids.size(), " ids, more than the hot-set capacity ",
-        options_.capacity, " (cache.hot_rows_per_table); send at most that many, each id once"));
-  }
+  RETURN_IF_ERROR(CheckHotIdCount(table, ids.size(), options_.capacity));  // before any fetch
   std::vector<int64_t> distinct;
   distinct.reserve(ids.size());
   absl::flat_hash_set<int64_t> seen;

@@ -24,18 +24,19 @@ absl::Status CheckCapacity(const EmbeddingTable& table, size_t distinct, size_t 
 
 }  // namespace
 
+absl::Status CheckHotIdCount(const EmbeddingTable& table, size_t ids, int capacity) {
+  if (ids <= static_cast<size_t>(std::max(capacity, 0))) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("table '", table.name, "': ", ids, " ids, more than the hot-set capacity ",
+                   capacity, " (cache.hot_rows_per_table); send at most that many, each id once"));
+}
+
 void HotSet::AlignedDelete::operator()(std::byte* p) const { ::operator delete[](p, kAlignment); }
 
 absl::StatusOr<std::shared_ptr<const HotSet>> HotSet::FromIds(const EmbeddingTable& table,
                                                               absl::Span<const int64_t> ids,
                                                               int capacity) {
-  // SPEC section 3: more ids than the capacity is INVALID_ARGUMENT, whatever rows they map
-  // to (checked before anything is allocated for them).
-  if (ids.size() > static_cast<size_t>(std::max(capacity, 0))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table '", table.name, "': ", ids.size(), " ids, more than the hot-set capacity ", capacity,
-        " (cache.hot_rows_per_table); send at most that many, each row's id once"));
-  }
+  if (absl::Status s = CheckHotIdCount(table, ids.size(), capacity); !s.ok()) return s;
   std::vector<int32_t> rows;
   rows.reserve(ids.size());
   absl::flat_hash_set<int32_t> seen;

@@ -20,6 +20,11 @@
 
 namespace fuserank::engine {
 
+// SPEC section 3: a hot set given as `ids` ids, repeats and aliases included, may hold at
+// most `capacity` of them; INVALID_ARGUMENT naming the table and both numbers otherwise.
+// Checked before anything is mapped, allocated or fetched for the ids.
+absl::Status CheckHotIdCount(const EmbeddingTable& table, size_t ids, int capacity);
+
 class HotSet {
  public:
   // The hot set of `ids` (raw request ids) in `table`: each id is mapped to its row with

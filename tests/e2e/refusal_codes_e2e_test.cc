@@ -153,22 +153,19 @@ TEST(RefusalCodesE2eTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoor
   // At least two batches (some 0.2 s) wait ahead: a 100 ms deadline cannot be met. The
   // server says so at once (its message; a deadline that expired on the client's side
   // would read "Deadline Exceeded").
-  const testing::Reply refused = [&] {
-    testing::Reply reply;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
-    reply.status =
-        stub->Rank(&context, testing::RandomRequest(started.model, 30, 4), &reply.response);
-    return reply;
-  }();
+  grpc::ClientContext rank_context;
+  rank_context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+  v1::RankResponse rank_response;
+  const grpc::Status refused =
+      stub->Rank(&rank_context, testing::RandomRequest(started.model, 30, 4), &rank_response);
   grpc::ClientContext infer_context;
   infer_context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
   inference::ModelInferResponse infer_response;
   const grpc::Status infer_refused =
       kserve->ModelInfer(&infer_context, InferRequest(started, 31), &infer_response);
   ASSERT_GE(queued, 2) << "the queue drained before the refusals: nothing proven";
-  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_THAT(refused.status.error_message(),
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(refused.error_message(),
               HasSubstr("ms in the queue: it was not computed; retry with a longer deadline"));
   EXPECT_EQ(infer_refused.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_THAT(infer_refused.error_message(), HasSubstr("ms in the queue: it was not computed"));
