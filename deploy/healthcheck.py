@@ -6,7 +6,12 @@ other answer or no answer (Docker's healthy / unhealthy). The two health message
 encoded by hand (field 1 of each), so only python3-grpcio is needed: no generated stubs,
 no protobuf package, no grpc_health_probe binary (neither Debian nor Ubuntu packages one).
 
-  fuserank-healthcheck --addr 127.0.0.1:8700 [--service NAME] [--timeout 2] [--ca FILE]
+  fuserank-healthcheck --addr 127.0.0.1:8700 [--service NAME] [--timeout 2]
+                       [--ca FILE [--cert FILE --key FILE] [--server-name NAME]]
+
+With server.tls, --ca verifies the server; under mTLS (server.tls.client_ca_file) the
+probe also needs a client certificate, --cert and --key. The certificate must name the
+address probed (127.0.0.1 as an IP SAN), or --server-name gives the name it does hold.
 
 Kubernetes does not use this: its probes call the same RPC natively (deploy/k8s/base).
 """
@@ -78,12 +83,21 @@ def decode_status(message):
     return status
 
 
-def check(address, service="", timeout=2.0, ca_file=None):
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def check(address, service="", timeout=2.0, ca_file=None, cert_file=None, key_file=None,
+          server_name=None):
     """Returns (healthy, text) for one Check call."""
     options = [("grpc.enable_http_proxy", 0)]  # a local probe never goes through a proxy
     if ca_file:
-        with open(ca_file, "rb") as f:
-            credentials = grpc.ssl_channel_credentials(f.read())
+        credentials = grpc.ssl_channel_credentials(
+            _read(ca_file), _read(key_file) if key_file else None,
+            _read(cert_file) if cert_file else None)
+        if server_name:
+            options.append(("grpc.ssl_target_name_override", server_name))
         channel = grpc.secure_channel(address, credentials, options=options)
     else:
         channel = grpc.insecure_channel(address, options=options)
@@ -107,8 +121,17 @@ def main(argv=None):
     parser.add_argument("--service", default="", help="service name; empty: the whole server")
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds")
     parser.add_argument("--ca", default=None, help="PEM CA file when server.listen uses TLS")
+    parser.add_argument("--cert", default=None, help="PEM client certificate (mTLS)")
+    parser.add_argument("--key", default=None, help="PEM client key (mTLS)")
+    parser.add_argument("--server-name", default=None,
+                        help="the name the server certificate holds, when not the address")
     args = parser.parse_args(argv)
-    healthy, text = check(args.addr, args.service, args.timeout, args.ca)
+    if (args.cert is None) != (args.key is None):
+        parser.error("--cert and --key go together")
+    if (args.cert or args.server_name) and not args.ca:
+        parser.error("--cert, --key and --server-name need --ca (TLS)")
+    healthy, text = check(args.addr, args.service, args.timeout, args.ca, args.cert, args.key,
+                          args.server_name)
     print(text)
     return 0 if healthy else 1
 

@@ -141,7 +141,16 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::shared_ptr<const Mod
     }
     case DeviceChoice::kAuto: {
       absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(model, options);
-      if (backend.ok()) return backend;
+      if (backend.ok()) {
+        if (options.cpu_precision == CpuPrecision::kBf16) {
+          // Accepted at start because auto may pick the CPU; here it picked the GPU.
+          spdlog::warn(
+              "engine.device is auto and picked the GPU: engine.cpu_precision bf16 applies "
+              "to the CPU engine only and is not used (set engine.device: cpu to use it, or "
+              "cpu_precision: fp32)");
+        }
+        return backend;
+      }
       spdlog::info("engine.device is auto: using the CPU ({})",
                    std::string(backend.status().message()));
       return CreateCpuBackend(std::move(model), options);

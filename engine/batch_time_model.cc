@@ -8,6 +8,11 @@ namespace {
 
 // Each batch's weight decays by this much per later batch: about the last 20 count.
 constexpr double kKeep = 0.95;
+// A batch is counted as at most this many times what the model predicted for it: one
+// stall (a paused process, a stolen core) would otherwise teach a wait so long that the
+// door refuses for as long as it takes to unlearn. A lasting slowdown is still learnt,
+// about 15% more per batch.
+constexpr double kMaxOverPrediction = 4;
 
 }  // namespace
 
@@ -18,6 +23,8 @@ BatchTimeModel::BatchTimeModel(int64_t max_batch_candidates, int workers)
 void BatchTimeModel::Note(int64_t candidates, double seconds) {
   if (candidates <= 0 || !(seconds > 0)) return;
   const double c = static_cast<double>(candidates);
+  if (trained())
+    seconds = std::min(seconds, kMaxOverPrediction * (PerBatch() + c * PerCandidate()));
   weight_ = kKeep * weight_ + 1;
   sum_c_ = kKeep * sum_c_ + c;
   sum_t_ = kKeep * sum_t_ + seconds;

@@ -35,6 +35,13 @@ absl::Status CheckBags(const Model& model, const BagSet& set, const std::vector<
       if (set.bag_begin[b] > set.bag_begin[b + 1]) {
         return absl::InvalidArgumentError(absl::StrCat("batch: ", side, " bag ", b, " reversed"));
       }
+      // The last offset is checked against the rows, not the ones between: an offset past
+      // them followed by a smaller one would be read before the reversal shows.
+      if (set.bag_begin[b + 1] > set.rows.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: ", side, " bag ", b, " ends past the rows (", set.bag_begin[b + 1],
+                         " > ", set.rows.size(), ")"));
+      }
       const EmbeddingTable& table = model.tables()[tables[t]];
       if (table.remote) continue;  // any int64 key; rows are staged by the backend
       for (uint32_t i = set.bag_begin[b]; i < set.bag_begin[b + 1]; ++i) {

@@ -147,9 +147,6 @@ void Batcher::FormBatch(Slot* slot) {
     ids += head.ids;
     slot->parts.push_back(PopHead());
   }
-  // Requests left behind: this batch is as large as the queue allows, and the worker will
-  // be busy from now until it is done -- a fair sample of how fast the queue drains.
-  slot->backlogged = queue_size_ > 0;
   slot->picked = now;
   queue_depth_.store(static_cast<int>(queue_size_), std::memory_order_relaxed);
 }
@@ -227,10 +224,10 @@ void Batcher::WorkerLoop(int worker) {
     absl::MutexLock lock(&mu_);
     // The whole time the batch held its worker (merge, run, answers), on the Batcher's
     // clock (the wall clock in the server): what a queued request waits for, CPU shared
-    // with the transport included.
-    if (slot.backlogged) {
-      time_model_.Note(slot.ran_candidates, Seconds(time_->Now() - slot.picked));
-    }
+    // with the transport included. Every batch counts, with a queue behind it or not: were
+    // only batches that left requests queued counted, a wait learnt too long would let the
+    // door keep the queue too short for any batch to teach it otherwise.
+    time_model_.Note(slot.ran_candidates, Seconds(time_->Now() - slot.picked));
     slot.assigned = false;
     idle_.push_back(worker);
   }

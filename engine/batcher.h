@@ -13,8 +13,8 @@
 // longer than max_queue_delay_ms, and with DEADLINE_EXCEEDED when it would wait longer
 // than its deadline leaves: the wait is predicted from
 // the candidates queued ahead of it and a per-batch plus per-candidate time fitted to the
-// batches workers took while requests remained queued, timed on the Batcher's clock from
-// pick to done (batch_time_model.h). Without such a backlog yet, nothing is predicted.
+// batches workers ran, timed on the Batcher's clock from pick to done (batch_time_model.h).
+// Before the first batch has run, nothing is predicted.
 //
 // When a batch forms (the policy; docs/serving.md explains the choice):
 //   - only when a backend worker is free: queued requests wait in the queue, where later
@@ -181,7 +181,6 @@ class Batcher {
     std::vector<Work> parts;  // the requests of the batch, in queue order
     Batch merged;             // their Append()ed copy when there are several
     int ran_candidates = 0;   // of the batch last run
-    bool backlogged = false;  // FormBatch left requests in the queue
     BatcherClock::time_point picked;
     bool assigned = false;
   };
@@ -232,8 +231,8 @@ class Batcher {
   size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;              // tickets not yet submitted
   int64_t reserved_candidates_ ABSL_GUARDED_BY(mu_) = 0;  // their candidates
   int64_t reserved_ids_ ABSL_GUARDED_BY(mu_) = 0;         // their ids
-  // How long queued work takes, learnt from the batches workers picked while requests
-  // remained queued (batch_time_model.h).
+  // How long queued work takes, learnt from every batch the workers ran
+  // (batch_time_model.h).
   BatchTimeModel time_model_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot> slots_;                     // sized once
   std::vector<int> idle_ ABSL_GUARDED_BY(mu_);  // workers without a batch

@@ -2,9 +2,13 @@
 // here.
 #include "engine/yaml_reader.h"
 
+#include <algorithm>
 #include <exception>
 #include <limits>
+#include <string>
+#include <vector>
 
+#include "absl/strings/strip.h"
 #include "engine/escape_text.h"
 
 namespace fuserank::engine {
@@ -12,16 +16,66 @@ namespace {
 
 constexpr size_t kQuoted = 64;  // bytes of a document's text quoted back in a message
 
-// Converts a plain (unquoted) scalar; quoted scalars are strings and never numbers.
+// A scalar written without quotes or a tag: the only kind read as a number or a boolean
+// (a quoted "4" is a string; "!!str 4" or "!custom 4" is not read as 4 either).
+bool Plain(const YAML::Node& node) { return node.IsScalar() && node.Tag() == "?"; }
+
+// Converts a plain scalar with yaml-cpp's reader.
 template <typename T>
 bool ConvertScalar(const YAML::Node& node, T* out) {
-  if (!node.IsScalar() || node.Tag() == "!") return false;
+  if (!Plain(node)) return false;
   try {
     *out = node.as<T>();
     return true;
   } catch (const YAML::Exception&) {
     return false;
   }
+}
+
+// An optional '-' and decimal digits, without a leading zero ("0" itself is one). yaml-cpp
+// reads more as integers -- 0x10 and 0o20 as 16, 020 as octal 16, +20 as 20 -- so that
+// max_batch_wait_us: 0200 would silently mean 128; those are refused instead.
+bool DecimalInteger(absl::string_view text) {
+  if (absl::ConsumePrefix(&text, "-") && text.empty()) return false;
+  if (text.empty() || (text.size() > 1 && text[0] == '0')) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A 64-bit integer out of `node`, or the reason it is not one (after "must be ..." or "is
+// ...", as `noun` says: "an integer", "an integer or auto").
+bool ReadInteger(const YAML::Node& node, absl::string_view noun, int64_t* out,
+                 std::string* problem) {
+  if (Plain(node) && DecimalInteger(node.Scalar())) {
+    if (ConvertScalar(node, out)) return true;
+    *problem = absl::StrCat("is out of range (a 64-bit integer), got ", DescribeYaml(node));
+    return false;
+  }
+  int64_t unused = 0;
+  if (ConvertScalar(node, &unused)) {
+    *problem = absl::StrCat("must be ", noun,
+                            " written in decimal (no leading zero, sign + or 0x/0o prefix: YAML "
+                            "would read 0200 as octal 128), got ",
+                            DescribeYaml(node));
+    return false;
+  }
+  *problem = absl::StrCat("must be ", noun, ", got ", DescribeYaml(node));
+  return false;
+}
+
+// YAML 1.2's booleans; yaml-cpp also takes YAML 1.1's y/n/yes/no/on/off, which are refused
+// so that a value means the same to every reader of the file.
+bool ReadBool(const YAML::Node& node, bool* out) {
+  if (!Plain(node)) return false;
+  const std::string& text = node.Scalar();
+  if (text == "true" || text == "True" || text == "TRUE") {
+    *out = true;
+    return true;
+  }
+  if (text == "false" || text == "False" || text == "FALSE") {
+    *out = false;
+    return true;
+  }
+  return false;
 }
 
 bool FitsInt(int64_t value) {
@@ -32,7 +86,14 @@ bool FitsInt(int64_t value) {
 
 std::optional<YAML::Node> LoadYaml(absl::string_view text, ErrorList* errors) {
   try {
-    return YAML::Load(std::string(text));
+    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1) {
+      // yaml-cpp's Load would read the first and drop the rest without a word.
+      errors->Add("(file)", absl::StrCat("holds ", documents.size(),
+                                         " YAML documents (separated by ---); give one"));
+      return std::nullopt;
+    }
+    return documents.empty() ? YAML::Node() : documents.front();
   } catch (const YAML::Exception& e) {
     errors->Add(absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1),
                 absl::StrCat("YAML syntax error (invalid YAML): ", EscapeText(e.msg)));
@@ -50,8 +111,11 @@ std::string DescribeYaml(const YAML::Node& node) {
       return "a list";
     case YAML::NodeType::Scalar: {
       const std::string text = EscapeText(node.Scalar(), kQuoted);
-      return node.Tag() == "!" ? absl::StrCat("the string '", text, "'")
-                               : absl::StrCat("'", text, "'");
+      if (node.Tag() == "!") return absl::StrCat("the string '", text, "'");
+      if (node.Tag() != "?") {
+        return absl::StrCat("'", text, "' tagged ", EscapeText(node.Tag(), kQuoted));
+      }
+      return absl::StrCat("'", text, "'");
     }
     default:
       return "nothing (null)";
@@ -121,7 +185,7 @@ bool YamlMap::String(absl::string_view key, std::string* out) {
 bool YamlMap::Bool(absl::string_view key, bool* out) {
   std::optional<YAML::Node> node = Find(key);
   if (!node) return false;
-  if (ConvertScalar(*node, out)) return true;
+  if (ReadBool(*node, out)) return true;
   errors_->Add(Key(key), absl::StrCat("must be true or false, got ", DescribeYaml(*node)));
   return false;
 }
@@ -129,8 +193,9 @@ bool YamlMap::Bool(absl::string_view key, bool* out) {
 bool YamlMap::Int64(absl::string_view key, int64_t* out) {
   std::optional<YAML::Node> node = Find(key);
   if (!node) return false;
-  if (ConvertScalar(*node, out)) return true;
-  errors_->Add(Key(key), absl::StrCat("must be an integer, got ", DescribeYaml(*node)));
+  std::string problem;
+  if (ReadInteger(*node, "an integer", out, &problem)) return true;
+  errors_->Add(Key(key), problem);
   return false;
 }
 
@@ -156,13 +221,14 @@ bool YamlMap::Double(absl::string_view key, double* out) {
 bool YamlMap::IntOrAuto(absl::string_view key, int* out, bool* is_auto) {
   std::optional<YAML::Node> node = Find(key);
   if (!node) return false;
-  if (node->IsScalar() && node->Tag() != "!" && node->Scalar() == "auto") {
+  if (Plain(*node) && node->Scalar() == "auto") {
     *is_auto = true;
     return true;
   }
   int64_t wide = 0;
-  if (!ConvertScalar(*node, &wide)) {
-    errors_->Add(Key(key), absl::StrCat("must be an integer or auto, got ", DescribeYaml(*node)));
+  std::string problem;
+  if (!ReadInteger(*node, "an integer or auto", &wide, &problem)) {
+    errors_->Add(Key(key), problem);
     return false;
   }
   if (!FitsInt(wide)) {
@@ -211,8 +277,9 @@ bool YamlMap::IntList(absl::string_view key, std::vector<int>* out, absl::string
     const YAML::Node item = (*node)[i];
     const std::string item_key = absl::StrCat(Key(key), "[", i, "]");
     int64_t wide = 0;
-    if (!ConvertScalar(item, &wide)) {
-      errors_->Add(item_key, absl::StrCat("must be an integer, got ", DescribeYaml(item)));
+    std::string problem;
+    if (!ReadInteger(item, "an integer", &wide, &problem)) {
+      errors_->Add(item_key, problem);
       ok = false;
     } else if (!FitsInt(wide)) {
       errors_->Add(item_key, absl::StrCat("is out of range, got ", wide));

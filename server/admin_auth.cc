@@ -1,6 +1,7 @@
 #include "server/admin_auth.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -17,6 +18,14 @@ namespace {
 
 constexpr char kKey[] = "server.admin_token_file";
 constexpr absl::string_view kScheme = "Bearer ";
+
+// What Kubernetes makes of a Secret volume with defaultMode 0400 in a pod with an fsGroup:
+// owned by another user (root), group-readable by the server's own group (the fsGroup),
+// nobody else. Only the pod's processes are in that group, so it is not warned of.
+bool SecretVolumeLayout(const struct stat& st) {
+  return st.st_uid != ::geteuid() && st.st_gid == ::getegid() && (st.st_mode & S_IROTH) == 0 &&
+         (st.st_mode & S_IWGRP) == 0;
+}
 
 absl::Status Unauthenticated(absl::string_view why) {
   return absl::UnauthenticatedError(
@@ -72,7 +81,7 @@ absl::StatusOr<AdminAuth> AdminAuth::FromTokenFile(const std::string& token_file
   }
   const mode_t mode = file->stat().st_mode;
   std::string warning;
-  if ((mode & (S_IRGRP | S_IROTH)) != 0) {
+  if ((mode & (S_IRGRP | S_IROTH)) != 0 && !SecretVolumeLayout(file->stat())) {
     warning = absl::StrFormat(
         "%s: '%s' can be read by its group or by others (mode %04o); the token is a secret: "
         "chmod 600 it (Kubernetes: defaultMode: 0400 on the Secret volume)",

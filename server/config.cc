@@ -4,11 +4,7 @@
 #include "server/config.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/error_list.h"
+#include "engine/regular_file.h"
 #include "engine/yaml_reader.h"
 #include "server/config_keys.h"
 #include "server/config_validation.h"
@@ -38,6 +35,7 @@ void ReadSection(engine::YamlMap& map, absl::string_view path, Config* config) {
     }
     const size_t dot = rest.find('.');
     if (dot == absl::string_view::npos) {
+      if (map.Find(rest)) config->given_keys.push_back(key.path);
       key.read(map, rest, config);
       continue;
     }
@@ -153,14 +151,11 @@ absl::StatusOr<Config> ParseConfig(absl::string_view yaml_text, absl::string_vie
 }
 
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot read the config: ", std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseConfig(text.str(), path);
+  // A directory, FIFO or device is refused (a directory would otherwise read as an empty
+  // file, so all defaults; a FIFO would block the start), as is a file past the bound.
+  absl::StatusOr<std::string> text = engine::ReadRegularFile(path, kMaxConfigBytes, "config");
+  if (!text.ok()) return text.status();
+  return ParseConfig(*text, path);
 }
 
 absl::string_view DeviceChoiceName(engine::DeviceChoice device) {

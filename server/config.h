@@ -7,6 +7,7 @@
 #ifndef FUSERANK_SERVER_CONFIG_H_
 #define FUSERANK_SERVER_CONFIG_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -133,9 +134,21 @@ struct Config {
   // version is loaded; 0: three quarters of the memory available to the process.
   int64_t model_memory_budget_bytes = defaults::kModelMemoryBudgetBytes;
   LoggingConfig logging;
+  // The dotted paths of the keys the YAML gave ("engine.gpu"), for the rules on keys that
+  // would have no effect (the value alone cannot tell a default from a key given).
+  std::vector<std::string> given_keys;
+
+  bool Given(absl::string_view path) const {
+    return std::find(given_keys.begin(), given_keys.end(), path) != given_keys.end();
+  }
 };
 
-// Reads and validates `path`. On error: INVALID_ARGUMENT listing every problem, one per
+// The largest config file read (the reference file is about 10 KiB).
+inline constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;
+
+// Reads and validates `path`, a regular file of at most kMaxConfigBytes (else the error of
+// engine::ReadRegularFile: NOT_FOUND, PERMISSION_DENIED or FAILED_PRECONDITION naming the
+// path and what it is). A bad config: INVALID_ARGUMENT listing every problem, one per
 // line, as "<file>: <key>: <reason>".
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 // The same for YAML text; `file` names it in messages.

@@ -98,7 +98,7 @@ ConfigKey Ranged(std::string path, Access access, T lo, T hi, std::string doc,
     static_assert(std::is_same_v<std::decay_t<decltype(value)>, T>, "range of another type");
     if (zero_is_auto && value == 0) return;
     if (!(value >= lo && value <= hi)) {
-      errors->Add(path, absl::StrCat("must be in ", lo, "..", hi, ", got ", value));
+      errors->Add(path, absl::StrCat("must be in ", lo, "..", hi, ", got ", Text(value)));
     }
   };
   return key;

@@ -15,8 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cpu/sgemm_bf16.h"
+#include "engine/escape_text.h"
 #include "engine/hot_rows/frequency_sketch.h"
 #include "server/config_key_factories.h"
+#include "server/config_validation.h"
 
 namespace fuserank::server {
 namespace {
@@ -30,7 +32,16 @@ using config_key_factories::Ranged;
 using config_key_factories::StringChoice;
 using config_key_factories::Text;
 using engine::ErrorList;
+using engine::EscapeText;
 using engine::YamlMap;
+
+// A key only the CUDA backend reads: given with engine.device: cpu it does nothing, and the
+// start says so (ConfigWarnings). Not refused: SPEC section 5's own example sets gpu and
+// cuda_graphs, and a config switched to the CPU must still start.
+ConfigKey CudaOnly(ConfigKey key) {
+  key.cuda_only = true;
+  return key;
+}
 
 // engine.streams: an integer in 1..64 or `auto`.
 ConfigKey Streams() {
@@ -175,7 +186,8 @@ std::vector<ConfigKey> BuildKeys() {
       "engine.device", FUSERANK_MEMBER(engine.device),
       {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}},
       "cuda without a usable GPU: refuse to start"));
-  keys.push_back(Ranged("engine.gpu", FUSERANK_MEMBER(engine.gpu), 0, 1023, "CUDA device ordinal"));
+  keys.push_back(
+      CudaOnly(Ranged("engine.gpu", FUSERANK_MEMBER(engine.gpu), 0, 1023, "CUDA device ordinal")));
   keys.push_back(Streams());
   keys.push_back(Ranged("engine.max_batch_candidates", FUSERANK_MEMBER(engine.max_batch_candidates),
                         1, 1 << 22,
@@ -197,15 +209,15 @@ std::vector<ConfigKey> BuildKeys() {
                                  int64_t{1} << 32,
                                  "ids of the requests queued or being admitted; over it: "
                                  "RESOURCE_EXHAUSTED at once; >= max_batch_ids"));
-  keys.push_back(Plain("engine.cuda_graphs", FUSERANK_MEMBER(engine.cuda_graphs),
-                       "capture and replay a CUDA graph per batch-size bucket"));
+  keys.push_back(CudaOnly(Plain("engine.cuda_graphs", FUSERANK_MEMBER(engine.cuda_graphs),
+                                "capture and replay a CUDA graph per batch-size bucket")));
   keys.push_back(Ranged("engine.cpu_threads", FUSERANK_MEMBER(engine.cpu_threads), 1, 1024,
                         "CPU engine: threads that split one batch"));
   keys.push_back(Ranged("engine.worker_nice", FUSERANK_MEMBER(engine.worker_nice), 0, 19,
                         "nice steps the compute threads run below gRPC's, so that calls are read "
                         "and refused at once on a saturated CPU. 0: same priority"));
-  keys.push_back(Plain("engine.allow_tf32", FUSERANK_MEMBER(engine.allow_tf32),
-                       "CUDA: TF32 tensor-core math in the MLP"));
+  keys.push_back(CudaOnly(Plain("engine.allow_tf32", FUSERANK_MEMBER(engine.allow_tf32),
+                                "CUDA: TF32 tensor-core math in the MLP")));
   ConfigKey precision = Enum<engine::CpuPrecision>(
       "engine.cpu_precision", FUSERANK_MEMBER(engine.cpu_precision),
       {{"fp32", engine::CpuPrecision::kFp32}, {"bf16", engine::CpuPrecision::kBf16}},
@@ -223,15 +235,15 @@ std::vector<ConfigKey> BuildKeys() {
     }
   };
   keys.push_back(std::move(precision));
-  keys.push_back(Enum<CudaWait>(
+  keys.push_back(CudaOnly(Enum<CudaWait>(
       "engine.cuda_wait", FUSERANK_MEMBER(engine.cuda_wait),
       {{"block", CudaWait::kBlock}, {"spin", CudaWait::kSpin}},
-      "CUDA: a worker waits for its batch asleep (block) or spinning on a core (spin)"));
-  keys.push_back(Enum<OnDeviceFailure>(
+      "CUDA: a worker waits for its batch asleep (block) or spinning on a core (spin)")));
+  keys.push_back(CudaOnly(Enum<OnDeviceFailure>(
       "engine.on_device_failure", FUSERANK_MEMBER(engine.on_device_failure),
       {{"fail", OnDeviceFailure::kFail}, {"cpu", OnDeviceFailure::kCpu}},
       "after a device fault: fail (UNAVAILABLE, health NOT_SERVING) or cpu (serve on the CPU "
-      "engine)"));
+      "engine)")));
   // cache
   keys.push_back(Ranged("cache.hot_rows_per_table", FUSERANK_MEMBER(cache.hot_rows_per_table), 0,
                         1 << 29,
@@ -279,12 +291,14 @@ std::vector<ConfigKey> BuildKeys() {
                           "host:port of any nodes of the Redis Cluster that holds the "
                           "storage: redis tables (required when a model has one)");
   seeds.check = [](const Config& config, ErrorList* errors) {
-    for (const std::string& seed : config.remote.seed_nodes) {
-      const size_t colon = seed.rfind(':');
-      int port = 0;
-      if (colon == std::string::npos || colon == 0 ||
-          !absl::SimpleAtoi(seed.substr(colon + 1), &port) || port < 1 || port > 65535) {
-        errors->Add("remote.seed_nodes", absl::StrCat("'", seed, "' is not host:port"));
+    for (size_t i = 0; i < config.remote.seed_nodes.size(); ++i) {
+      const std::string key = absl::StrCat("remote.seed_nodes[", i, "]");
+      absl::StatusOr<HostPort> node = ParseHostPort(config.remote.seed_nodes[i]);
+      if (!node.ok()) {
+        errors->Add(key, node.status().message());
+      } else if (node->port == 0) {
+        errors->Add(key, absl::StrCat("'", EscapeText(config.remote.seed_nodes[i]),
+                                      "': a cluster node needs a port in 1..65535"));
       }
     }
   };

@@ -29,6 +29,9 @@ struct ConfigKey {
   std::function<void(const Config& config, engine::ErrorList* errors)> check;
   // Whether the dump writes the key; empty: always.
   std::function<bool(const Config& config)> present;
+  // Read by the CUDA backend alone: given under engine.device: cpu, the start warns that
+  // it has no effect (ConfigWarnings, config_validation.h).
+  bool cuda_only = false;
 };
 
 // A section's doc, written above it in the reference file.

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/escape_text.h"
 #include "engine/hot_rows/frequency_sketch.h"
 #include "engine/regular_file.h"
 #include "server/config_keys.h"
@@ -21,6 +22,16 @@ namespace fuserank::server {
 using engine::ErrorList;
 
 namespace {
+
+// 0.0.0.0 or [::] (or another spelling of either): listens on every address of the host.
+bool IsWildcardHost(absl::string_view host) {
+  in_addr addr4;
+  if (inet_pton(AF_INET, std::string(host).c_str(), &addr4) == 1) return addr4.s_addr == 0;
+  if (host.size() < 2 || host.front() != '[' || host.back() != ']') return false;
+  in6_addr addr6;
+  return inet_pton(AF_INET6, std::string(host.substr(1, host.size() - 2)).c_str(), &addr6) == 1 &&
+         IN6_IS_ADDR_UNSPECIFIED(&addr6);
+}
 
 bool IsDnsName(absl::string_view host) {
   if (host.empty() || host.size() > 253) return false;
@@ -34,8 +45,9 @@ bool IsDnsName(absl::string_view host) {
 
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "must be host:port (e.g. 0.0.0.0:8700 or [::]:8700), got '", address, "': ", why));
+    return absl::InvalidArgumentError(
+        absl::StrCat("must be host:port (e.g. 0.0.0.0:8700 or [::]:8700), got '",
+                     engine::EscapeText(address), "': ", why));
   };
   const size_t colon = address.rfind(':');
   if (colon == absl::string_view::npos) return bad("no port");
@@ -137,8 +149,15 @@ void CheckAddresses(const ServerConfig& server, ErrorList* errors) {
       continue;
     }
     for (const auto& [other_key, other] : parsed) {
-      if (hp->port != 0 && hp->port == other.port && hp->host == other.host) {
+      if (hp->port == 0 || hp->port != other.port) continue;
+      if (hp->host == other.host) {
         errors->Add(entry.key, absl::StrCat("'", *entry.value, "' is also ", other_key));
+      } else if (IsWildcardHost(hp->host) || IsWildcardHost(other.host)) {
+        errors->Add(entry.key,
+                    absl::StrCat("'", *entry.value, "' shares port ", hp->port, " with ", other_key,
+                                 " '", other.host, ":", other.port,
+                                 "', and a wildcard address (0.0.0.0, [::]) listens on every "
+                                 "address: the second bind would fail; use another port"));
       }
     }
     if (entry.key == absl::string_view("server.admin_listen") && !IsLoopbackHost(hp->host)) {
@@ -240,6 +259,26 @@ std::string PlaintextAdminTokenWarning(const ServerConfig& server) {
                       "' is not a loopback address and server.tls is off: the admin token "
                       "travels in clear text; set server.tls, or "
                       "server.admin_allow_plaintext_token: false to refuse such a start");
+}
+
+std::vector<std::string> ConfigWarnings(const Config& config) {
+  std::vector<std::string> warnings;
+  const std::string file = config.file.empty() ? "<config>" : config.file;
+  if (config.engine.device == engine::DeviceChoice::kCpu) {
+    for (const ConfigKey& key : ConfigKeys()) {
+      if (!key.cuda_only || !config.Given(key.path)) continue;
+      warnings.push_back(absl::StrCat(file, ": ", key.path,
+                                      ": has no effect with engine.device: cpu (only the CUDA "
+                                      "backend reads it)"));
+    }
+  }
+  if (config.server.admin_listen.empty() && !config.server.admin_token_file.empty()) {
+    warnings.push_back(absl::StrCat(
+        file,
+        ": server.admin_token_file: has no effect: server.admin_listen is empty, so the Admin "
+        "service is off and no call is checked against the token"));
+  }
+  return warnings;
 }
 
 void ValidateConfig(const Config& config, ErrorList* errors) {

@@ -6,6 +6,7 @@
 #define FUSERANK_SERVER_CONFIG_VALIDATION_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -28,6 +29,11 @@ bool IsLoopbackHost(absl::string_view host);
 // What the start warns of a token on a non-loopback server.admin_listen without server.tls
 // (allowed while server.admin_allow_plaintext_token is true, the default); "" otherwise.
 std::string PlaintextAdminTokenWarning(const ServerConfig& server);
+
+// Keys given that have no effect in this config, each "<file>: <key>: has no effect: ...":
+// a CUDA-only key (ConfigKey::cuda_only) under engine.device: cpu, a token file with the
+// Admin service off. The start logs them as warnings and --check-config prints them.
+std::vector<std::string> ConfigWarnings(const Config& config);
 
 // Checks value ranges, addresses, files and keys that depend on each other.
 void ValidateConfig(const Config& config, engine::ErrorList* errors);

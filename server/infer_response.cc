@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/escape_text.h"
 
 namespace fuserank::server {
 namespace {
@@ -43,9 +44,9 @@ absl::Status SelectOutputs(const google::protobuf::RepeatedPtrField<
       if (requested[i].name() == OutputName(static_cast<Output>(o))) found = o;
     }
     if (found < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "]: model '", model,
-                                                     "' has no output named '", requested[i].name(),
-                                                     "' (outputs: scores, indices, item_ids)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "outputs[", i, "]: model '", model, "' has no output named '",
+          engine::EscapeText(requested[i].name(), 64), "' (outputs: scores, indices, item_ids)"));
     }
     if ((seen & (1u << found)) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -1,6 +1,7 @@
 #include "server/infer_tensor_view.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/escape_text.h"
 #include "engine/tensor_shape.h"
 
 namespace fuserank::server {
@@ -112,8 +113,9 @@ absl::StatusOr<TensorView> ViewInput(const ModelInferRequest& request, int index
   const ModelInferRequest::InferInputTensor& input = request.inputs(index);
   const absl::string_view name = input.name();
   if (input.datatype() != TensorTypeName(type)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": datatype '", input.datatype(), "', expected ", TensorTypeName(type)));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": datatype '",
+                                                   engine::EscapeText(input.datatype(), 64),
+                                                   "', expected ", TensorTypeName(type)));
   }
   TensorView view;
   view.shape = absl::MakeConstSpan(input.shape().data(), input.shape().size());

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -16,8 +17,10 @@
 #include "server/infer_request_scan.h"
 #include "server/infer_response.h"
 #include "server/kserve_tensors.h"
+#include "server/logging.h"
 #include "server/tsan_handoff.h"
 #include "server/wire_bytes.h"
+#include "spdlog/spdlog.h"
 
 namespace fuserank::server {
 namespace {
@@ -85,6 +88,7 @@ struct KServeService::Call {
   // changes while they are hidden: a position's last visible figure stays exact.
   absl::InlinedVector<size_t, 32> input_bytes;
   absl::InlinedVector<size_t, 32> raw_bytes;
+  absl::InlinedVector<size_t, 4> requested_bytes;  // the request's `outputs`
   std::array<size_t, kNumOutputs> output_bytes{};
 
   // What the messages hold, capacity included, from protobuf's public API (Message::
@@ -93,9 +97,14 @@ struct KServeService::Call {
   size_t HeldBytes() {
     size_t bytes = request.id().capacity() + request.model_name().capacity() +
                    request.model_version().capacity() + ParameterBytes(request.parameters());
-    for (const auto& output : request.outputs()) {
-      bytes += output.name().capacity() + ParameterBytes(output.parameters());
+    if (requested_bytes.size() < static_cast<size_t>(request.outputs_size())) {
+      requested_bytes.resize(static_cast<size_t>(request.outputs_size()));
     }
+    for (int i = 0; i < request.outputs_size(); ++i) {
+      requested_bytes[i] =
+          request.outputs(i).name().capacity() + ParameterBytes(request.outputs(i).parameters());
+    }
+    for (const size_t b : requested_bytes) bytes += b;
     if (input_bytes.size() < static_cast<size_t>(request.inputs_size())) {
       input_bytes.resize(static_cast<size_t>(request.inputs_size()));
     }
@@ -320,7 +329,20 @@ absl::Status KServeService::Encode(Call* call, const engine::RequestResult& resu
 }
 
 void KServeService::Finish(Call* call, const grpc::Status& status) {
-  metrics_->RecordRequest(Rpc::kModelInfer, status.error_code(), SecondsSince(call->start));
+  const double seconds = SecondsSince(call->start);
+  metrics_->RecordRequest(Rpc::kModelInfer, status.error_code(), seconds);
+  if (AccessLogSampled(options_.access_log_sample)) {
+    // As Rank's line (ranker_service.cc); the id and model are empty for a call refused
+    // before its request was parsed.
+    spdlog::info("infer request_id='{}' model='{}' candidates={} code={} ms={:.3f}",
+                 LogSafe(call->request.id(), 128), LogSafe(call->request.model_name(), 128),
+                 call->info.num_candidates, std::string(GrpcCodeName(status.error_code())),
+                 seconds * 1e3);
+    if (!status.ok()) {
+      spdlog::debug("infer request_id='{}' error={}", LogSafe(call->request.id(), 128),
+                    LogSafe(status.error_message(), 512));
+    }
+  }
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
 }

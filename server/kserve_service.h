@@ -47,6 +47,7 @@ struct KServeOptions {
   // The ranking port's bound on calls in flight (server.max_inflight_requests), shared with
   // Rank; null: no bound of its own. Must outlive the service.
   CallLimiter* limiter = nullptr;
+  double access_log_sample = defaults::kAccessLogSample;  // logging.access_log_sample
 };
 
 using KServeBase = inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -121,6 +122,13 @@ void LogInfoLines(absl::string_view title, absl::string_view text) {
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     spdlog::info("  {}", std::string(line));
   }
+}
+
+bool AccessLogSampled(double fraction) {
+  if (fraction <= 0) return false;
+  if (fraction >= 1) return true;
+  thread_local std::minstd_rand rng(std::random_device{}());
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng) < fraction;
 }
 
 std::string LogSafe(absl::string_view text, size_t max_bytes) {

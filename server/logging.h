@@ -34,6 +34,10 @@ void LogInfoLines(absl::string_view title, absl::string_view text);
 // character boundary, for quoting inside a log line or a status message.
 std::string LogSafe(absl::string_view text, size_t max_bytes = 256);
 
+// True for a random `fraction` of calls (logging.access_log_sample): whether this call
+// gets an access-log line. Never for fraction <= 0; always for >= 1.
+bool AccessLogSampled(double fraction);
+
 // Lets through at most `burst` lines per `window`, and counts the rest so that the next line
 // let through can say how many were dropped. Thread-safe.
 class LogRateLimiter {

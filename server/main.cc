@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -135,8 +136,17 @@ int Serve(const std::string& path) {
   }
   int signal = 0;
   sigwait(&signals, &signal);
-  spdlog::info("{}: shutting down (grace {} s)", strsignal(signal),
+  spdlog::info("{}: shutting down (grace {} s; a second signal exits at once)", strsignal(signal),
                config->server.shutdown_grace_seconds);
+  // A drain that cannot end (a batch stuck in the backend keeps its call from finishing)
+  // would otherwise leave only SIGKILL: a second SIGTERM or Ctrl-C ends the process.
+  std::thread([signals] {
+    int again = 0;
+    sigwait(&signals, &again);
+    spdlog::warn("{} during the drain: exiting without waiting for it", strsignal(again));
+    spdlog::shutdown();
+    std::_Exit(1);
+  }).detach();
   (*server)->Shutdown();
   server->reset();
   spdlog::info("bye");

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstddef>
 #include <optional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
 #include "server/logging.h"
+#include "server/rank_request_fault.h"
 #include "server/rank_request_view.h"
 #include "server/request_decoder.h"
 #include "server/request_scan.h"
@@ -69,12 +69,6 @@ Clock::time_point SteadyDeadline(const grpc::CallbackServerContext& context) {
   const auto system_now = std::chrono::system_clock::now();
   if (deadline >= system_now + std::chrono::hours(24)) return Clock::time_point::max();
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - system_now);
-}
-
-bool Sampled(double fraction) {
-  if (fraction <= 0) return false;
-  thread_local std::minstd_rand rng(std::random_device{}());
-  return std::uniform_real_distribution<double>(0.0, 1.0)(rng) < fraction;
 }
 
 }  // namespace
@@ -274,7 +268,7 @@ absl::Status RankerService::DecodeWire(const grpc::ByteBuffer& request, Call* ca
     RETURN_IF_ERROR(ScanFeatures(&bytes, decoder.scan_limits(), shape));
   }
   if (ticket->valid()) RETURN_IF_ERROR(batcher.AddIds(ticket, shape->ids));
-  return is_request ? Decode(*parsed, call, batch) : NotARankRequest();
+  return is_request ? Decode(*parsed, call, batch) : NotARankRequest(wire.view());
 }
 
 absl::Status RankerService::Decode(const RankRequestView& request, Call* call,
@@ -340,7 +334,7 @@ absl::Status RankerService::Encode(Call* call, const engine::RequestResult& resu
 void RankerService::Record(const Call& call, grpc::StatusCode code, const std::string& message,
                            double seconds) {
   metrics_->RecordRequest(Rpc::kRank, code, seconds);
-  if (Sampled(options_.access_log_sample)) {
+  if (AccessLogSampled(options_.access_log_sample)) {
     // Request-supplied strings are quoted safely; the error text, which may name a feature
     // id (an oov: reject table), only at debug level.
     spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}",

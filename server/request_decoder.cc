@@ -78,12 +78,6 @@ RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, Decod
   add(item, Side::kItem, &canonical_item_);
 }
 
-absl::Status NotARankRequest() {
-  // The words of the protobuf parse this replaced (whose own error text for a proto3
-  // message is empty), so that clients see the message they always saw.
-  return absl::InvalidArgumentError("the request is not a valid fuserank.v1.RankRequest: ");
-}
-
 absl::Status RequestDecoder::AppendParsed(const RankRequestView& request, engine::Batch* batch,
                                           std::vector<int64_t>* item_ids) const {
   const bool was_empty = batch->model == nullptr;
@@ -116,7 +110,7 @@ absl::Status RequestDecoder::AppendWire(absl::string_view wire, engine::Batch* b
     return absl::OkStatus();
   }
   const ThreadRankRequestView request;
-  if (!ParseRankRequest(wire, ParseBounds(), &*request)) return NotARankRequest();
+  if (!ParseRankRequest(wire, ParseBounds(), &*request)) return NotARankRequest(wire);
   return AppendParsed(*request, batch, item_ids);
 }
 

@@ -20,6 +20,7 @@
 #include "engine/config_defaults.h"
 #include "engine/model.h"
 #include "fuserank/v1/ranker.pb.h"
+#include "server/rank_request_fault.h"
 #include "server/rank_request_view.h"
 #include "server/request_scan.h"
 #include "server/wire_reader.h"
@@ -31,10 +32,6 @@ struct DecodeLimits {
   int max_ids_per_feature = defaults::kMaxIdsPerFeature;  // server.max_ids_per_feature
   int64_t max_ids = defaults::kMaxBatchIds;  // engine.max_batch_ids: user + item ids of one request
 };
-
-// What a request gets whose bytes protobuf would not parse as a RankRequest:
-// INVALID_ARGUMENT "the request is not a valid fuserank.v1.RankRequest: ".
-absl::Status NotARankRequest();
 
 // What AppendCanonical read of a request besides its bags, dense values and item ids.
 struct CanonicalRequest {
@@ -68,7 +65,7 @@ class RequestDecoder {
   bool AppendCanonical(absl::string_view wire, engine::Batch* batch, std::vector<int64_t>* item_ids,
                        CanonicalRequest* read) const;
   // AppendCanonical, else the parse into the calling thread's view and AppendParsed;
-  // bytes that do not parse are NotARankRequest().
+  // bytes that do not parse are NotARankRequest(wire) (rank_request_fault.h).
   absl::Status AppendWire(absl::string_view wire, engine::Batch* batch,
                           std::vector<int64_t>* item_ids = nullptr) const;
   // The same for a message in hand (tests, tools): serialized, then appended as above.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "engine/escape_text.h"
 #include "server/wire_reader.h"
 
 namespace fuserank::server {
@@ -74,7 +75,7 @@ struct FeatureScan {
   }
   std::string Name() const {
     return long_name ? std::string("(a name too long to be a table)")
-                     : std::string(name, name_size);
+                     : engine::EscapeText(absl::string_view(name, name_size));
   }
 };
 
@@ -204,6 +205,12 @@ absl::Status ScanTopLevel(google::protobuf::io::ZeroCopyInputStream* input, int 
     }
   }
   if (!in.ConsumedEntireMessage()) return NotARequest("a field tag is malformed");
+  // The model is looked up before any parse checks it: a name protobuf would refuse is
+  // refused here, not reported as a model that is not loaded.
+  const auto* model = reinterpret_cast<const uint8_t*>(shape->model.data());
+  if (!wire::IsUtf8(model, model + shape->model.size())) {
+    return NotARequest("model is not valid UTF-8");
+  }
   if (candidates > max_candidates) {
     return absl::InvalidArgumentError(absl::StrCat("candidates: ", candidates,
                                                    " candidates exceed server.max_candidates (",

@@ -41,10 +41,10 @@ std::string ModelContext(const Config& config, size_t i) {
   return absl::StrCat(config.file, ": ", ModelKey(config, i), " '", config.models[i].path, "'");
 }
 
-// What the start warns of, each starting with the config file: a token file others can
-// read, a token that would travel in clear text.
+// What the start warns of, each starting with the config file: keys without effect, a
+// token file others can read, a token that would travel in clear text.
 std::vector<std::string> StartWarnings(const Config& config, const AdminAuth& auth) {
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings = ConfigWarnings(config);
   if (!auth.warning().empty()) warnings.push_back(absl::StrCat(config.file, ": ", auth.warning()));
   if (const std::string plaintext = PlaintextAdminTokenWarning(config.server); !plaintext.empty()) {
     warnings.push_back(absl::StrCat(config.file, ": ", plaintext));
@@ -97,10 +97,19 @@ absl::Status CheckConfigForStart(const Config& config, std::vector<std::string>*
   const ModelLoaderOptions options = LoaderOptionsFrom(config);
   // Held until every model is checked: the models share the budget as they do at start.
   std::vector<MemoryBudget::Reservation> reserved;
+  std::vector<std::string> names;  // as served: the configured name, else the spec's
   for (size_t i = 0; i < config.models.size(); ++i) {
     const ModelConfig& model = config.models[i];
     absl::StatusOr<LoadedFiles> loaded = LoadModelFiles(model.name, model.path, options, nullptr);
     if (!loaded.ok()) return WithContext(loaded.status(), ModelContext(config, i));
+    const std::string name = model.name.empty() ? loaded->model->spec().name : model.name;
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      // What ServedModels::Add refuses at start.
+      return WithContext(absl::AlreadyExistsError(absl::StrCat("two models are named '", name,
+                                                               "'; give them distinct names")),
+                         ModelContext(config, i));
+    }
+    names.push_back(name);
     if (config.engine.device == engine::DeviceChoice::kCuda) {
       const absl::Status device = engine::CheckCudaCanServe(*loaded->model, config.engine.gpu);
       if (!device.ok()) return WithContext(device, ModelContext(config, i));
@@ -172,6 +181,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
                            config.engine.max_batch_ids};
   kserve_options.server_version = FUSERANK_VERSION;
   kserve_options.limiter = server->call_limiter_.get();
+  kserve_options.access_log_sample = config.logging.access_log_sample;
   server->kserve_ = std::make_unique<KServeService>(server->models_.get(), server->metrics_.get(),
                                                     kserve_options);
   server->admin_ = std::make_unique<AdminService>(server->metrics_.get(), server->models_.get(),

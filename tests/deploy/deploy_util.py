@@ -60,6 +60,20 @@ def spec_series_names():
     return names
 
 
+# engine.* keys only the CUDA backend reads: under device: cpu the server warns that they do
+# nothing (server/config_keys.cc, CudaOnly).
+CUDA_ONLY_ENGINE_KEYS = ("gpu", "cuda_graphs", "allow_tf32", "cuda_wait", "on_device_failure")
+
+
+def move_to_cpu(config):
+    """`config` (a parsed server config) on the CPU engine, without the CUDA-only keys."""
+    engine = config.setdefault("engine", {})
+    engine["device"] = "cpu"
+    for key in CUDA_ONLY_ENGINE_KEYS:
+        engine.pop(key, None)
+    return config
+
+
 # SPEC section 5: the config keys (a dict is a section, None a leaf).
 SPEC_CONFIG = {
     "server": {

@@ -63,13 +63,19 @@ class EncodingTest(unittest.TestCase):
 class FakeHealthServer:
     """grpc.health.v1.Health/Check on 127.0.0.1 answering from a dict service -> status."""
 
-    def __init__(self, statuses):
+    def __init__(self, statuses, tls=False):
         self.statuses = statuses
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
         handler = grpc.method_handlers_generic_handler("grpc.health.v1.Health", {
             "Check": grpc.unary_unary_rpc_method_handler(self.check)})
         self.server.add_generic_rpc_handlers((handler,))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        if tls:  # mTLS, with the e2e tests' certificates (tests/e2e/testdata)
+            credentials = grpc.ssl_server_credentials(
+                [(_testdata("server.key"), _testdata("server.pem"))],
+                root_certificates=_testdata("ca.pem"), require_client_auth=True)
+            self.port = self.server.add_secure_port("127.0.0.1:0", credentials)
+        else:
+            self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
 
     def check(self, request, context):
@@ -86,6 +92,47 @@ class FakeHealthServer:
 def run_cli(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
                           timeout=30)
+
+
+TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "testdata")
+
+
+def _testdata(name):
+    with open(os.path.join(TESTDATA, name), "rb") as f:
+        return f.read()
+
+
+class MutualTlsTest(unittest.TestCase):
+    """Under mTLS the probe presents a client certificate; --server-name names the server
+    certificate's host when the probe dials an address the certificate does not hold."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fake = FakeHealthServer({"": 1}, tls=True)
+        cls.addr = f"127.0.0.1:{cls.fake.port}"
+        cls.ca = os.path.join(TESTDATA, "ca.pem")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fake.stop()
+
+    def test_client_certificate_is_serving(self):
+        result = run_cli("--addr", self.addr, "--ca", self.ca,
+                         "--cert", os.path.join(TESTDATA, "client.pem"),
+                         "--key", os.path.join(TESTDATA, "client.key"),
+                         "--server-name", "localhost")
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("SERVING", result.stdout)
+
+    def test_without_client_certificate_exits_1(self):
+        result = run_cli("--addr", self.addr, "--ca", self.ca, "--timeout", "2")
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+
+    def test_cert_without_key_is_a_usage_error(self):
+        result = run_cli("--addr", self.addr, "--ca", self.ca,
+                         "--cert", os.path.join(TESTDATA, "client.pem"))
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--cert and --key go together", result.stderr)
 
 
 class CliTest(unittest.TestCase):

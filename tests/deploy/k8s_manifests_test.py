@@ -252,6 +252,10 @@ class KustomizeTest(unittest.TestCase):
         self.assertEqual(du.unknown_config_keys(cpu_config), [])
         self.assertEqual(cpu_config["engine"]["device"], "cpu")
         cpu_config["engine"]["device"] = base_config["engine"]["device"]
+        # The keys only the CUDA backend reads would only be warned of under device: cpu.
+        for key in du.CUDA_ONLY_ENGINE_KEYS:
+            self.assertNotIn(key, cpu_config["engine"])
+            base_config["engine"].pop(key, None)
         self.assertEqual(cpu_config, base_config)
         # Everything else of the base survives: same objects, same probes.
         self.assertEqual(sorted(d["kind"] for d in self.cpu), sorted(d["kind"] for d in self.base))

@@ -43,7 +43,7 @@ def start_server(args, tmp, procs, grpc_port, admin_port, metrics_port):
     config = du.configmap_config()
     config["server"].update(listen=f"127.0.0.1:{grpc_port}", admin_listen=f"127.0.0.1:{admin_port}",
                             metrics_listen=f"127.0.0.1:{metrics_port}", shutdown_grace_seconds=2)
-    config["engine"]["device"] = "cpu"
+    du.move_to_cpu(config)
     config["model"]["path"] = os.path.abspath(args.model)
     config_path = os.path.join(tmp, "fuserank.yaml")
     with open(config_path, "w") as f:

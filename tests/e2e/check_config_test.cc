@@ -2,7 +2,8 @@
 // serving, with the message start gives (file, key, reason) and exit code 1: a token file
 // others can read or larger than the limit, a token in clear text on a public admin
 // address, a model outside model.roots, a root that is no directory, a model over the
-// memory budget (counting its hot-row cache), and engine.device: cuda without a usable GPU.
+// memory budget (counting its hot-row cache), two models served under one name, a config
+// path that is a directory, and engine.device: cuda without a usable GPU.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -157,6 +158,34 @@ TEST_F(CheckConfigTest, RefusesARootThatIsNoDirectory) {
       Config(", admin_listen: \"\"", absl::StrCat(", roots: [\"", model_, "\"]"));
   ExpectRefused(config,
                 absl::StrCat(config, ": model.roots[0]: '", model_, "' is not a directory"));
+}
+
+TEST_F(CheckConfigTest, RefusesTwoModelsWhoseSpecsGiveThemOneName) {
+  // Neither entry names its model, so both are served as the spec's "m".
+  const std::string path = dir_ + "/two.yaml";
+  std::ofstream(path) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: "
+                         "\"\"}\nengine: {device: cpu, streams: 1}\n"
+                         "models:\n  - {path: \""
+                      << model_ << "\"}\n  - {path: \"" << model_ << "\"}\n";
+  ExpectRefused(path, absl::StrCat(path, ": models[1].path '", model_,
+                                   "': two models are named 'm'; give them distinct names"));
+}
+
+TEST_F(CheckConfigTest, AcceptsCudaKeysUnderCpuWarningThatTheyDoNothing) {
+  const std::string path = dir_ + "/cpu.yaml";
+  std::ofstream(path) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"\", metrics_listen: "
+                         "\"\"}\nengine: {device: cpu, streams: 1, gpu: 0, cuda_graphs: true}\n"
+                         "model: {path: \""
+                      << model_ << "\"}\n";
+  const ServerRun checked = RunServer("--check-config", path);
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_THAT(checked.output, HasSubstr(path + ": engine.gpu: has no effect with engine.device: "
+                                               "cpu (only the CUDA backend reads it)"));
+  EXPECT_THAT(checked.output, HasSubstr(path + ": engine.cuda_graphs: has no effect"));
+}
+
+TEST_F(CheckConfigTest, RefusesADirectoryGivenAsTheConfig) {
+  ExpectRefused(dir_, absl::StrCat("config '", dir_, "' is a directory, not a regular file"));
 }
 
 TEST_F(CheckConfigTest, RefusesAModelOverTheMemoryBudgetCountingItsHotRows) {

@@ -85,7 +85,7 @@ class DeviceFailureE2eTest : public ::testing::Test {
     std::string yaml = absl::StrCat(
         "server:\n  listen: \"127.0.0.1:0\"\n  admin_listen: \"\"\n  metrics_listen: \"\"\n"
         "  max_candidates: 64\n  shutdown_grace_seconds: 2\n"
-        "engine: {device: cpu, streams: 2",
+        "engine: {device: auto, streams: 2",
         on_failure.empty() ? "" : absl::StrCat(", on_device_failure: ", on_failure),
         "}\nmodels:\n  - {name: ranker, path: \"", *path, "\"}\n");
     absl::StatusOr<server::Config> config = server::ParseConfig(yaml, "device_failure.yaml");

@@ -39,5 +39,27 @@ TEST(BatchTimeModelTest, WorkersShareTheWaitAndRecentBatchesWeighMost) {
   EXPECT_NEAR(model.WaitSeconds(1000), 0.05, 0.005);    // 1000 x 0.1 ms over 2 workers
 }
 
+TEST(BatchTimeModelTest, AStallCountsAsAtMostFourTimesThePrediction) {
+  BatchTimeModel model(1000, 1);
+  for (int i = 0; i < 50; ++i) model.Note(100, 0.01);
+  EXPECT_NEAR(model.WaitSeconds(100), 0.01, 1e-9);
+  model.Note(100, 2.0);  // a 2 s pause: counted as 40 ms
+  // About 20 batches weigh: (19 x 10 ms + 40 ms) / 20, not 110 ms.
+  EXPECT_NEAR(model.WaitSeconds(100), 0.0115, 0.0005);
+  for (int i = 0; i < 40; ++i) model.Note(100, 0.01);
+  EXPECT_NEAR(model.WaitSeconds(100), 0.01, 0.0005);
+}
+
+TEST(BatchTimeModelTest, ALastingSlowdownIsStillLearnt) {
+  BatchTimeModel model(1000, 1);
+  for (int i = 0; i < 50; ++i) model.Note(100, 0.01);
+  int batches = 0;
+  while (model.WaitSeconds(100) < 0.09 && batches < 1000) {
+    model.Note(100, 0.1);  // ten times slower from now on
+    ++batches;
+  }
+  EXPECT_LT(batches, 60) << "a tenfold slowdown took " << batches << " batches to learn";
+}
+
 }  // namespace
 }  // namespace fuserank::engine

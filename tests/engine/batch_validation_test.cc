@@ -110,6 +110,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadBatch{"ItemBagReversed",
                  [](Batch* b) { b->item.bag_begin[2] = b->item.bag_begin[1] - 1; },
                  "batch: item bag 1 reversed"},
+        // Up past the rows, then down again: refused before bag 0's rows are read.
+        BadBatch{"ItemBagEndsPastTheRows",
+                 [](Batch* b) {
+                   b->item.bag_begin[1] = static_cast<uint32_t>(b->item.rows.size() + 100);
+                 },
+                 "batch: item bag 0 ends past the rows"},
         BadBatch{"RowPastItsTable", [](Batch* b) { b->item.rows[0] = 20; },
                  "batch: row 20 out of range for table 'item_0'"},
         BadBatch{"NegativeRow", [](Batch* b) { b->user.rows[1] = -1; },

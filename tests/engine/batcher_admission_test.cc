@@ -297,6 +297,48 @@ TEST(BatcherAdmissionTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoo
   }
 }
 
+// Every batch teaches the wait, with a queue behind it or not: a wait learnt too long keeps
+// the queue too short for a backlog, so were only backlogged batches counted, the door
+// would go on refusing after the workers were fast again.
+TEST(BatcherAdmissionTest, BatchesWithoutABacklogTeachTheWaitToo) {
+  StepBackend backend;
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };
+  test::FakeTimeSource time;
+  Batcher batcher(&backend, OneRequestPerBatch(60), &time);
+  size_t runs = 0;
+  // One request alone at a time, each running `ms` on the fake clock.
+  auto run_alone = [&](int ms) {
+    Outcome outcome;
+    ASSERT_TRUE(batcher.Submit(MakeRequest(&batcher, 4, 1), kNoDeadline, Record(&outcome)).ok());
+    backend.WaitRuns(++runs);
+    time.Advance(std::chrono::milliseconds(ms));
+    backend.Step();
+    ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
+  };
+  // Whether a request of 4 candidates is admitted behind a running one and a queued one.
+  auto admitted_behind_one = [&]() -> bool {
+    Outcome running, queued;
+    EXPECT_TRUE(batcher.Submit(MakeRequest(&batcher, 4, 1), kNoDeadline, Record(&running)).ok());
+    backend.WaitRuns(++runs);
+    EXPECT_TRUE(batcher.Submit(MakeRequest(&batcher, 4, 1), kNoDeadline, Record(&queued)).ok());
+    const bool admitted = batcher.Admit(kNoDeadline, 4).ok();
+    backend.Step();  // both end at once on the fake clock (0 s: not noted)
+    ++runs;
+    backend.Step();
+    EXPECT_TRUE(running.done.WaitForNotificationWithTimeout(kPatience));
+    EXPECT_TRUE(queued.done.WaitForNotificationWithTimeout(kPatience));
+    return admitted;
+  };
+  run_alone(100);  // no backlog: still learnt as 100 ms a batch
+  if (HasFatalFailure()) return;
+  EXPECT_FALSE(admitted_behind_one()) << "a batch run alone taught nothing";
+  for (int i = 0; i < 40; ++i) {
+    run_alone(1);  // fast again, never a backlog
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_TRUE(admitted_behind_one()) << "the door still refuses after 40 fast batches";
+}
+
 TEST(BatcherAdmissionTest, ThePoolDoesNotKeepALargeBatch) {
   StepBackend backend;
   Batcher batcher(&backend, {});

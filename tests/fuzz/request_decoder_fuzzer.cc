@@ -124,9 +124,14 @@ void CheckWireDecode(const Fixture& f, absl::string_view wire, const v1::RankReq
   }
   if (parsed == nullptr) {
     FUZZ_CHECK(
-        status == server::NotARankRequest(),
+        status == server::NotARankRequest(wire),
         absl::StrCat("protobuf refuses these bytes, the wire decode says ", status.ToString()));
+    FUZZ_CHECK(!server::DescribeRankRequestFault(wire).empty(),
+               "protobuf refuses these bytes, and no fault is found in them");
   } else {
+    FUZZ_CHECK(server::DescribeRankRequestFault(wire).empty(),
+               absl::StrCat("protobuf parses these bytes, and a fault is found in them: ",
+                            server::DescribeRankRequestFault(wire)));
     // A parse within the scan's bounds is a request the scan passes, with the view's ids;
     // a parse stopped at them is one the scan refuses.
     server::RankRequestView view;

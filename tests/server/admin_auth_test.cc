@@ -110,6 +110,27 @@ TEST(AdminAuthTest, WarnsOfATokenFileItsGroupOrOthersCanRead) {
   }
 }
 
+TEST(AdminAuthTest, AcceptsAKubernetesSecretVolumesLayoutWithoutAWarning) {
+  // defaultMode 0400 with the pod's fsGroup: 0440, another owner, the server's own group.
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a file another owner needs root";
+  const uid_t other = 54321;
+  const std::string path = WriteTokenFile("secret_volume", "tok-123\n", 0440);
+  ASSERT_EQ(::chown(path.c_str(), other, ::getegid()), 0);
+  absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(path);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_EQ(auth->warning(), "");
+  // Another group, or others too, is still warned of.
+  ASSERT_EQ(::chown(path.c_str(), other, ::getegid() + 1), 0);
+  auth = AdminAuth::FromTokenFile(path);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_THAT(auth->warning(), HasSubstr("can be read by its group or by others"));
+  ASSERT_EQ(::chown(path.c_str(), other, ::getegid()), 0);
+  ::chmod(path.c_str(), 0444);
+  auth = AdminAuth::FromTokenFile(path);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_THAT(auth->warning(), HasSubstr("(mode 0444)"));
+}
+
 TEST(AdminAuthTest, RefusesAnOversizedTokenFileAndOneThatIsNoRegularFile) {
   absl::StatusOr<AdminAuth> big =
       AdminAuth::FromTokenFile(WriteTokenFile("big", std::string(kMaxTokenFileBytes + 1, 'a')));

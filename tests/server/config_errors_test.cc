@@ -166,7 +166,45 @@ INSTANTIATE_TEST_SUITE_P(
                       "models[1].name: 'a' is also models[0].name"},
         BadConfigCase{"models_entry_path", "models: [{name: a}]",
                       "models[0].path: must not be empty"},
-        BadConfigCase{"syntax", "engine: {streams: [1,\n", "YAML syntax error"}),
+        BadConfigCase{"syntax", "engine: {streams: [1,\n", "YAML syntax error"},
+        // Two listeners on one port where one is a wildcard address: the bind would fail.
+        BadConfigCase{"wildcard_port_shared",
+                      "server: {listen: \"0.0.0.0:8700\", admin_listen: \"127.0.0.1:8700\"}",
+                      "server.admin_listen: '127.0.0.1:8700' shares port 8700 with "
+                      "server.listen '0.0.0.0:8700'"},
+        BadConfigCase{"wildcard6_port_shared", "server: {metrics_listen: \"[::]:8700\"}",
+                      "server.metrics_listen: '[::]:8700' shares port 8700 with server.listen"},
+        BadConfigCase{"seed_node_bad_host", "remote: {seed_nodes: [\"a b:6379\"]}",
+                      "remote.seed_nodes[0]: must be host:port"},
+        BadConfigCase{"seed_node_ipv6_unbracketed", "remote: {seed_nodes: [\"ok:1\", \"::1:80\"]}",
+                      "remote.seed_nodes[1]: must be host:port (e.g. 0.0.0.0:8700 or [::]:8700), "
+                      "got '::1:80': write IPv6 addresses in brackets"},
+        BadConfigCase{"seed_node_port_zero", "remote: {seed_nodes: [\"redis:0\"]}",
+                      "remote.seed_nodes[0]: 'redis:0': a cluster node needs a port in 1..65535"},
+        // Integers in decimal only: YAML would read 0200 as octal 128.
+        BadConfigCase{"octal", "engine: {max_batch_wait_us: 0200}",
+                      "engine.max_batch_wait_us: must be an integer written in decimal (no "
+                      "leading zero, sign + or 0x/0o prefix: YAML would read 0200 as octal 128), "
+                      "got '0200'"},
+        BadConfigCase{"hex", "server: {max_candidates: 0x100}",
+                      "server.max_candidates: must be an integer written in decimal"},
+        BadConfigCase{"plus_sign", "server: {max_candidates: +100}",
+                      "server.max_candidates: must be an integer written in decimal"},
+        BadConfigCase{"octal_in_auto", "engine: {streams: 010}",
+                      "engine.streams: must be an integer or auto written in decimal"},
+        BadConfigCase{"int64_overflow", "server: {max_request_bytes: 9223372036854775808}",
+                      "server.max_request_bytes: is out of range (a 64-bit integer), got "
+                      "'9223372036854775808'"},
+        BadConfigCase{"tagged_number", "server: {max_candidates: !!str 10}",
+                      "server.max_candidates: must be an integer, got '10' tagged "
+                      "tag:yaml.org,2002:str"},
+        BadConfigCase{"yaml11_bool", "engine: {cuda_graphs: yes}",
+                      "engine.cuda_graphs: must be true or false, got 'yes'"},
+        BadConfigCase{"range_shows_the_double", "logging: {access_log_sample: 1.0000001}",
+                      "logging.access_log_sample: must be in 0..1, got 1.0000001"},
+        BadConfigCase{"two_documents", "server: {max_candidates: 10}\n---\nserver: {}\n",
+                      "config/x.yaml: (file): holds 2 YAML documents (separated by ---); give "
+                      "one"}),
     [](const ::testing::TestParamInfo<BadConfigCase>& info) { return info.param.name; });
 
 TEST(ConfigTest, ReportsEveryProblemTogether) {

@@ -3,6 +3,9 @@
 // named, a public admin address with its token file. Refused configs: config_errors_test.cc.
 #include "server/config.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -80,7 +83,7 @@ server:
   max_concurrent_streams: 80
   transport_memory_bytes: 33554432
 engine:
-  device: cpu
+  device: auto
   gpu: 2
   streams: 8
   max_batch_candidates: 500
@@ -116,7 +119,7 @@ logging: {level: debug, format: json, access_log_sample: 0.25}
   EXPECT_EQ(config->server.max_inflight_requests, 40);
   EXPECT_EQ(config->server.max_concurrent_streams, 80);
   EXPECT_EQ(config->server.transport_memory_bytes, 33554432);
-  EXPECT_EQ(config->engine.device, engine::DeviceChoice::kCpu);
+  EXPECT_EQ(config->engine.device, engine::DeviceChoice::kAuto);
   EXPECT_EQ(config->engine.gpu, 2);
   EXPECT_EQ(config->engine.streams, 8);
   EXPECT_FALSE(config->engine.streams_auto);
@@ -234,6 +237,82 @@ TEST(ConfigTest, AMissingFileIsNamed) {
   absl::StatusOr<Config> config = LoadConfigFile("/nonexistent/fuserank.yaml");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr("/nonexistent/fuserank.yaml"));
+}
+
+TEST(ConfigTest, ADirectoryIsNotAConfig) {
+  // It would read as an empty file, so as all defaults, and the server would start on them.
+  const std::string dir = ::testing::TempDir() + "/config_test_dir";
+  std::filesystem::create_directories(dir);
+  absl::StatusOr<Config> config = LoadConfigFile(dir);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("config '" + dir + "' is a directory, not a regular file"));
+}
+
+TEST(ConfigTest, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const std::string fifo = ::testing::TempDir() + "/config_test_fifo";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  absl::StatusOr<Config> config = LoadConfigFile(fifo);  // would block on an open for reading
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("is a FIFO, not a regular file"));
+  std::filesystem::remove(fifo);
+}
+
+TEST(ConfigTest, AFileOverTheBoundIsRefusedUnread) {
+  const std::string path = ::testing::TempDir() + "/config_test_large.yaml";
+  std::ofstream(path) << std::string(kMaxConfigBytes + 1, '#');
+  absl::StatusOr<Config> config = LoadConfigFile(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("more than the limit of 1048576"));
+  std::filesystem::remove(path);
+}
+
+TEST(ConfigTest, DecimalIntegersAndYaml12BooleansRead) {
+  absl::StatusOr<Config> config = ParseConfig(
+      "server: {max_candidates: 0, shutdown_grace_seconds: 10}\n"
+      "engine: {max_batch_wait_us: -0, cuda_graphs: False, allow_tf32: TRUE}\n",
+      kFile);
+  // max_candidates 0 is out of its range: the integer itself was read.
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("server.max_candidates: must be in 1.."));
+  config = ParseConfig(
+      "server: {shutdown_grace_seconds: 10}\n"
+      "engine: {max_batch_wait_us: -0, cuda_graphs: False, allow_tf32: TRUE}\n",
+      kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->server.shutdown_grace_seconds, 10);
+  EXPECT_EQ(config->engine.max_batch_wait_us, 0);
+  EXPECT_FALSE(config->engine.cuda_graphs);
+  EXPECT_TRUE(config->engine.allow_tf32);
+}
+
+TEST(ConfigTest, KeysWithoutEffectAreWarnedOfNotRefused) {
+  // SPEC section 5's example sets gpu and cuda_graphs: switched to the CPU it still starts.
+  absl::StatusOr<Config> config = ParseConfig(
+      "server: {admin_listen: \"\", admin_token_file: /etc/hostname}\n"
+      "engine: {device: cpu, gpu: 0, cuda_graphs: true, cuda_wait: spin}\n",
+      kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(
+      ConfigWarnings(*config),
+      ::testing::ElementsAre(
+          "config/x.yaml: engine.gpu: has no effect with engine.device: cpu (only the CUDA "
+          "backend reads it)",
+          "config/x.yaml: engine.cuda_graphs: has no effect with engine.device: cpu (only the "
+          "CUDA backend reads it)",
+          "config/x.yaml: engine.cuda_wait: has no effect with engine.device: cpu (only the "
+          "CUDA backend reads it)",
+          "config/x.yaml: server.admin_token_file: has no effect: server.admin_listen is empty, "
+          "so the Admin service is off and no call is checked against the token"));
+  // A default is not a key given; under auto the device is chosen at start.
+  config = ParseConfig("engine: {device: cpu}\n", kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(ConfigWarnings(*config), ::testing::IsEmpty());
+  config = ParseConfig("engine: {device: auto, gpu: 1, on_device_failure: cpu}\n", kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(ConfigWarnings(*config), ::testing::IsEmpty());
 }
 
 TEST(ConfigTest, ATokenOnAPublicAdminAddressWithoutTlsIsAcceptedWithAWarning) {

@@ -92,7 +92,7 @@ struct General {
 
 void DecodeGeneral(const RequestDecoder& decoder, const std::string& wire, General* out) {
   if (!ParseRankRequest(wire, ParseBounds(), &out->view)) {
-    out->status = NotARankRequest();
+    out->status = NotARankRequest(wire);
     return;
   }
   out->status = decoder.AppendParsed(out->view, &out->batch, &out->item_ids);
