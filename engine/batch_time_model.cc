@@ -23,8 +23,12 @@ BatchTimeModel::BatchTimeModel(int64_t max_batch_candidates, int workers)
 void BatchTimeModel::Note(int64_t candidates, double seconds) {
   if (candidates <= 0 || !(seconds > 0)) return;
   const double c = static_cast<double>(candidates);
-  if (trained())
-    seconds = std::min(seconds, kMaxOverPrediction * (PerBatch() + c * PerCandidate()));
+  if (trained()) {
+    // Against the mean batch too: with the per-batch part fitted to 0 (one batch size so
+    // far), a small batch's prediction leaves out its overhead.
+    const double predicted = std::max(PerBatch() + c * PerCandidate(), sum_t_ / weight_);
+    seconds = std::min(seconds, kMaxOverPrediction * predicted);
+  }
   weight_ = kKeep * weight_ + 1;
   sum_c_ = kKeep * sum_c_ + c;
   sum_t_ = kKeep * sum_t_ + seconds;

@@ -16,7 +16,8 @@ class BatchTimeModel {
   BatchTimeModel(int64_t max_batch_candidates, int workers);
 
   // One batch of `candidates` took `seconds` in Run(); counted as at most 4 times what the
-  // model predicted for it (a stall is not learnt as the new normal).
+  // model predicted for it, or the mean batch if more (a stall is not learnt as the new
+  // normal).
   void Note(int64_t candidates, double seconds);
   // Seconds until `candidates` queued candidates have run, in full batches spread over the
   // workers; 0 until a batch has been noted.

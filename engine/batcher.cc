@@ -243,7 +243,9 @@ void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   const BatcherClock::time_point start = time_->Now();
   result->Clear();
   absl::Status status = backend_->Run(worker, *batch, result);
-  slot->ran_candidates = batch->num_candidates();
+  // A failed batch (a device fault, a remote fetch refused) says nothing of how long a
+  // batch takes: it is not noted.
+  slot->ran_candidates = status.ok() ? batch->num_candidates() : 0;
   FUSERANK_CHECK(!status.ok() || WellFormed(*result, parts.size()))
       << "the backend " << backend_->device() << " returned malformed results for "
       << result->result_begin.size() - 1 << " requests, expected " << parts.size();

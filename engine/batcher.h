@@ -180,7 +180,7 @@ class Batcher {
   struct Slot {
     std::vector<Work> parts;  // the requests of the batch, in queue order
     Batch merged;             // their Append()ed copy when there are several
-    int ran_candidates = 0;   // of the batch last run
+    int ran_candidates = 0;   // of the batch last run; 0 when it failed (not timed)
     BatcherClock::time_point picked;
     bool assigned = false;
   };

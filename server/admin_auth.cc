@@ -19,12 +19,22 @@ namespace {
 constexpr char kKey[] = "server.admin_token_file";
 constexpr absl::string_view kScheme = "Bearer ";
 
+// Whether the process (not root) is in group `gid`, as its own or a supplementary one.
+bool InGroup(gid_t gid) {
+  if (gid == ::getegid()) return true;
+  gid_t groups[256];
+  const int n = ::getgroups(256, groups);
+  for (int i = 0; i < n; ++i) {
+    if (groups[i] == gid) return true;
+  }
+  return false;
+}
+
 // What Kubernetes makes of a Secret volume with defaultMode 0400 in a pod with an fsGroup:
-// owned by another user (root), group-readable by the server's own group (the fsGroup),
-// nobody else. Only the pod's processes are in that group, so it is not warned of.
+// mode exactly 0440, owned by root, its group the fsGroup, which the server (not root)
+// is in. Only the pod's processes are in that group, so it is not warned of.
 bool SecretVolumeLayout(const struct stat& st) {
-  return st.st_uid != ::geteuid() && st.st_gid == ::getegid() && (st.st_mode & S_IROTH) == 0 &&
-         (st.st_mode & S_IWGRP) == 0;
+  return (st.st_mode & 07777) == 0440 && st.st_uid == 0 && ::geteuid() != 0 && InGroup(st.st_gid);
 }
 
 absl::Status Unauthenticated(absl::string_view why) {

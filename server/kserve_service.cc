@@ -78,6 +78,7 @@ struct KServeService::Call {
   InferRequestInfo info;
   TensorDecoder::WireInputs scanned;  // where CheckWire found each input
   RequestedOutputs outputs;
+  std::string model_name;  // as the request names it (the scan's), for the access log
   std::atomic<bool> cancelled{false};
   bool accepted = false;
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
@@ -159,6 +160,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   call->accepted = false;
   call->request.Clear();
   call->info = InferRequestInfo{};
+  call->model_name.clear();
   call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
@@ -244,6 +246,7 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
   const WireBytes wire(request);
   InferRequestTop top;
   RETURN_IF_ERROR(ScanInferTop(wire.view(), &top));
+  call->model_name.assign(top.model_name.data(), top.model_name.size());  // for the access log
   ASSIGN_OR_RETURN(call->model,
                    FindModel(std::string(top.model_name), std::string(top.model_version)));
   call->decoder = DecoderFor(*call->model);
@@ -332,10 +335,10 @@ void KServeService::Finish(Call* call, const grpc::Status& status) {
   const double seconds = SecondsSince(call->start);
   metrics_->RecordRequest(Rpc::kModelInfer, status.error_code(), seconds);
   if (AccessLogSampled(options_.access_log_sample)) {
-    // As Rank's line (ranker_service.cc); the id and model are empty for a call refused
-    // before its request was parsed.
+    // As Rank's line (ranker_service.cc); the id is empty for a call refused before its
+    // request was parsed, the model for one refused before its bytes were scanned.
     spdlog::info("infer request_id='{}' model='{}' candidates={} code={} ms={:.3f}",
-                 LogSafe(call->request.id(), 128), LogSafe(call->request.model_name(), 128),
+                 LogSafe(call->request.id(), 128), LogSafe(call->model_name, 128),
                  call->info.num_candidates, std::string(GrpcCodeName(status.error_code())),
                  seconds * 1e3);
     if (!status.ok()) {

@@ -140,11 +140,12 @@ int Serve(const std::string& path) {
                config->server.shutdown_grace_seconds);
   // A drain that cannot end (a batch stuck in the backend keeps its call from finishing)
   // would otherwise leave only SIGKILL: a second SIGTERM or Ctrl-C ends the process.
-  std::thread([signals] {
+  // The logger is held here: the default one is dropped at the end of main.
+  std::thread([signals, logger = spdlog::default_logger()] {
     int again = 0;
     sigwait(&signals, &again);
-    spdlog::warn("{} during the drain: exiting without waiting for it", strsignal(again));
-    spdlog::shutdown();
+    logger->warn("{} during the drain: exiting without waiting for it", strsignal(again));
+    logger->flush();
     std::_Exit(1);
   }).detach();
   (*server)->Shutdown();

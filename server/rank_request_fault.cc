@@ -55,46 +55,66 @@ const FieldInfo* Find(const FieldInfo (&fields)[N], uint32_t number) {
 
 bool Repeated(Kind kind) { return kind == Kind::kFeature || kind == Kind::kCandidate; }
 
-std::string Walk(Reader in, int depth, absl::string_view path, Message message);
+// Where a field sits ("candidates[3].features[1].name"), as links up to the request,
+// turned into text only for the fault found: a walk over millions of fields allocates
+// nothing.
+struct Path {
+  const Path* parent;  // null: a field of the request
+  const FieldInfo* field;
+  int index;  // of a repeated message; -1 otherwise
+};
+
+std::string Text(const Path* path) {
+  if (path == nullptr) return "the request";
+  std::string text = path->parent == nullptr ? "" : absl::StrCat(Text(path->parent), ".");
+  absl::StrAppend(&text, path->field->name);
+  if (path->index >= 0) absl::StrAppend(&text, "[", path->index, "]");
+  return text;
+}
+
+std::string Walk(Reader in, int depth, const Path* path, Message message);
 
 // The fault of the field whose tag was just read (a known field of the wire type it
 // expects), or "".
-std::string Field(Reader* in, const FieldInfo& field, uint32_t wire_type, int depth,
-                  const std::string& at) {
-  switch (field.kind) {
+std::string Field(Reader* in, uint32_t wire_type, int depth, const Path& at) {
+  switch (at.field->kind) {
     case Kind::kString: {
       uint32_t length = 0;
-      if (!in->Length(&length))
-        return absl::StrCat(at,
-                            " is truncated (its length runs past "
-                            "the end of its message)");
+      if (!in->Length(&length)) {
+        return absl::StrCat(Text(&at),
+                            " is truncated (its length runs past the end of its "
+                            "message)");
+      }
       Reader bytes = in->Sub(length);
-      if (!wire::IsUtf8(bytes.p, bytes.end)) return absl::StrCat(at, " is not valid UTF-8");
+      if (!wire::IsUtf8(bytes.p, bytes.end)) return absl::StrCat(Text(&at), " is not valid UTF-8");
       return "";
     }
     case Kind::kVarint:
     case Kind::kVarints: {
       if (wire_type == kVarintType) {
         uint64_t value = 0;
-        return in->Varint(&value) ? "" : absl::StrCat(at, " is a malformed varint");
+        return in->Varint(&value) ? "" : absl::StrCat(Text(&at), " is a malformed varint");
       }
       uint32_t length = 0;
-      if (!in->Length(&length)) return absl::StrCat(at, " (packed) is truncated");
+      if (!in->Length(&length)) return absl::StrCat(Text(&at), " (packed) is truncated");
       Reader packed = in->Sub(length);
       while (!packed.done()) {
         uint64_t value = 0;
-        if (!packed.Varint(&value)) return absl::StrCat(at, " (packed) holds a malformed varint");
+        if (!packed.Varint(&value)) {
+          return absl::StrCat(Text(&at), " (packed) holds a malformed varint");
+        }
       }
       return "";
     }
     case Kind::kFloats: {
       if (wire_type == kFixed32Type) {
-        return in->Skip(4) ? "" : absl::StrCat(at, " is truncated (a float takes 4 bytes)");
+        return in->Skip(4) ? "" : absl::StrCat(Text(&at), " is truncated (a float takes 4 bytes)");
       }
       uint32_t length = 0;
-      if (!in->Length(&length)) return absl::StrCat(at, " (packed) is truncated");
+      if (!in->Length(&length)) return absl::StrCat(Text(&at), " (packed) is truncated");
       if (length % 4 != 0) {
-        return absl::StrCat(at, " (packed floats) is ", length, " bytes, not a multiple of 4");
+        return absl::StrCat(Text(&at), " (packed floats) is ", length,
+                            " bytes, not a multiple of 4");
       }
       in->Sub(length);
       return "";
@@ -102,22 +122,21 @@ std::string Field(Reader* in, const FieldInfo& field, uint32_t wire_type, int de
     case Kind::kFeature:
     case Kind::kCandidate: {
       uint32_t length = 0;
-      if (!in->Length(&length)) return absl::StrCat(at, " is truncated");
-      return Walk(in->Sub(length), depth - 1, at,
-                  field.kind == Kind::kFeature ? Message::kFeature : Message::kCandidate);
+      if (!in->Length(&length)) return absl::StrCat(Text(&at), " is truncated");
+      return Walk(in->Sub(length), depth - 1, &at,
+                  at.field->kind == Kind::kFeature ? Message::kFeature : Message::kCandidate);
     }
   }
   return "";
 }
 
-std::string Walk(Reader in, int depth, absl::string_view path, Message message) {
+std::string Walk(Reader in, int depth, const Path* path, Message message) {
   int counts[8] = {};  // per field number (all below 8), for the index of repeated messages
   while (!in.done()) {
     uint32_t tag = 0;
-    const std::string where = path.empty() ? "the request" : std::string(path);
-    if (!in.Tag(&tag)) return absl::StrCat(where, ": a field tag is malformed");
+    if (!in.Tag(&tag)) return absl::StrCat(Text(path), ": a field tag is malformed");
     if (wire::EndsMessage(tag)) {
-      return absl::StrCat(where, tag == 0 ? ": a field tag of 0" : ": an end-group tag",
+      return absl::StrCat(Text(path), tag == 0 ? ": a field tag of 0" : ": an end-group tag",
                           " where a field was expected");
     }
     const uint32_t number = tag >> 3, wire_type = tag & 7;
@@ -133,13 +152,12 @@ std::string Walk(Reader in, int depth, absl::string_view path, Message message) 
                              (field->kind == Kind::kFloats && wire_type == kFixed32Type));
     if (!known) {
       if (!wire::SkipField(&in, tag, depth)) {
-        return absl::StrCat(where, ": unknown field ", number, " is malformed or truncated");
+        return absl::StrCat(Text(path), ": unknown field ", number, " is malformed or truncated");
       }
       continue;
     }
-    std::string at = path.empty() ? std::string(field->name) : absl::StrCat(path, ".", field->name);
-    if (Repeated(field->kind)) absl::StrAppend(&at, "[", counts[field->number]++, "]");
-    std::string fault = Field(&in, *field, wire_type, depth, at);
+    const Path at{path, field, Repeated(field->kind) ? counts[field->number]++ : -1};
+    std::string fault = Field(&in, wire_type, depth, at);
     if (!fault.empty()) return fault;
   }
   return "";
@@ -149,7 +167,8 @@ std::string Walk(Reader in, int depth, absl::string_view path, Message message) 
 
 std::string DescribeRankRequestFault(absl::string_view wire) {
   const auto* begin = reinterpret_cast<const uint8_t*>(wire.data());
-  return Walk(Reader{begin, begin + wire.size()}, wire::kRecursionLimit, "", Message::kRequest);
+  return Walk(Reader{begin, begin + wire.size()}, wire::kRecursionLimit, nullptr,
+              Message::kRequest);
 }
 
 absl::Status NotARankRequest(absl::string_view wire) {

@@ -200,17 +200,17 @@ absl::Status ScanTopLevel(google::protobuf::io::ZeroCopyInputStream* input, int 
           !in.ReadString(&shape->model, static_cast<int>(std::min<uint32_t>(length, INT_MAX)))) {
         return NotARequest("model is truncated");
       }
+      // Looked up before any parse checks it: a name protobuf would refuse (every copy
+      // of a repeated field must be UTF-8) is refused here, not reported as not loaded.
+      const auto* model = reinterpret_cast<const uint8_t*>(shape->model.data());
+      if (!wire::IsUtf8(model, model + shape->model.size())) {
+        return NotARequest("model is not valid UTF-8");
+      }
     } else if (!WireFormatLite::SkipField(&in, tag)) {
       return NotARequest("a field is malformed");
     }
   }
   if (!in.ConsumedEntireMessage()) return NotARequest("a field tag is malformed");
-  // The model is looked up before any parse checks it: a name protobuf would refuse is
-  // refused here, not reported as a model that is not loaded.
-  const auto* model = reinterpret_cast<const uint8_t*>(shape->model.data());
-  if (!wire::IsUtf8(model, model + shape->model.size())) {
-    return NotARequest("model is not valid UTF-8");
-  }
   if (candidates > max_candidates) {
     return absl::InvalidArgumentError(absl::StrCat("candidates: ", candidates,
                                                    " candidates exceed server.max_candidates (",

@@ -68,7 +68,14 @@ bool ParseAddress(std::string_view address, std::string* host, int* port) {
   if (ec != std::errc() || end != digits.data() + digits.size() || value < 1 || value > 65535) {
     return false;
   }
-  host->assign(address.substr(0, colon));
+  std::string_view name = address.substr(0, colon);
+  // "[::1]:6379" as remote.seed_nodes writes IPv6 (hiredis wants the bare address);
+  // MOVED replies and CLUSTER SLOTS give it bare.
+  if (name.size() >= 2 && name.front() == '[' && name.back() == ']') {
+    name = name.substr(1, name.size() - 2);
+  }
+  if (name.empty()) return false;
+  host->assign(name);
   *port = value;
   return true;
 }

@@ -124,6 +124,14 @@ class MutualTlsTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertIn("SERVING", result.stdout)
 
+    def test_a_server_name_the_certificate_does_not_hold_exits_1(self):
+        # The override is used: the certificate holds localhost and 127.0.0.1, not this.
+        result = run_cli("--addr", self.addr, "--ca", self.ca,
+                         "--cert", os.path.join(TESTDATA, "client.pem"),
+                         "--key", os.path.join(TESTDATA, "client.key"),
+                         "--server-name", "elsewhere.example", "--timeout", "2")
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+
     def test_without_client_certificate_exits_1(self):
         result = run_cli("--addr", self.addr, "--ca", self.ca, "--timeout", "2")
         self.assertEqual(result.returncode, 1, result.stdout + result.stderr)

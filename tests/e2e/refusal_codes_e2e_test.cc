@@ -90,7 +90,7 @@ TEST(RefusalCodesE2eTest, ADeadlineThatPassesInTheQueueIsDeadlineExceededAndNotC
   const std::string before = started.server->metrics().Scrape();
 
   // Both wait behind the slow call, past their 150 ms deadlines (the batcher has not timed
-  // a backlogged batch yet, so it predicts no wait and admits them).
+  // a batch yet -- the slow call's is the first -- so it predicts no wait and admits them).
   AsyncCall hurried;
   hurried.request = testing::RandomRequest(started.model, 11, 4);
   hurried.context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(150));
@@ -133,10 +133,8 @@ TEST(RefusalCodesE2eTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoor
   auto stub = v1::Ranker::NewStub(started.channel);
   auto kserve = inference::GRPCInferenceService::NewStub(started.channel);
   // Eight full batches: the first runs alone, the others are sent together while it runs.
-  // Each batch picked with more queued behind it (a backlog) teaches the batcher how long
-  // a batch takes, before the next batch is picked; once the fourth has been picked, one
-  // of the second and third was backlogged (sending a call takes far less than a batch)
-  // and has been timed, and four wait.
+  // Each batch run teaches the batcher how long a batch takes, before the next batch is
+  // picked; once the fourth has been picked, three have been timed and four wait.
   std::vector<v1::RankRequest> requests;
   for (int i = 0; i < 8; ++i) requests.push_back(LargeRequest(started, 20 + i, 8192));
   std::vector<AsyncCall> calls(requests.size());
@@ -146,7 +144,7 @@ TEST(RefusalCodesE2eTest, ADeadlineShorterThanThePredictedWaitIsRefusedAtTheDoor
   for (size_t i = 1; i < calls.size(); ++i) {
     StartLongCall(stub.get(), std::move(requests[i]), &calls[i]);
   }
-  WaitForSeries(started, "fuserank_batch_candidates_count", 4);  // a backlogged one timed
+  WaitForSeries(started, "fuserank_batch_candidates_count", 4);  // three timed
   const std::string before = started.server->metrics().Scrape();
   const double queued = Count(before, "fuserank_queue_depth");
 

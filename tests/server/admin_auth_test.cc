@@ -4,7 +4,9 @@
 // constant-time comparison it rests on.
 #include "server/admin_auth.h"
 
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -110,25 +112,43 @@ TEST(AdminAuthTest, WarnsOfATokenFileItsGroupOrOthersCanRead) {
   }
 }
 
+// The token file's warning as a process of user and group `id` sees it (a child that drops
+// root): 0 no warning, 1 a warning, 2 refused, 3 could not drop root.
+int WarningAs(const std::string& path, uid_t id) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(id) != 0 || ::setuid(id) != 0) ::_exit(3);
+    absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(path);
+    ::_exit(!auth.ok() ? 2 : auth->warning().empty() ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 TEST(AdminAuthTest, AcceptsAKubernetesSecretVolumesLayoutWithoutAWarning) {
-  // defaultMode 0400 with the pod's fsGroup: 0440, another owner, the server's own group.
-  if (::geteuid() != 0) GTEST_SKIP() << "giving a file another owner needs root";
-  const uid_t other = 54321;
-  const std::string path = WriteTokenFile("secret_volume", "tok-123\n", 0440);
-  ASSERT_EQ(::chown(path.c_str(), other, ::getegid()), 0);
+  // defaultMode 0400 in a pod with an fsGroup: 0440, owned by root, the server's group.
+  if (::geteuid() != 0) GTEST_SKIP() << "a process of another user is started from root";
+  const uid_t server = 54321;
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/secret_volume_", getpid());
+  std::filesystem::create_directories(dir);
+  ::chmod(dir.c_str(), 0755);
+  const std::string path = dir + "/token";
+  std::ofstream(path) << "tok-123\n";
+  ASSERT_EQ(::chown(path.c_str(), 0, server), 0);
+  ::chmod(path.c_str(), 0440);
+  EXPECT_EQ(WarningAs(path, server), 0);
+  ::chmod(path.c_str(), 0444);  // others too: warned of
+  EXPECT_EQ(WarningAs(path, server), 1);
+  ::chmod(path.c_str(), 0640);  // root may write it: not the Secret layout
+  EXPECT_EQ(WarningAs(path, server), 1);
+  // Root reading a root-owned 0440 file is no Secret layout: the group may be anyone's.
+  ASSERT_EQ(::chown(path.c_str(), 0, 0), 0);
+  ::chmod(path.c_str(), 0440);
   absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(path);
   ASSERT_TRUE(auth.ok()) << auth.status();
-  EXPECT_EQ(auth->warning(), "");
-  // Another group, or others too, is still warned of.
-  ASSERT_EQ(::chown(path.c_str(), other, ::getegid() + 1), 0);
-  auth = AdminAuth::FromTokenFile(path);
-  ASSERT_TRUE(auth.ok()) << auth.status();
   EXPECT_THAT(auth->warning(), HasSubstr("can be read by its group or by others"));
-  ASSERT_EQ(::chown(path.c_str(), other, ::getegid()), 0);
-  ::chmod(path.c_str(), 0444);
-  auth = AdminAuth::FromTokenFile(path);
-  ASSERT_TRUE(auth.ok()) << auth.status();
-  EXPECT_THAT(auth->warning(), HasSubstr("(mode 0444)"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(AdminAuthTest, RefusesAnOversizedTokenFileAndOneThatIsNoRegularFile) {

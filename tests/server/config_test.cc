@@ -288,12 +288,22 @@ TEST(ConfigTest, DecimalIntegersAndYaml12BooleansRead) {
   EXPECT_TRUE(config->engine.allow_tf32);
 }
 
+TEST(ConfigTest, SeedNodesTakeNamesAndBracketedIpv6) {
+  absl::StatusOr<Config> config = ParseConfig(
+      "remote: {seed_nodes: [\"redis-0.redis:6379\", \"[::1]:7000\", \"10.0.0.5:7001\"]}\n", kFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->remote.seed_nodes.size(), 3u);
+}
+
 TEST(ConfigTest, KeysWithoutEffectAreWarnedOfNotRefused) {
   // SPEC section 5's example sets gpu and cuda_graphs: switched to the CPU it still starts.
-  absl::StatusOr<Config> config = ParseConfig(
-      "server: {admin_listen: \"\", admin_token_file: /etc/hostname}\n"
-      "engine: {device: cpu, gpu: 0, cuda_graphs: true, cuda_wait: spin}\n",
-      kFile);
+  const std::string token = ::testing::TempDir() + "/config_test_unused_token";
+  std::ofstream(token) << "secret\n";
+  absl::StatusOr<Config> config =
+      ParseConfig("server: {admin_listen: \"\", admin_token_file: " + token +
+                      "}\n"
+                      "engine: {device: cpu, gpu: 0, cuda_graphs: true, cuda_wait: spin}\n",
+                  kFile);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_THAT(
       ConfigWarnings(*config),

@@ -190,5 +190,22 @@ TEST(RequestScanTest, RefusesBytesThatAreNoRankRequest) {
   }
 }
 
+TEST(RequestScanTest, RefusesAModelNameThatIsNotUtf8EvenIfALaterCopyIs) {
+  // Each copy of a field must be UTF-8 for protobuf, though the last one wins; the model is
+  // looked up from the scan, so this is INVALID_ARGUMENT, not a model that is not loaded.
+  const std::string model_field = std::string("\x32\x02\xff\xfe", 4);
+  const std::string good_model = std::string("\x32\x01", 2) + "m";
+  RequestShape shape;
+  for (const std::string& bytes : {model_field, model_field + good_model}) {
+    v1::RankRequest parsed;
+    EXPECT_FALSE(parsed.ParseFromString(bytes));
+    const absl::Status top = Top(bytes, &shape);
+    EXPECT_EQ(top.code(), absl::StatusCode::kInvalidArgument) << top;
+    EXPECT_THAT(std::string(top.message()), HasSubstr("model is not valid UTF-8"));
+  }
+  EXPECT_TRUE(Top(good_model, &shape).ok());
+  EXPECT_EQ(shape.model, "m");
+}
+
 }  // namespace
 }  // namespace fuserank::server
