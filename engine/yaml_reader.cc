@@ -2,9 +2,12 @@
 // here.
 #include "engine/yaml_reader.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -78,6 +81,23 @@ bool ReadBool(const YAML::Node& node, bool* out) {
   return false;
 }
 
+// The parser's events, dropped: the documents of a text are counted with it.
+class IgnoreEvents : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 bool FitsInt(int64_t value) {
   return value >= std::numeric_limits<int>::min() && value <= std::numeric_limits<int>::max();
 }
@@ -86,14 +106,21 @@ bool FitsInt(int64_t value) {
 
 std::optional<YAML::Node> LoadYaml(absl::string_view text, ErrorList* errors) {
   try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.size() > 1) {
-      // yaml-cpp's Load would read the first and drop the rest without a word.
-      errors->Add("(file)", absl::StrCat("holds ", documents.size(),
-                                         " YAML documents (separated by ---); give one"));
+    const std::string owned(text);
+    // yaml-cpp's Load reads the first document and drops the rest without a word, so the
+    // documents are counted first, at most two: its LoadAll never ends on some malformed
+    // text (the parser keeps finding empty documents), and Load reads that text as one
+    // empty document, i.e. all defaults.
+    std::istringstream in(owned);
+    YAML::Parser parser(in);
+    IgnoreEvents ignore;
+    if (parser.HandleNextDocument(ignore) && parser.HandleNextDocument(ignore)) {
+      errors->Add("(file)",
+                  "holds more than one YAML document, or text YAML cannot read as one (a "
+                  "second document after ---, or a stray ',' at the top level); give one");
       return std::nullopt;
     }
-    return documents.empty() ? YAML::Node() : documents.front();
+    return YAML::Load(owned);
   } catch (const YAML::Exception& e) {
     errors->Add(absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1),
                 absl::StrCat("YAML syntax error (invalid YAML): ", EscapeText(e.msg)));

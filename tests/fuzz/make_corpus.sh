@@ -85,6 +85,11 @@ server:
 engine: {max_batch_candidates: 1, queue_capacity: 0}
 EOF
 
+# Read by yaml-cpp as one empty document (all defaults) with more after it, where its
+# LoadAll never ends; and two documents, of which Load would read the first alone.
+printf ', server: {max_candidates: 10}\n' >"${OUT}/config/bad_stray_comma.yaml"
+printf 'server: {max_candidates: 10}\n---\nserver: {}\n' >"${OUT}/config/bad_two_documents.yaml"
+
 # --- model_spec
 cat >"${OUT}/model_spec/valid_dot.yaml" <<'EOF'
 name: demo
@@ -133,6 +138,7 @@ interaction: cross
 top_mlp: 1
 EOF
 printf 'name: s\ntables: [{name: a, side: user\ntop_mlp: [1]\n' >"${OUT}/model_spec/bad_syntax.yaml"
+printf ', name: s\n' >"${OUT}/model_spec/bad_stray_comma.yaml"
 
 # --- safetensors: header length (u64 LE), JSON header, data; or the fuzzer's bare form.
 python3 - "${OUT}/safetensors" <<'EOF'

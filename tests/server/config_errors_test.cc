@@ -203,8 +203,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfigCase{"range_shows_the_double", "logging: {access_log_sample: 1.0000001}",
                       "logging.access_log_sample: must be in 0..1, got 1.0000001"},
         BadConfigCase{"two_documents", "server: {max_candidates: 10}\n---\nserver: {}\n",
-                      "config/x.yaml: (file): holds 2 YAML documents (separated by ---); give "
-                      "one"}),
+                      "config/x.yaml: (file): holds more than one YAML document, or text YAML "
+                      "cannot read as one (a second document after ---, or a stray ',' at the "
+                      "top level); give one"},
+        // yaml-cpp reads this as one empty document (all defaults); its LoadAll never ends.
+        BadConfigCase{"stray_comma", ", server: {max_candidates: 10}\n",
+                      "config/x.yaml: (file): holds more than one YAML document"}),
     [](const ::testing::TestParamInfo<BadConfigCase>& info) { return info.param.name; });
 
 TEST(ConfigTest, ReportsEveryProblemTogether) {
