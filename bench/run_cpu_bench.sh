@@ -6,8 +6,8 @@
 # torch forward alone. Writes bench/out/*.json, docs/img/cpu_latency_throughput.png and
 # the generated section of docs/benchmarks.md (between the cpu-bench markers). Last, the
 # goodput-under-overload section (bench/run_overload_bench.sh, its own markers), what a
-# refusal costs (bench/run_refusal_floor.sh, its own markers), the
-# storage: redis section (bench/run_remote_bench.sh, its own markers), the KServe v2
+# refusal costs (bench/run_refusal_floor.sh, its own markers), the door after a stall
+# (bench/run_stall_bench.sh, printed only), the storage: redis section (bench/run_remote_bench.sh, its own markers), the KServe v2
 # section through Triton's perf_analyzer (bench/run_kserve_bench.sh, its own markers),
 # the peers from PyPI: ONNX Runtime, PyTorch 2.x, fbgemm (bench/run_peer_bench.sh, its own)
 # and the MLPerf DLRM-v2 anchor (bench/run_dlrm_bench.sh, its own markers).
@@ -230,6 +230,10 @@ else
   BUILD="$BUILD" MODEL="$MODEL" DURATION=1 REPEATS=1 WRITE_DOCS=0 \
     bash bench/run_refusal_floor.sh >&2 || log "run_refusal_floor.sh failed: see bench/out/refusal"
 fi
+
+log "the door after a stall: bench/run_stall_bench.sh"
+# Prints its windows; docs/benchmarks.md ("Goodput under overload") quotes a run.
+BUILD="$BUILD" bash bench/run_stall_bench.sh >&2 || log "run_stall_bench.sh failed: see bench/out/stall"
 
 log "storage: redis tables in a Redis Cluster: bench/run_remote_bench.sh"
 # Its own section of docs/benchmarks.md (remote-bench markers).
