@@ -23,14 +23,28 @@ using engine::ErrorList;
 
 namespace {
 
+// `host` as a literal IP: an IPv4 address (AF_INET, in *v4) or a bracketed IPv6 one
+// (AF_INET6, in *v6); 0 for anything else, names included.
+int IpLiteral(absl::string_view host, in_addr* v4, in6_addr* v6) {
+  if (inet_pton(AF_INET, std::string(host).c_str(), v4) == 1) return AF_INET;
+  if (host.size() < 2 || host.front() != '[' || host.back() != ']') return 0;
+  return inet_pton(AF_INET6, std::string(host.substr(1, host.size() - 2)).c_str(), v6) == 1
+             ? AF_INET6
+             : 0;
+}
+
 // 0.0.0.0 or [::] (or another spelling of either): listens on every address of the host.
 bool IsWildcardHost(absl::string_view host) {
-  in_addr addr4;
-  if (inet_pton(AF_INET, std::string(host).c_str(), &addr4) == 1) return addr4.s_addr == 0;
-  if (host.size() < 2 || host.front() != '[' || host.back() != ']') return false;
-  in6_addr addr6;
-  return inet_pton(AF_INET6, std::string(host.substr(1, host.size() - 2)).c_str(), &addr6) == 1 &&
-         IN6_IS_ADDR_UNSPECIFIED(&addr6);
+  in_addr v4;
+  in6_addr v6;
+  switch (IpLiteral(host, &v4, &v6)) {
+    case AF_INET:
+      return v4.s_addr == 0;
+    case AF_INET6:
+      return IN6_IS_ADDR_UNSPECIFIED(&v6);
+    default:
+      return false;
+  }
 }
 
 bool IsDnsName(absl::string_view host) {
@@ -80,17 +94,16 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
 bool IsLoopbackHost(absl::string_view host) {
   // A literal address only: a name ("localhost", "127.attacker.example") resolves to
   // whatever DNS or /etc/hosts says.
-  in_addr addr4;
-  if (inet_pton(AF_INET, std::string(host).c_str(), &addr4) == 1) {
-    return (ntohl(addr4.s_addr) >> 24) == 127;
+  in_addr v4;
+  in6_addr v6;
+  switch (IpLiteral(host, &v4, &v6)) {
+    case AF_INET:
+      return (ntohl(v4.s_addr) >> 24) == 127;
+    case AF_INET6:  // [::1], or [::ffff:127.x.y.z]
+      return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+    default:
+      return false;
   }
-  if (host.size() < 2 || host.front() != '[' || host.back() != ']') return false;
-  in6_addr addr6;
-  if (inet_pton(AF_INET6, std::string(host.substr(1, host.size() - 2)).c_str(), &addr6) != 1) {
-    return false;
-  }
-  if (IN6_IS_ADDR_LOOPBACK(&addr6)) return true;
-  return IN6_IS_ADDR_V4MAPPED(&addr6) && addr6.s6_addr[12] == 127;  // [::ffff:127.x.y.z]
 }
 
 namespace {

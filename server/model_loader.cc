@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
                                                         const ModelLoaderOptions& options,
                                                         const ServedModel* previous) {
   auto served = std::make_unique<ServedModel>();
-  served->name = name.empty() ? model->spec().name : name;
+  served->name = ServedName(name, model->spec());
   served->model = std::move(model);
   const engine::HotRowCache* previous_cache =
       previous == nullptr ? nullptr : previous->hot_rows.get();
@@ -139,7 +139,7 @@ std::string AsNamed(const std::string& weights, const std::string& spec_resolved
 }
 
 std::string VersionName(const std::string& name, const engine::ModelSpec& spec) {
-  return absl::StrCat("model '", name.empty() ? spec.name : name, "' version '", spec.version, "'");
+  return absl::StrCat("model '", ServedName(name, spec), "' version '", spec.version, "'");
 }
 
 }  // namespace

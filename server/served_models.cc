@@ -57,11 +57,13 @@ absl::Status ServedModels::Load(const std::string& name, const std::string& path
   return Add(std::move(*version), is_default);
 }
 
+absl::Status NameTaken(absl::string_view name) {
+  return absl::AlreadyExistsError(
+      absl::StrCat("two models are named '", name, "'; give them distinct names"));
+}
+
 absl::Status ServedModels::Add(std::unique_ptr<ServedModel> model, bool is_default) {
-  if (by_name_.contains(model->name)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("two models are named '", model->name, "'; give them distinct names"));
-  }
+  if (by_name_.contains(model->name)) return NameTaken(model->name);
   if (is_default && default_marked_) {
     return absl::AlreadyExistsError(absl::StrCat("model '", model->name, "' and model '",
                                                  slots_[default_]->name,

@@ -97,7 +97,8 @@ class ServedModels {
   // spec's own name).
   absl::Status Load(const std::string& name, const std::string& path, bool is_default);
   // Before serving. The first model added is the default until one is added with
-  // `is_default`. ALREADY_EXISTS when the name is taken or a second default is given.
+  // `is_default`. ALREADY_EXISTS when the name is taken (NameTaken) or a second default is
+  // given.
   absl::Status Add(std::unique_ptr<ServedModel> model, bool is_default = false);
 
   // The current version of `name`; "" -> the default model; an unknown name: NOT_FOUND
@@ -164,6 +165,14 @@ class ServedModels {
   size_t default_ = 0;
   bool default_marked_ = false;
 };
+
+// The name a model is served under: the configured `name`, else its spec's own.
+inline std::string ServedName(const std::string& name, const engine::ModelSpec& spec) {
+  return name.empty() ? spec.name : name;
+}
+
+// ALREADY_EXISTS for a second model served as `name` (ServedModels::Add, --check-config).
+absl::Status NameTaken(absl::string_view name);
 
 }  // namespace fuserank::server
 

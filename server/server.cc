@@ -97,17 +97,14 @@ absl::Status CheckConfigForStart(const Config& config, std::vector<std::string>*
   const ModelLoaderOptions options = LoaderOptionsFrom(config);
   // Held until every model is checked: the models share the budget as they do at start.
   std::vector<MemoryBudget::Reservation> reserved;
-  std::vector<std::string> names;  // as served: the configured name, else the spec's
+  std::vector<std::string> names;  // ServedName of each
   for (size_t i = 0; i < config.models.size(); ++i) {
     const ModelConfig& model = config.models[i];
     absl::StatusOr<LoadedFiles> loaded = LoadModelFiles(model.name, model.path, options, nullptr);
     if (!loaded.ok()) return WithContext(loaded.status(), ModelContext(config, i));
-    const std::string name = model.name.empty() ? loaded->model->spec().name : model.name;
+    const std::string name = ServedName(model.name, loaded->model->spec());
     if (std::find(names.begin(), names.end(), name) != names.end()) {
-      // What ServedModels::Add refuses at start.
-      return WithContext(absl::AlreadyExistsError(absl::StrCat("two models are named '", name,
-                                                               "'; give them distinct names")),
-                         ModelContext(config, i));
+      return WithContext(NameTaken(name), ModelContext(config, i));  // as ServedModels::Add
     }
     names.push_back(name);
     if (config.engine.device == engine::DeviceChoice::kCuda) {

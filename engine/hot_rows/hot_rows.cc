@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 
 namespace fuserank::engine {
 namespace {
@@ -36,7 +37,7 @@ void HotSet::AlignedDelete::operator()(std::byte* p) const { ::operator delete[]
 absl::StatusOr<std::shared_ptr<const HotSet>> HotSet::FromIds(const EmbeddingTable& table,
                                                               absl::Span<const int64_t> ids,
                                                               int capacity) {
-  if (absl::Status s = CheckHotIdCount(table, ids.size(), capacity); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckHotIdCount(table, ids.size(), capacity));
   std::vector<int32_t> rows;
   rows.reserve(ids.size());
   absl::flat_hash_set<int32_t> seen;
