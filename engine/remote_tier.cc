@@ -71,9 +71,15 @@ std::string_view RemoteErrorName(int kind) {
   return remote::ErrorKindName(static_cast<remote::ErrorKind>(kind));
 }
 
+namespace {
+std::atomic<uint64_t> next_tier_id{1};
+constexpr size_t kValueSlackBytes = 64 << 10;
+}  // namespace
+
 RemoteTier::RemoteTier(std::shared_ptr<const Model> model, const RemoteTierOptions& options)
     : model_(std::move(model)),
       options_(options),
+      id_(next_tier_id.fetch_add(1, std::memory_order_relaxed)),
       counters_(new RemoteTableCounters[model_->tables().size()]) {
   for (const EmbeddingTable& table : model_->tables()) {
     near_.push_back(table.remote
@@ -93,6 +99,13 @@ absl::Status RemoteTier::Create(std::shared_ptr<const Model> model,
   remote::ClusterOptions cluster;
   cluster.seeds = options.seed_nodes;
   cluster.pool_size = options.pool_size;
+  // A value a little longer than a row still reaches the per-key size check (value_size);
+  // only an absurd one fails its node's pipeline before it is buffered.
+  size_t longest = 0;
+  for (int t = 0; t < static_cast<int>((*tier)->model_->tables().size()); ++t) {
+    longest = std::max(longest, (*tier)->ValueBytes(t));
+  }
+  cluster.max_value_bytes = longest + kValueSlackBytes;
   absl::Status status = remote::ClusterClient::Create(cluster, &(*tier)->client_);
   if (!status.ok()) {
     return absl::UnavailableError(

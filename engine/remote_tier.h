@@ -92,6 +92,9 @@ class RemoteTier : public RemoteRowSource {
 
   const Model& model() const { return *model_; }
   const RemoteTierOptions& options() const { return options_; }
+  // Unique in the process (an address may be reused by a later tier): metrics key their
+  // per-tier state on it.
+  uint64_t id() const { return id_; }
   // Per model table (spec order); zeros for local tables.
   const RemoteTableCounters& counters(int table) const { return counters_[table]; }
   // Cumulative fetch counts per kFetchBuckets bound (+Inf last), and the sum of seconds.
@@ -115,6 +118,7 @@ class RemoteTier : public RemoteRowSource {
 
   std::shared_ptr<const Model> model_;
   const RemoteTierOptions options_;
+  const uint64_t id_;
   std::unique_ptr<remote::ClusterClient> client_;
   std::vector<std::unique_ptr<NearCache>> near_;  // per table; null for local tables
   std::unique_ptr<RemoteTableCounters[]> counters_;

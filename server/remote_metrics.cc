@@ -38,15 +38,15 @@ RemoteMetrics::RemoteMetrics(prometheus::Registry& registry)
 
 void RemoteMetrics::Update(const std::vector<ModelHandle>& models) {
   absl::MutexLock lock(&mu_);
-  absl::flat_hash_map<std::pair<const void*, int>, Exported> exported;
-  absl::flat_hash_map<const void*, TierTotals> totals;
+  absl::flat_hash_map<std::pair<uint64_t, int>, Exported> exported;
+  absl::flat_hash_map<uint64_t, TierTotals> totals;
   for (const ModelHandle& served : models) {
     const engine::RemoteTier* tier = served->remote.get();
     if (tier == nullptr) continue;
     const auto& tables = tier->model().tables();
     for (int t = 0; t < static_cast<int>(tables.size()); ++t) {
       if (!tables[t].remote) continue;
-      Exported done = exported_[{tier, t}];
+      Exported done = exported_[{tier->id(), t}];
       const engine::RemoteTableCounters& counters = tier->counters(t);
       for (int k = 0; k < engine::kTiers; ++k) {
         const uint64_t now = counters.lookups[k].load(std::memory_order_relaxed);
@@ -67,9 +67,9 @@ void RemoteMetrics::Update(const std::vector<ModelHandle>& models) {
           done.errors[k] = now;
         }
       }
-      exported[{tier, t}] = done;
+      exported[{tier->id(), t}] = done;
     }
-    TierTotals done = totals_[tier];
+    TierTotals done = totals_[tier->id()];
     TierTotals now{tier->fetch_buckets(), tier->fetch_seconds_sum(), tier->round_trips(),
                    tier->fetches()};
     if (now.buckets.back() > done.buckets.back()) {
@@ -88,7 +88,7 @@ void RemoteMetrics::Update(const std::vector<ModelHandle>& models) {
     if (now.fetches > done.fetches) {
       fetches_->Increment(static_cast<double>(now.fetches - done.fetches));
     }
-    totals[tier] = now;
+    totals[tier->id()] = now;
   }
   exported_ = std::move(exported);  // retired tiers are forgotten
   totals_ = std::move(totals);

@@ -36,7 +36,7 @@ class RemoteMetrics {
   void Update(const std::vector<ModelHandle>& models);
 
  private:
-  // What has been added to the series so far, per tier (RemoteTier address) and table.
+  // What has been added to the series so far, per tier (RemoteTier::id) and table.
   struct Exported {
     std::array<uint64_t, engine::kTiers> lookups{};
     std::array<uint64_t, engine::kRemoteErrorKinds> errors{};
@@ -54,8 +54,8 @@ class RemoteMetrics {
   prometheus::Counter* round_trips_;
   prometheus::Counter* fetches_;
   absl::Mutex mu_;
-  absl::flat_hash_map<std::pair<const void*, int>, Exported> exported_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<const void*, TierTotals> totals_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<uint64_t, int>, Exported> exported_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, TierTotals> totals_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fuserank::server

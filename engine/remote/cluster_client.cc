@@ -11,6 +11,7 @@
 
 #include "engine/remote/cluster_state.h"
 #include "engine/remote/key_slot.h"
+#include "engine/remote/resp_frame.h"
 
 namespace fuserank::remote {
 namespace {
@@ -26,6 +27,7 @@ struct Job {
   size_t replies = 0;  // raw replies read (ASKING's +OK included)
   bool written = false;
   bool failed = false;
+  bool refused = false;  // the node sent a reply past the limits
 };
 
 // Where a command goes in the next round: its slot's owner, or a redirect's node.
@@ -40,15 +42,27 @@ void Fail(Reply* reply, ErrorKind kind, RunStats* stats) {
   ++stats->errors[static_cast<int>(kind)];
 }
 
-// Parses "MOVED 3999 127.0.0.1:6381" (or ASK ...) into slot and node address.
-bool ParseRedirect(std::string_view error, int* slot, std::string* host, int* port) {
+// Parses "MOVED 3999 127.0.0.1:6381" (or ASK ...) into slot and node address. Redis 7
+// writes ":6381" for "the host of the node you asked" (`asked`), and "?:6381" when it does
+// not know the endpoint (*host is then "?").
+bool ParseRedirect(std::string_view error, const std::string& asked, int* slot, std::string* host,
+                   int* port) {
   const size_t first = error.find(' ');
   const size_t second = first == std::string_view::npos ? first : error.find(' ', first + 1);
   if (second == std::string_view::npos) return false;
   const std::string_view digits = error.substr(first + 1, second - first - 1);
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *slot);
   if (ec != std::errc() || *slot < 0 || *slot >= kClusterSlots) return false;
-  return ParseAddress(error.substr(second + 1), host, port);
+  const std::string_view address = error.substr(second + 1);
+  if (address.starts_with(':')) return ParseAddress(asked + std::string(address), host, port);
+  return ParseAddress(address, host, port);
+}
+
+// What GET and SET replies may be: a value, +OK, an error, a nil.
+RespLimits RunLimits(size_t max_value_bytes) {
+  RespLimits limits;
+  limits.max_bulk = max_value_bytes;
+  return limits;
 }
 
 }  // namespace
@@ -153,8 +167,14 @@ struct ClusterClient::RunContext {
     int port = 0;
     const bool moved = text.starts_with("MOVED ");
     const bool ask = text.starts_with("ASK ");
-    if ((moved || ask) && ParseRedirect(text, &slot, &host, &port)) {
-      Node* node = state->NodeFor(host, port);
+    const std::string& asked = targets[i].node->host();
+    if ((moved || ask) && ParseRedirect(text, asked, &slot, &host, &port)) {
+      Node* node = host == "?" ? nullptr : state->NodeFor(host, port);
+      if (node == nullptr) {  // an endpoint unknown to the node, or too many nodes
+        Fail(&reply, ErrorKind::kRedirect, &stats);
+        state->RequestRefresh();
+        return;
+      }
       targets[i] = {node, ask};
       pending.push_back(i);
       if (moved) {  // the slot lives there now; the rest of the map may have moved too
@@ -198,15 +218,26 @@ struct ClusterClient::RunContext {
     return jobs;
   }
 
-  // Reads what job's socket has: false when the connection broke.
+  // Reads what job's socket has: false when the connection broke or the node sent a
+  // reply past the limits (job->refused).
   bool Read(Job* job) {
     if (redisBufferRead(job->context) != REDIS_OK) return false;
+    const RespLimits limits = RunLimits(state->options.max_value_bytes);
     for (;;) {
       if (job->replies == ExpectedReplies(*job)) return true;
-      void* raw = nullptr;
-      if (redisGetReplyFromReader(job->context, &raw) != REDIS_OK) return false;
-      if (raw == nullptr) return true;
-      redisReply* r = static_cast<redisReply*>(raw);
+      redisReply* r = nullptr;
+      std::string why;
+      switch (NextReply(job->context, limits, &r, &why)) {
+        case NextState::kMore:
+          return true;
+        case NextState::kRefused:
+          job->refused = true;
+          return false;
+        case NextState::kBroken:
+          return false;
+        case NextState::kReply:
+          break;
+      }
       const size_t n = job->replies++;
       if (!job->asking || n % 2 == 1) Handle(job->indices[job->asking ? n / 2 : n], *r);
       freeReplyObject(r);
@@ -254,8 +285,10 @@ struct ClusterClient::RunContext {
     for (Job& job : jobs) {
       const bool complete = !job.failed && job.replies == ExpectedReplies(job);
       if (!complete) {
-        const ErrorKind kind = job.failed ? ErrorKind::kConnection : ErrorKind::kTimeout;
-        if (job.failed) state->RequestRefresh();
+        const ErrorKind kind = job.refused  ? ErrorKind::kServer
+                               : job.failed ? ErrorKind::kConnection
+                                            : ErrorKind::kTimeout;
+        if (job.failed && !job.refused) state->RequestRefresh();
         const size_t answered = job.asking ? job.replies / 2 : job.replies;
         for (size_t n = answered; n < job.indices.size(); ++n) {
           Fail(&(*replies)[job.indices[n]], kind, &stats);

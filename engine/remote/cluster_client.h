@@ -4,6 +4,8 @@
 // named node (and refreshing the map), ASK by ASKING plus a retry there, without touching
 // the map. One Run() sends its commands as one pipeline per node, every node at once over
 // non-blocking sockets, and returns by its deadline whatever has not answered by then.
+// What a node sends is bounded (engine/remote/resp_frame.h), and nothing on Run()'s path
+// resolves a host name: the background refresher does.
 // Thread-safe: any number of Run() calls may proceed at once (each uses its own
 // connections, taken from a per-node pool of idle ones).
 #ifndef FUSERANK_ENGINE_REMOTE_CLUSTER_CLIENT_H_
@@ -30,6 +32,9 @@ struct ClusterOptions {
   // MOVED / ASK followed per key within one Run() (a slot being handed over may bounce a
   // key between its old and new owner until both agree).
   int max_redirects = 5;
+  // The longest value a GET may return: a longer bulk string fails its node's pipeline
+  // (ErrorKind::kServer) as soon as its length arrives, instead of being buffered.
+  size_t max_value_bytes = 1 << 20;
 };
 
 // Why a command got no answer.

@@ -1,8 +1,12 @@
 #include "engine/remote/cluster_state.h"
 
+#include <arpa/inet.h>
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <utility>
@@ -10,23 +14,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "engine/remote/node_call.h"
+#include "engine/remote/resp_frame.h"
 
 namespace fuserank::remote {
 namespace {
 
 constexpr absl::Duration kMinRefreshGap = absl::Milliseconds(100);
 
-struct ContextFree {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
+// What a CLUSTER SLOTS reply may hold: a range per slot at most, each with its master, its
+// replicas and (Redis 7) their metadata.
+RespLimits SlotsLimits() {
+  RespLimits limits;
+  limits.max_line = 4096;
+  limits.max_bulk = 4096;  // host names, node ids, metadata values
+  limits.max_elements = kClusterSlots;
+  limits.max_total_elements = 1 << 20;
+  limits.max_depth = 4;
+  return limits;
+}
 
 // Reads one CLUSTER SLOTS reply into `map`; `host` stands in for an empty node address
-// (the node that answered).
+// (the node that answered). *covered counts the slots it assigns.
 absl::Status ParseSlots(const redisReply& reply, const std::string& host,
-                        ClusterClient::State* state, SlotMap* map) {
+                        ClusterClient::State* state, SlotMap* map, int* covered) {
   if (reply.type != REDIS_REPLY_ARRAY) return absl::InternalError("CLUSTER SLOTS: not an array");
   for (size_t i = 0; i < reply.elements; ++i) {
     const redisReply& range = *reply.element[i];
@@ -44,17 +55,33 @@ absl::Status ParseSlots(const redisReply& reply, const std::string& host,
       return absl::InternalError("CLUSTER SLOTS: slot range out of bounds");
     }
     const redisReply& master = *range.element[2];
+    const long long port = master.element[1]->integer;
+    if (port < 1 || port > 65535) return absl::InternalError("CLUSTER SLOTS: port out of range");
     std::string node_host(master.element[0]->str, master.element[0]->len);
     if (node_host.empty() || node_host == "?") node_host = host;
-    Node* node = state->NodeFor(node_host, static_cast<int>(master.element[1]->integer));
-    for (long long s = first; s <= last; ++s) map->owner[s] = node;
+    Node* node = state->NodeFor(node_host, static_cast<int>(port));
+    if (node == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("CLUSTER SLOTS: more than ", kMaxNodes, " nodes"));
+    }
+    for (long long s = first; s <= last; ++s) {
+      if (map->owner[s] == nullptr) ++*covered;
+      map->owner[s] = node;
+    }
   }
   return absl::OkStatus();
 }
 
-timeval ToTimeval(std::chrono::milliseconds ms) {
-  return {static_cast<time_t>(ms.count() / 1000),
-          static_cast<suseconds_t>(ms.count() % 1000 * 1000)};
+bool IsIpLiteral(const std::string& host) {
+  in6_addr address;
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 ||
+         inet_pton(AF_INET6, host.c_str(), &address) == 1;
+}
+
+// Idle and still usable: open, and nothing to read (a closed peer reads as end of file).
+bool StillOpen(const redisContext* c) {
+  pollfd p{c->fd, POLLIN, 0};
+  return c->err == 0 && poll(&p, 1, 0) == 0;
 }
 
 }  // namespace
@@ -80,21 +107,61 @@ bool ParseAddress(std::string_view address, std::string* host, int* port) {
   return true;
 }
 
+Node::Node(std::string host, int port)
+    : host_(std::move(host)), port_(port), literal_(IsIpLiteral(host_)) {
+  if (literal_) addresses_ = {host_};
+}
+
 Node::~Node() {
   absl::MutexLock lock(&mu_);
   for (redisContext* c : idle_) redisFree(c);
 }
 
 redisContext* Node::Acquire() {
+  std::vector<std::string> addresses;
   {
     absl::MutexLock lock(&mu_);
-    if (!idle_.empty()) {
+    while (!idle_.empty()) {
       redisContext* c = idle_.back();
       idle_.pop_back();
-      return c;
+      if (StillOpen(c)) return c;
+      redisFree(c);  // the node closed it (an idle timeout, a restart)
+    }
+    addresses = addresses_;
+  }
+  redisContext* c = nullptr;
+  for (const std::string& address : addresses) {
+    if (c != nullptr) redisFree(c);
+    c = redisConnectNonBlock(address.c_str(), port_);
+    if (c != nullptr && c->err == 0) break;
+  }
+  return c;
+}
+
+void Node::Resolve() {
+  if (literal_) return;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host_.c_str(), nullptr, &hints, &found) != 0) return;
+  std::vector<std::string> addresses;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw =
+        a->ai_family == AF_INET6
+            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr)
+            : &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr;
+    if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
+        inet_ntop(a->ai_family, raw, text, sizeof(text)) != nullptr &&
+        std::find(addresses.begin(), addresses.end(), text) == addresses.end()) {
+      addresses.emplace_back(text);
     }
   }
-  return redisConnectNonBlock(host_.c_str(), port_);
+  freeaddrinfo(found);
+  if (addresses.empty()) return;
+  absl::MutexLock lock(&mu_);
+  addresses_ = std::move(addresses);
 }
 
 void Node::Release(redisContext* context, bool clean, int pool_size) {
@@ -114,6 +181,7 @@ Node* ClusterClient::State::NodeFor(const std::string& host, int port) {
   for (const auto& node : nodes) {
     if (node->port() == port && node->host() == host) return node.get();
   }
+  if (static_cast<int>(nodes.size()) >= kMaxNodes) return nullptr;
   nodes.push_back(std::make_unique<Node>(host, port));
   return nodes.back().get();
 }
@@ -125,6 +193,7 @@ std::shared_ptr<const SlotMap> ClusterClient::State::Map() const {
 
 void ClusterClient::State::SetSlot(int slot, Node* node) {
   absl::MutexLock lock(&mu);
+  if (map != nullptr && map->owner[slot] == node) return;  // told already (another key)
   auto updated = map == nullptr ? std::make_shared<SlotMap>() : std::make_shared<SlotMap>(*map);
   updated->owner[slot] = node;
   map = std::move(updated);
@@ -135,49 +204,81 @@ void ClusterClient::State::RequestRefresh() {
   refresh_wanted = true;
 }
 
-absl::Status ClusterClient::State::Refresh() {
+std::vector<std::pair<std::string, int>> ClusterClient::State::RefreshCandidates() const {
   std::vector<std::pair<std::string, int>> candidates;
-  {
-    absl::MutexLock lock(&mu);
-    for (const auto& node : nodes) candidates.emplace_back(node->host(), node->port());
+  auto add = [&candidates](const std::string& host, int port) {
+    const std::pair<std::string, int> candidate(host, port);
+    if (std::find(candidates.begin(), candidates.end(), candidate) == candidates.end()) {
+      candidates.push_back(candidate);
+    }
+  };
+  absl::MutexLock lock(&mu);
+  if (map != nullptr) {
+    for (const Node* node : map->owner) {
+      if (node != nullptr) add(node->host(), node->port());
+    }
   }
   for (const std::string& seed : options.seeds) {
     std::string host;
     int port = 0;
-    if (ParseAddress(seed, &host, &port)) candidates.emplace_back(host, port);
+    if (ParseAddress(seed, &host, &port)) add(host, port);
   }
+  for (const auto& node : nodes) add(node->host(), node->port());
+  return candidates;
+}
+
+absl::Status ClusterClient::State::Refresh() {
+  absl::Status status = RefreshMap();
+  std::vector<Node*> named;
+  {
+    absl::MutexLock lock(&mu);
+    for (const auto& node : nodes) {
+      if (!node->is_literal()) named.push_back(node.get());
+    }
+  }
+  for (Node* node : named) node->Resolve();
+  return status;
+}
+
+absl::Status ClusterClient::State::RefreshMap() {
+  const std::vector<std::pair<std::string, int>> candidates = RefreshCandidates();
+  if (candidates.empty()) return absl::InvalidArgumentError("no seed node given");
   std::vector<std::string> failures;
-  const timeval tv = ToTimeval(options.connect_timeout);
+  std::shared_ptr<SlotMap> best;
+  int best_covered = 0;
   for (const auto& [host, port] : candidates) {
-    std::unique_ptr<redisContext, ContextFree> c(redisConnectWithTimeout(host.c_str(), port, tv));
-    if (c == nullptr || c->err != 0) {
-      failures.push_back(absl::StrCat(host, ":", port, ": ", c ? c->errstr : "out of memory"));
-      continue;
+    {
+      absl::MutexLock lock(&mu);
+      if (stopping) return absl::CancelledError("the client is stopping");
     }
-    redisSetTimeout(c.get(), tv);
-    std::unique_ptr<redisReply, ReplyFree> reply(
-        static_cast<redisReply*>(redisCommand(c.get(), "CLUSTER SLOTS")));
-    if (reply == nullptr) {
-      failures.push_back(absl::StrCat(host, ":", port, ": ", c->errstr));
-      continue;
-    }
-    if (reply->type == REDIS_REPLY_ERROR) {
-      failures.push_back(
-          absl::StrCat(host, ":", port, ": ", absl::string_view(reply->str, reply->len)));
-      continue;
-    }
+    const auto deadline = std::chrono::steady_clock::now() + options.connect_timeout;
+    absl::StatusOr<ReplyPtr> reply = CallNode(host, port, "CLUSTER SLOTS", deadline, SlotsLimits());
+    absl::Status parsed = reply.status();
     auto next = std::make_shared<SlotMap>();
-    if (absl::Status parsed = ParseSlots(*reply, host, this, next.get()); !parsed.ok()) {
+    int covered = 0;
+    if (parsed.ok() && (*reply)->type == REDIS_REPLY_ERROR) {
+      parsed = absl::UnavailableError(absl::string_view((*reply)->str, (*reply)->len));
+    } else if (parsed.ok()) {
+      parsed = ParseSlots(**reply, host, this, next.get(), &covered);
+    }
+    if (parsed.ok() && covered == 0) parsed = absl::UnavailableError("its map covers no slot");
+    if (!parsed.ok()) {
       failures.push_back(absl::StrCat(host, ":", port, ": ", parsed.message()));
       continue;
     }
-    absl::MutexLock lock(&mu);
-    map = std::move(next);
-    return absl::OkStatus();
+    if (covered > best_covered) {
+      best = std::move(next);
+      best_covered = covered;
+    }
+    if (best_covered == kClusterSlots) break;
   }
-  if (candidates.empty()) return absl::InvalidArgumentError("no seed node given");
-  return absl::UnavailableError(
-      absl::StrCat("no node answered CLUSTER SLOTS (", absl::StrJoin(failures, "; "), ")"));
+  if (best == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("no node answered CLUSTER SLOTS (", absl::StrJoin(failures, "; "), ")"));
+  }
+  absl::MutexLock lock(&mu);
+  map = std::move(best);
+  return absl::OkStatus();
 }
 
 void ClusterClient::State::RefresherLoop() {

@@ -1,7 +1,9 @@
 // The shared state of a ClusterClient: the nodes it knows (each with its pool of idle
-// connections), the slot map, and the background thread that refreshes the map. Internal
-// to engine/remote. Thread-safe as annotated: the map is read-copy-update (a snapshot
-// shared_ptr taken under mu), nodes live until the client is destroyed.
+// connections and, for a host name, the address it last resolved to), the slot map, and
+// the background thread that refreshes the map and resolves host names, so that nothing on
+// a batch's path waits for DNS. Internal to engine/remote. Thread-safe as annotated: the
+// map is read-copy-update (a snapshot shared_ptr taken under mu), nodes live until the
+// client is destroyed.
 #ifndef FUSERANK_ENGINE_REMOTE_CLUSTER_STATE_H_
 #define FUSERANK_ENGINE_REMOTE_CLUSTER_STATE_H_
 
@@ -9,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,24 +24,36 @@ struct redisContext;
 
 namespace fuserank::remote {
 
+// The most nodes a client keeps: CLUSTER SLOTS replies and MOVED redirects add nodes, and
+// nodes live as long as the client (slot maps and running batches point at them).
+inline constexpr int kMaxNodes = 1024;
+
 class Node {
  public:
-  Node(std::string host, int port) : host_(std::move(host)), port_(port) {}
+  Node(std::string host, int port);
   ~Node();
   const std::string& host() const { return host_; }
   int port() const { return port_; }
-  // An idle connection, or a new non-blocking one (its connect may still be in progress,
-  // or have failed: check ->err). Never null.
+  // An idle connection that is still open with nothing unread, or a new non-blocking one
+  // (its connect may still be in progress, or have failed: check ->err). Null when the host
+  // is a name not resolved yet (the refresher resolves it).
   redisContext* Acquire();
   // Gives a connection back: kept when `clean` (no reply left unread) and fewer than
   // `pool_size` are idle, else closed.
   void Release(redisContext* context, bool clean, int pool_size);
+  // Looks the host name up (blocking: the refresher's thread only); an IP literal needs
+  // nothing. A failed lookup keeps the last addresses. Acquire dials them in order until a
+  // connect does not fail at once.
+  void Resolve();
+  bool is_literal() const { return literal_; }
 
  private:
   const std::string host_;
   const int port_;
+  const bool literal_;
   absl::Mutex mu_;
   std::vector<redisContext*> idle_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);  // numeric; none until resolved
 };
 
 struct SlotMap {
@@ -48,16 +63,22 @@ struct SlotMap {
 struct ClusterClient::State {
   explicit State(const ClusterOptions& opts) : options(opts) {}
 
-  // The node at host:port, added when new.
+  // The node at host:port, added when new; null when kMaxNodes are known already.
   Node* NodeFor(const std::string& host, int port) ABSL_LOCKS_EXCLUDED(mu);
   std::shared_ptr<const SlotMap> Map() const ABSL_LOCKS_EXCLUDED(mu);
   // After a MOVED: the slot's new owner, at once (copy-on-write of the map).
   void SetSlot(int slot, Node* node) ABSL_LOCKS_EXCLUDED(mu);
   // Wakes the refresher for a CLUSTER SLOTS round.
   void RequestRefresh() ABSL_LOCKS_EXCLUDED(mu);
-  // One CLUSTER SLOTS round over the known nodes, then the seeds; installs the first map
-  // read. Blocking (connect_timeout per node).
+  // One CLUSTER SLOTS round: the nodes of the current map first, then the seeds, then the
+  // other nodes known. Installs the first map that covers every slot, else the one that
+  // covers the most (a cluster may serve with slots uncovered); a map that covers none is a
+  // failure. Then resolves the host names. Blocking: connect_timeout per node tried, for
+  // connecting and the whole reply.
   absl::Status Refresh() ABSL_LOCKS_EXCLUDED(mu);
+  absl::Status RefreshMap() ABSL_LOCKS_EXCLUDED(mu);
+  // Whom Refresh asks, in order, each once.
+  std::vector<std::pair<std::string, int>> RefreshCandidates() const ABSL_LOCKS_EXCLUDED(mu);
   void RefresherLoop() ABSL_LOCKS_EXCLUDED(mu);
   void Stop() ABSL_LOCKS_EXCLUDED(mu);
 

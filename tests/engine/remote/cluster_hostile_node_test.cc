@@ -1,0 +1,179 @@
+// ClusterClient against nodes that misbehave (tests/engine/remote/fake_node_util.h): a
+// reply dripped forever, announced sizes past any real reply, an empty slot map, a node
+// that closes idle connections, Redis 7's short MOVED form. No redis needed.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/remote/cluster_client.h"
+#include "gtest/gtest.h"
+#include "tests/engine/remote/fake_node_util.h"
+
+namespace fuserank::remote {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using fuserank::testing::FakeNode;
+
+bool IsCommand(const std::vector<std::string>& command, std::string_view name) {
+  return !command.empty() && command[0] == name;
+}
+
+// A node that owns every slot and answers GET with `value`.
+FakeNode::Answer OwnsEverything(const int* port, std::string value) {
+  return [port, value](int fd, const std::vector<std::string>& command) {
+    if (IsCommand(command, "CLUSTER"))
+      return FakeNode::SendAll(fd, FakeNode::AllSlotsTo("127.0.0.1", *port));
+    return FakeNode::SendAll(fd, absl::StrCat("$", value.size(), "\r\n", value, "\r\n"));
+  };
+}
+
+std::unique_ptr<ClusterClient> Connect(std::vector<std::string> seeds, absl::Status* status,
+                                       size_t max_value_bytes = 1 << 20) {
+  ClusterOptions options;
+  options.seeds = std::move(seeds);
+  options.connect_timeout = std::chrono::milliseconds(300);
+  options.max_value_bytes = max_value_bytes;
+  std::unique_ptr<ClusterClient> client;
+  *status = ClusterClient::Create(options, &client);
+  return client;
+}
+
+Reply GetOne(ClusterClient& client, std::string_view key) {
+  std::vector<Reply> replies;
+  const Command command{key, {}, false};
+  client.Run({&command, 1}, Clock::now() + std::chrono::seconds(5), &replies);
+  return replies[0];
+}
+
+TEST(ClusterHostileNodeTest, ASlotMapDrippedForeverEndsAtTheDeadline) {
+  FakeNode node([&node](int fd, const std::vector<std::string>&) {
+    const std::string reply = FakeNode::AllSlotsTo("127.0.0.1", 1) + std::string(1 << 20, ' ');
+    for (const char byte : reply) {
+      if (node.stopping() || !FakeNode::SendAll(fd, std::string_view(&byte, 1))) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  });
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({node.address()}, &status);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("no complete reply in time"), std::string::npos) << status;
+  EXPECT_FALSE(client->has_map());
+}
+
+TEST(ClusterHostileNodeTest, AnArrayOfBillionsOfRangesIsRefusedWhenAnnounced) {
+  FakeNode node([&node](int fd, const std::vector<std::string>&) {
+    if (!FakeNode::SendAll(fd, "*2147483647\r\n")) return false;
+    const std::string range = "*3\r\n:0\r\n:0\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n";
+    while (!node.stopping() && FakeNode::SendAll(fd, range)) {
+    }
+    return false;
+  });
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({node.address()}, &status);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("an array of 2147483647 elements"), std::string::npos) << status;
+}
+
+TEST(ClusterHostileNodeTest, AMapThatCoversNoSlotDoesNotReplaceOneThatDoes) {
+  FakeNode empty(
+      [](int fd, const std::vector<std::string>&) { return FakeNode::SendAll(fd, "*0\r\n"); });
+  int port = 0;
+  FakeNode full(OwnsEverything(&port, "row"));
+  port = full.port();
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({empty.address(), full.address()}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  const Reply reply = GetOne(*client, "k");
+  EXPECT_EQ(reply.state, Reply::State::kValue) << ErrorKindName(reply.error);
+  EXPECT_EQ(reply.value, "row");
+
+  std::unique_ptr<ClusterClient> alone = Connect({empty.address()}, &status);
+  EXPECT_NE(status.message().find("its map covers no slot"), std::string::npos) << status;
+}
+
+TEST(ClusterHostileNodeTest, AValueLongerThanAnyRowFailsItsPipelineWhenAnnounced) {
+  FakeNode node([&node](int fd, const std::vector<std::string>& command) {
+    if (IsCommand(command, "CLUSTER")) {
+      return FakeNode::SendAll(fd, FakeNode::AllSlotsTo("127.0.0.1", node.port()));
+    }
+    if (!FakeNode::SendAll(fd, "$100000000000\r\n")) return false;
+    const std::string chunk(1 << 16, 'v');
+    while (!node.stopping() && FakeNode::SendAll(fd, chunk)) {
+    }
+    return false;
+  });
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({node.address()}, &status, 4096);
+  ASSERT_TRUE(status.ok()) << status;
+  const Reply reply = GetOne(*client, "k");
+  EXPECT_EQ(reply.state, Reply::State::kError);
+  EXPECT_EQ(reply.error, ErrorKind::kServer) << ErrorKindName(reply.error);
+}
+
+TEST(ClusterHostileNodeTest, AnIdleConnectionTheNodeClosedIsNotReused) {
+  int port = 0;
+  FakeNode node([&port](int fd, const std::vector<std::string>& command) {
+    if (IsCommand(command, "CLUSTER")) {
+      return FakeNode::SendAll(fd, FakeNode::AllSlotsTo("127.0.0.1", port));
+    }
+    FakeNode::SendAll(fd, "$3\r\nrow\r\n");
+    return false;  // as a node with `timeout` set closes an idle client
+  });
+  port = node.port();
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({node.address()}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(GetOne(*client, "a").value, "row");
+  for (int i = 0; i < 500 && node.closed() == 0; ++i) {  // wait for its close
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(node.closed(), 1);
+  const Reply reply = GetOne(*client, "b");
+  EXPECT_EQ(reply.state, Reply::State::kValue) << ErrorKindName(reply.error);
+}
+
+TEST(ClusterHostileNodeTest, AMovedWithoutAHostMeansTheHostAsked) {
+  FakeNode target([](int fd, const std::vector<std::string>&) {
+    return FakeNode::SendAll(fd, "$5\r\nmoved\r\n");
+  });
+  const int target_port = target.port();
+  int port = 0;
+  FakeNode owner([&port, target_port](int fd, const std::vector<std::string>& command) {
+    if (IsCommand(command, "CLUSTER")) {
+      return FakeNode::SendAll(fd, FakeNode::AllSlotsTo("127.0.0.1", port));
+    }
+    return FakeNode::SendAll(fd, absl::StrCat("-MOVED 7 :", target_port, "\r\n"));
+  });
+  port = owner.port();
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({owner.address()}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  const Reply reply = GetOne(*client, "k");
+  EXPECT_EQ(reply.state, Reply::State::kValue) << ErrorKindName(reply.error);
+  EXPECT_EQ(reply.value, "moved");
+}
+
+TEST(ClusterHostileNodeTest, ANodeNamedByHostNameIsResolvedBeforeBatchesUseIt) {
+  int port = 0;
+  FakeNode node([&port](int fd, const std::vector<std::string>& command) {
+    if (IsCommand(command, "CLUSTER")) {
+      return FakeNode::SendAll(fd, FakeNode::AllSlotsTo("localhost", port));
+    }
+    return FakeNode::SendAll(fd, "$3\r\nrow\r\n");
+  });
+  port = node.port();
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({node.address()}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(client->known_nodes(), 1);  // "localhost" (a seed is not a node until a map names it)
+  const Reply reply = GetOne(*client, "k");
+  EXPECT_EQ(reply.state, Reply::State::kValue) << ErrorKindName(reply.error);
+}
+
+}  // namespace
+}  // namespace fuserank::remote
