@@ -20,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 BUILD="${FUZZ_BUILD:-build-fuzz}"
 SECONDS_EACH="${FUZZ_SECONDS:-30}"
-TARGETS="${FUZZ_TARGETS:-request_decoder rank_path infer_request config safetensors model_spec model_load}"
+TARGETS="${FUZZ_TARGETS:-request_decoder rank_path infer_request config safetensors model_spec model_load resp_frame}"
 JOBS="${JOBS:-$(nproc)}"
 
 for tool in clang clang++ cmake ninja; do

@@ -30,9 +30,13 @@ LineState ReadLine(std::string_view buffer, size_t pos, size_t max_line, std::st
   return LineState::kLine;
 }
 
+// An integer as Redis writes one (and hiredis accepts): "0", or an optional '-' and digits
+// with no leading zero, within a long long.
 bool ParseLength(std::string_view digits, long long* n) {
+  const std::string_view magnitude = digits.starts_with('-') ? digits.substr(1) : digits;
+  if (magnitude.empty() || (magnitude[0] == '0' && digits.size() != 1)) return false;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *n);
-  return ec == std::errc() && end == digits.data() + digits.size() && !digits.empty();
+  return ec == std::errc() && end == digits.data() + digits.size();
 }
 
 FrameScan Refused(std::string why) { return {FrameState::kRefused, 0, std::move(why)}; }
@@ -61,7 +65,10 @@ FrameScan ScanReply(std::string_view buffer, const RespLimits& limits) {
     switch (line[0]) {
       case '+':
       case '-':
+        pos = next;
+        break;
       case ':':
+        if (!ParseLength(line.substr(1), &n)) return Refused("a malformed integer");
         pos = next;
         break;
       case '$':

@@ -9,7 +9,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${ROOT}/tests/fuzz/corpus"
 rm -rf "${OUT}"
-mkdir -p "${OUT}"/{request_decoder,infer_request,config,safetensors,model_spec,model_load}
+mkdir -p "${OUT}"/{request_decoder,infer_request,config,safetensors,model_spec,model_load,resp_frame}
 
 # --- request_decoder: the fuzzer's model has user_0 (100 rows), user_1 (50, oov reject),
 # item_0 (100), item_1 (10, oov reject); dense {user: 2, item: 3}; limits 16 candidates,
@@ -315,5 +315,15 @@ infer bad_outside_the_field "${TYPED/"${FROM}"/"${TO}"}"
 infer bad_many_parameters "${TYPED} $(for i in $(seq 0 64); do printf 'parameters {key: "p%d" value {bool_param: true}} ' "$i"; done)"
 infer bad_empty_inputs_flood "$(repeat 300 'inputs {}')"
 infer bad_group "${TYPED}" '\243\001\244\001'
+
+# --- resp_frame: what a Redis node sends (the fuzzer's limits: lines 64 bytes, bulk strings
+# 256, arrays 16 elements, 64 in all, 4 deep).
+resp() { printf -- "$2" >"${OUT}/resp_frame/$1.resp"; }
+resp valid_bulk '$3\r\nrow\r\n'
+resp valid_moved '-MOVED 3999 :6380\r\n'
+resp valid_cluster_slots '*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n'
+resp bad_huge_array '*2147483647\r\n*3\r\n:0\r\n'
+resp bad_huge_bulk '$100000000000\r\nvvvv'
+resp bad_deep '*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n'
 
 find "${OUT}" -type f | sort | sed "s|${ROOT}/||"

@@ -58,6 +58,8 @@ TEST(RespFrameTest, RefusesWhatPassesTheLimitsAsSoonAsItIsAnnounced) {
       {"$3\r\nabcde\r\n", "a bulk string without its CRLF"},
       {"$-2\r\n", "a malformed bulk length"},
       {"*x\r\n", "a malformed array length"},
+      {"*01\r\n", "a malformed array length"},  // hiredis refuses leading zeros too
+      {":12x\r\n", "a malformed integer"},
       {"%2\r\n", "an unknown reply type (byte 37)"},
       {"\r\n", "an empty reply line"},
   };
