@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,9 @@ namespace {
 std::string Describe(absl::string_view dtype, const std::vector<int64_t>& shape) {
   return absl::StrCat(dtype, " [", absl::StrJoin(shape, ", "), "]");
 }
+
+// Extra tensors named in a message; the rest are counted.
+constexpr size_t kListedExtras = 10;
 
 // Checks tensors by name against the spec, remembering which ones the spec used and
 // collecting every problem so one load reports them all.
@@ -94,15 +98,22 @@ class TensorChecker {
     return layer;
   }
 
-  // Tensors present but named by no part of the spec (most likely a typo).
+  // Tensors present but named by no part of the spec (most likely a typo). The first
+  // kListedExtras are named, the rest counted, so the message stays short enough to log.
   void CheckNoExtras() {
     std::vector<std::string> extra;
+    size_t unlisted = 0;
     for (const auto& [name, view] : tensors_) {
-      if (!used_.count(name)) extra.push_back(absl::StrCat("'", EscapeText(name, 128), "'"));
+      if (used_.count(name)) continue;
+      if (extra.size() < kListedExtras) {
+        extra.push_back(absl::StrCat("'", EscapeText(name, 128), "'"));
+      } else {
+        ++unlisted;
+      }
     }
-    if (!extra.empty()) {
-      Problem(absl::StrCat("tensors not in the spec: ", absl::StrJoin(extra, ", ")));
-    }
+    if (extra.empty()) return;
+    Problem(absl::StrCat("tensors not in the spec: ", absl::StrJoin(extra, ", "),
+                         unlisted > 0 ? absl::StrCat(" ... and ", unlisted, " more") : ""));
   }
 
   void Problem(absl::string_view message) { problems_.AddLine(message); }
@@ -132,9 +143,18 @@ class TensorChecker {
   ErrorList problems_;
 };
 
+absl::Status NonFiniteFold(absl::string_view what, int row, int column, double value) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "folding cross.weight and cross.bias into top_mlp.0.weight and top_mlp.0.bias gives a ", what,
+      " that is not a finite float32 (", value, " at row ", row,
+      column >= 0 ? absl::StrCat(", column ", column) : "",
+      "): the cross and top_mlp.0 values are too large for interaction: linear"));
+}
+
 // top_mlp[0] applied after the linear cross, as one layer over concat(V):
-// W = W_top1 * W_cross, b = W_top1 * b_cross + b_top1, summed in double.
-DenseLayer FoldCross(const DenseLayer& cross, const DenseLayer& top0) {
+// W = W_top1 * W_cross, b = W_top1 * b_cross + b_top1, summed in double. Finite factors can
+// give a product past float's range: that is refused, as a non-finite tensor is.
+absl::StatusOr<DenseLayer> FoldCross(const DenseLayer& cross, const DenseLayer& top0) {
   const int in = cross.in, k_dim = cross.out, out = top0.out;
   DenseLayer folded;
   folded.in = in;
@@ -152,24 +172,79 @@ DenseLayer FoldCross(const DenseLayer& cross, const DenseLayer& top0) {
       for (int c = 0; c < in; ++c) row[c] += a * wc[c];
       bias += a * cross.bias[k];
     }
-    for (int c = 0; c < in; ++c)
-      folded.weight[static_cast<size_t>(o) * in + c] = static_cast<float>(row[c]);
+    for (int c = 0; c < in; ++c) {
+      const float w = static_cast<float>(row[c]);
+      if (!std::isfinite(w)) return NonFiniteFold("weight", o, c, row[c]);
+      folded.weight[static_cast<size_t>(o) * in + c] = w;
+    }
     folded.bias[o] = static_cast<float>(bias);
+    if (!std::isfinite(folded.bias[o])) return NonFiniteFold("bias", o, -1, bias);
   }
   return folded;
 }
 
-// int8 tables: embeddings.<t>.qparams F32 [rows, 2] holds (scale, bias) per row.
-const float* QParams(TensorChecker& checker, const TableSpec& ts, bool copy,
-                     std::vector<std::vector<std::byte>>* owned) {
-  const TensorView* q =
-      checker.Get(absl::StrCat("embeddings.", ts.name, ".qparams"), "F32", {ts.rows, 2});
-  if (q == nullptr) return nullptr;
-  if (copy || reinterpret_cast<uintptr_t>(q->data) % alignof(float) != 0) {
-    owned->emplace_back(q->data, q->data + q->nbytes);
-    return reinterpret_cast<const float*>(owned->back().data());
+// A table's tensors in the file, checked but not yet read: embeddings.<t>.weight, and for
+// int8 embeddings.<t>.qparams F32 [rows, 2], (scale, bias) per row. Null: missing or wrong.
+struct TableTensors {
+  const TensorView* weight = nullptr;
+  const TensorView* qparams = nullptr;
+};
+
+TableTensors CheckTable(TensorChecker& checker, const TableSpec& ts, DType dtype) {
+  TableTensors out;
+  if (ts.remote()) return out;
+  out.weight = checker.Get(absl::StrCat("embeddings.", ts.name, ".weight"),
+                           std::string(SafetensorsDType(dtype)), {ts.rows, ts.dim});
+  if (dtype == DType::kInt8) {
+    out.qparams =
+        checker.Get(absl::StrCat("embeddings.", ts.name, ".qparams"), "F32", {ts.rows, 2});
   }
-  return reinterpret_cast<const float*>(q->data);
+  return out;
+}
+
+// The bytes of `t` in place, or a copy in `owned` when `copy` or when they are not aligned
+// to `align` (a misaligned file costs a copy, not a crash).
+const std::byte* Attach(const TensorView& t, size_t align, bool copy,
+                        std::vector<std::vector<std::byte>>* owned) {
+  if (!copy && reinterpret_cast<uintptr_t>(t.data) % align == 0) return t.data;
+  owned->emplace_back(t.data, t.data + t.nbytes);
+  return owned->back().data();
+}
+
+// Points each table at its checked tensors (copying where Attach must) and scans them for
+// values that are not finite. REQUIRES: every tensor passed the checks (nothing is copied
+// for a file that is refused anyway).
+absl::Status AttachTables(const std::vector<TableTensors>& views, bool copy,
+                          std::vector<EmbeddingTable>* tables,
+                          std::vector<std::vector<std::byte>>* owned) {
+  ErrorList problems;
+  for (size_t i = 0; i < views.size(); ++i) {
+    EmbeddingTable& table = (*tables)[i];
+    if (views[i].weight == nullptr) continue;  // a storage: redis table
+    table.data = Attach(*views[i].weight, DTypeBytes(table.dtype), copy, owned);
+    if (views[i].qparams != nullptr) {
+      table.qparams =
+          reinterpret_cast<const float*>(Attach(*views[i].qparams, alignof(float), copy, owned));
+    }
+    if (std::string problem = NonFiniteTableProblem(table); !problem.empty()) {
+      problems.AddLine(problem);
+    }
+  }
+  return problems.ToStatus("; ");
+}
+
+EmbeddingTable TableOf(const ModelSpec& spec, size_t i) {
+  const TableSpec& ts = spec.tables[i];
+  return EmbeddingTable{.name = ts.name,
+                        .spec_index = static_cast<int>(i),
+                        .side = ts.side,
+                        .pooling = ts.pooling,
+                        .oov = ts.oov,
+                        .dtype = spec.embedding_dtype,
+                        .rows = ts.rows,
+                        .dim = ts.dim,
+                        .row_bytes = static_cast<size_t>(DTypeBytes(spec.embedding_dtype)) * ts.dim,
+                        .remote = ts.remote()};
 }
 
 }  // namespace
@@ -203,7 +278,8 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const ModelSpec& spec,
   const uint64_t header_len = weights.header_len;
   RETURN_IF_ERROR(WithContext(CheckModelMemory(spec, file.size(), options.max_bytes), path));
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> copy, MappedFile::CopyOf(file, 8 + header_len));
-  absl::StatusOr<TensorMap> tensors = ParseSafetensors(copy->data(), copy->size());
+  absl::StatusOr<TensorMap> tensors =
+      ParseSafetensors(copy->data(), copy->size(), nullptr, MaxWeightsTensors(spec));
   if (!tensors.ok()) return WithContext(tensors.status(), path);
   absl::StatusOr<std::shared_ptr<const Model>> model =
       Build(spec, *tensors, std::move(copy), /*copy_tables=*/false);
@@ -228,44 +304,14 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
   model->spec_ = spec;
   TensorChecker checker(tensors);
 
-  const std::string dtype(SafetensorsDType(spec.embedding_dtype));
-  const size_t element = SafetensorsDTypeSize(dtype);
+  // Every tensor is checked before any table is copied: a file refused for a missing or
+  // extra tensor costs no copy beyond its budgeted one.
+  std::vector<TableTensors> views;
   for (size_t i = 0; i < spec.tables.size(); ++i) {
-    const TableSpec& ts = spec.tables[i];
-    EmbeddingTable table{.name = ts.name,
-                         .spec_index = static_cast<int>(i),
-                         .side = ts.side,
-                         .pooling = ts.pooling,
-                         .oov = ts.oov,
-                         .dtype = spec.embedding_dtype,
-                         .rows = ts.rows,
-                         .dim = ts.dim,
-                         .row_bytes = element * ts.dim,
-                         .remote = ts.remote()};
-    const TensorView* t = ts.remote() ? nullptr
-                                      : checker.Get(absl::StrCat("embeddings.", ts.name, ".weight"),
-                                                    dtype, {ts.rows, ts.dim});
-    if (t != nullptr) {
-      const bool aligned = reinterpret_cast<uintptr_t>(t->data) % element == 0;
-      if (copy_tables || !aligned) {  // a misaligned file costs a copy, not a crash
-        model->owned_.emplace_back(t->data, t->data + t->nbytes);
-        table.data = model->owned_.back().data();
-      } else {
-        table.data = t->data;
-      }
-    }
-    if (spec.embedding_dtype == DType::kInt8 && !ts.remote()) {
-      table.qparams = QParams(checker, ts, copy_tables, &model->owned_);
-    }
-    if (table.data != nullptr) {
-      if (std::string problem = NonFiniteTableProblem(table); !problem.empty()) {
-        checker.Problem(problem);
-      }
-    }
-    (ts.side == Side::kUser ? model->user_tables_ : model->item_tables_).push_back(i);
-    model->tables_.push_back(std::move(table));
+    views.push_back(CheckTable(checker, spec.tables[i], spec.embedding_dtype));
+    (spec.tables[i].side == Side::kUser ? model->user_tables_ : model->item_tables_).push_back(i);
+    model->tables_.push_back(TableOf(spec, i));
   }
-
   int in = spec.dense_total();
   for (size_t i = 0; i < spec.bottom_mlp.size(); ++i) {
     model->bottom_mlp_.push_back(
@@ -289,8 +335,9 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Build(const ModelSpec& spec,
   }
   checker.CheckNoExtras();
   RETURN_IF_ERROR(checker.ToStatus());
+  RETURN_IF_ERROR(AttachTables(views, copy_tables, &model->tables_, &model->owned_));
   if (spec.interaction == Interaction::kLinear) {
-    model->top_mlp_[0] = FoldCross(cross, model->top_mlp_[0]);
+    ASSIGN_OR_RETURN(model->top_mlp_[0], FoldCross(cross, model->top_mlp_[0]));
   }
   model->file_ = std::move(file);
   return std::shared_ptr<const Model>(std::move(model));

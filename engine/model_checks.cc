@@ -75,7 +75,9 @@ std::string NonFiniteTableProblem(const EmbeddingTable& table) {
   return "";
 }
 
-namespace {}  // namespace
+size_t MaxWeightsTensors(const ModelSpec& spec) {
+  return std::max(kMaxSafetensorsTensors, SpecTensors(spec).size());
+}
 
 absl::Status CheckModelMemory(const ModelSpec& spec, uint64_t file_bytes, uint64_t max_bytes) {
   if (max_bytes == 0) return absl::OkStatus();
@@ -111,11 +113,13 @@ absl::Status CheckWeightsSize(const RegularFile& file, uint64_t header_len, uint
 
 // The tensors of the header whose dtype or shape differs from the spec's, for the message
 // of a file whose size the spec does not explain (the header is read, never the data).
+// REQUIRES: header_len <= kMaxSafetensorsHeaderBytes.
 std::string ShapeMismatches(const RegularFile& file, uint64_t header_len, const ModelSpec& spec) {
   if (header_len > file.size() - 8) return "";
   std::string header(static_cast<size_t>(header_len), '\0');
   if (!file.ReadAt(8, header_len, header.data()).ok()) return "";
-  absl::StatusOr<std::map<std::string, SafetensorsEntry>> entries = ParseSafetensorsHeader(header);
+  absl::StatusOr<std::map<std::string, SafetensorsEntry>> entries =
+      ParseSafetensorsHeader(header, MaxWeightsTensors(spec));
   if (!entries.ok()) return "";
   std::vector<std::string> problems;
   for (const SpecTensor& want : SpecTensors(spec)) {
@@ -148,8 +152,10 @@ absl::StatusOr<OpenedWeights> OpenWeights(const ModelSpec& spec) {
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | length[i];
   const absl::Status size = CheckWeightsSize(file, header_len, SpecTensorBytes(spec));
   if (!size.ok()) {
-    return absl::Status(size.code(), absl::StrCat(path, ": ", size.message(),
-                                                  ShapeMismatches(file, header_len, spec)));
+    // A header over the limit is never read: its length alone is the whole problem.
+    const std::string mismatches =
+        header_len <= kMaxSafetensorsHeaderBytes ? ShapeMismatches(file, header_len, spec) : "";
+    return absl::Status(size.code(), absl::StrCat(path, ": ", size.message(), mismatches));
   }
   return OpenedWeights{std::move(file), header_len};
 }

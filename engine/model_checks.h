@@ -4,6 +4,7 @@
 #ifndef FUSERANK_ENGINE_MODEL_CHECKS_H_
 #define FUSERANK_ENGINE_MODEL_CHECKS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +28,10 @@ struct OpenedWeights {
 // checks, which can say which tensor is short). INVALID_ARGUMENT naming the path, the sizes
 // and the tensors whose shapes differ, or RegularFile::Open's errors.
 absl::StatusOr<OpenedWeights> OpenWeights(const ModelSpec& spec);
+
+// The most tensors the header of a weights file of `spec` may describe (engine/safetensors.h):
+// kMaxSafetensorsTensors, or as many as the spec names when it names more.
+size_t MaxWeightsTensors(const ModelSpec& spec);
 
 // RESOURCE_EXHAUSTED when the model part of the estimate (ModelMemory::model()) for a
 // weights file of `file_bytes` (0: tensors in memory) exceeds `max_bytes` (0: no limit).

@@ -28,7 +28,8 @@ using RawTensor = SafetensorsEntry;
 
 class HeaderParser {
  public:
-  explicit HeaderParser(absl::string_view text) : text_(text) {}
+  HeaderParser(absl::string_view text, size_t max_tensors)
+      : text_(text), max_tensors_(max_tensors) {}
 
   absl::Status Parse(std::map<std::string, RawTensor>* tensors,
                      std::map<std::string, std::string>* metadata) {
@@ -46,6 +47,10 @@ class HeaderParser {
         if (name == "__metadata__") {
           RETURN_IF_ERROR(Metadata(metadata));
         } else {
+          if (tensors->size() == max_tensors_) {
+            return absl::InvalidArgumentError(absl::StrCat("the header describes more than ",
+                                                           max_tensors_, " tensors (the limit)"));
+          }
           RawTensor tensor;
           RETURN_IF_ERROR(WithContext(Tensor(&tensor), absl::StrCat("tensor '", Quote(name), "'")));
           if (!tensors->emplace(name, std::move(tensor)).second) {
@@ -75,11 +80,17 @@ class HeaderParser {
         RETURN_IF_ERROR(Expect(':'));
         SkipSpace();
         std::vector<uint64_t> list;
+        if ((key == "dtype" && has_dtype) || (key == "shape" && has_shape) ||
+            (key == "data_offsets" && has_offsets)) {
+          return Error(absl::StrCat("\"", key, "\" given twice"));
+        }
         if (key == "dtype") {
           RETURN_IF_ERROR(String(&out->dtype));
           has_dtype = true;
         } else if (key == "shape") {
-          RETURN_IF_ERROR(UintList(&list));
+          RETURN_IF_ERROR(UintList(&list, kMaxSafetensorsDims,
+                                   absl::StrCat("shape has more than ", kMaxSafetensorsDims,
+                                                " dimensions (the limit)")));
           for (uint64_t d : list) {
             if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
               return Error("shape dimension too large");
@@ -88,7 +99,7 @@ class HeaderParser {
           }
           has_shape = true;
         } else if (key == "data_offsets") {
-          RETURN_IF_ERROR(UintList(&list));
+          RETURN_IF_ERROR(UintList(&list, 2, "data_offsets must be [begin, end]"));
           if (list.size() != 2) return Error("data_offsets must be [begin, end]");
           out->begin = list[0];
           out->end = list[1];
@@ -124,12 +135,14 @@ class HeaderParser {
     return Expect('}');
   }
 
-  absl::Status UintList(std::vector<uint64_t>* out) {
+  // A list of at most `max` integers; `too_long` is the message for a longer one.
+  absl::Status UintList(std::vector<uint64_t>* out, size_t max, absl::string_view too_long) {
     RETURN_IF_ERROR(Expect('['));
     SkipSpace();
     if (Consume(']')) return absl::OkStatus();
     do {
       SkipSpace();
+      if (out->size() == max) return Error(too_long);
       uint64_t value = 0;
       RETURN_IF_ERROR(Uint(&value));
       out->push_back(value);
@@ -277,6 +290,7 @@ class HeaderParser {
   }
 
   absl::string_view text_;
+  const size_t max_tensors_;
   size_t pos_ = 0;
 };
 
@@ -332,14 +346,16 @@ std::string_view SafetensorsDType(DType dtype) {
 }
 
 absl::StatusOr<std::map<std::string, SafetensorsEntry>> ParseSafetensorsHeader(
-    std::string_view json) {
+    std::string_view json, size_t max_tensors) {
   std::map<std::string, RawTensor> raw;
-  RETURN_IF_ERROR(HeaderParser(absl::string_view(json.data(), json.size())).Parse(&raw, nullptr));
+  RETURN_IF_ERROR(
+      HeaderParser(absl::string_view(json.data(), json.size()), max_tensors).Parse(&raw, nullptr));
   return raw;
 }
 
 absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
-                                           std::map<std::string, std::string>* metadata) {
+                                           std::map<std::string, std::string>* metadata,
+                                           size_t max_tensors) {
   if (size < 8) {
     return absl::InvalidArgumentError(absl::StrCat("not a safetensors file: ", size,
                                                    " bytes, shorter than the 8-byte header "
@@ -358,7 +374,7 @@ absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
   }
   absl::string_view header(reinterpret_cast<const char*>(data + 8), header_len);
   std::map<std::string, RawTensor> raw;
-  RETURN_IF_ERROR(HeaderParser(header).Parse(&raw, metadata));
+  RETURN_IF_ERROR(HeaderParser(header, max_tensors).Parse(&raw, metadata));
 
   const std::byte* base = data + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;

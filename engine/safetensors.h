@@ -23,6 +23,13 @@ namespace fuserank::engine {
 
 // The longest JSON header accepted (the reference implementation's limit).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100u << 20;
+// The most dimensions a tensor's shape may have (a model's tensors have one or two): a
+// header cannot make the parser hold more than a few numbers per tensor.
+inline constexpr size_t kMaxSafetensorsDims = 8;
+// The most tensors a header may describe unless the caller allows more (Model::Load allows
+// as many as its spec names, if more): it bounds the memory a parsed header takes to tens
+// of MB, whatever a 100 MiB header of empty tensors says.
+inline constexpr size_t kMaxSafetensorsTensors = 65536;
 
 // Bytes per element of a safetensors dtype ("F32" -> 4, "BF16" -> 2, ...); 0 if unknown.
 size_t SafetensorsDTypeSize(std::string_view dtype);
@@ -38,18 +45,21 @@ struct SafetensorsEntry {
 };
 
 // Parses the JSON header alone (the bytes after the 8-byte length), checking its syntax
-// as ParseSafetensors does but neither dtypes nor offsets.
+// and limits as ParseSafetensors does but neither dtypes nor offsets.
 absl::StatusOr<std::map<std::string, SafetensorsEntry>> ParseSafetensorsHeader(
-    std::string_view json);
+    std::string_view json, size_t max_tensors = kMaxSafetensorsTensors);
 
 // Parses a whole safetensors file held in [data, data + size). The views point into it.
-// Rejects: a header length past the end, malformed JSON, unknown dtypes, negative or
-// overflowing shapes, data_offsets out of range, a byte count that is not
-// dtype size * elements, and tensors that overlap. `metadata` (optional) receives
-// the "__metadata__" map. Messages quote no byte of the file verbatim: names and strings of
-// the header are escaped and cut (engine/escape_text.h), syntax errors give the position.
+// Rejects: a header length past the end or over kMaxSafetensorsHeaderBytes, malformed JSON
+// (a key given twice in a tensor included), more than `max_tensors` tensors, a shape of more
+// than kMaxSafetensorsDims dimensions, unknown dtypes, negative or overflowing shapes,
+// data_offsets out of range, a byte count that is not dtype size * elements, and tensors
+// that overlap. `metadata` (optional) receives the "__metadata__" map. Messages quote no
+// byte of the file verbatim: names and strings of the header are escaped and cut
+// (engine/escape_text.h), syntax errors give the position.
 absl::StatusOr<TensorMap> ParseSafetensors(const std::byte* data, size_t size,
-                                           std::map<std::string, std::string>* metadata = nullptr);
+                                           std::map<std::string, std::string>* metadata = nullptr,
+                                           size_t max_tensors = kMaxSafetensorsTensors);
 
 // Writes a safetensors file in two steps: the header from the tensors' names, dtypes and
 // shapes, then their bytes in the same order, streamed through Append() in any chunks.

@@ -154,9 +154,7 @@ YamlMap::YamlMap(const YAML::Node& node, std::string path, ErrorList* errors)
   if (!node.IsMap()) return;  // callers pass maps or null
   for (auto it = node.begin(); it != node.end(); ++it) {
     std::string key = it->first.IsScalar() ? it->first.Scalar() : "<non-scalar key>";
-    bool duplicate = false;
-    for (const auto& entry : entries_) duplicate |= entry.first == key;
-    if (duplicate) {
+    if (!index_.emplace(key, entries_.size()).second) {  // a set: a map of 30k keys stays fast
       errors_->Add(Key(key), "given more than once");
       continue;
     }
@@ -174,13 +172,10 @@ std::optional<YAML::Node> YamlMap::Find(absl::string_view key) {
   bool listed = false;
   for (const std::string& known : known_) listed |= known == key;
   if (!listed) known_.emplace_back(key);
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    if (entries_[i].first == key) {
-      used_[i] = true;
-      return entries_[i].second;
-    }
-  }
-  return std::nullopt;
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  used_[it->second] = true;
+  return entries_[it->second].second;
 }
 
 std::optional<YAML::Node> YamlMap::Section(absl::string_view key) {
@@ -192,9 +187,7 @@ std::optional<YAML::Node> YamlMap::Section(absl::string_view key) {
 
 void YamlMap::Require(std::initializer_list<absl::string_view> keys) {
   for (absl::string_view key : keys) {
-    bool present = false;
-    for (const auto& entry : entries_) present |= entry.first == key;
-    if (!present) errors_->Add(Key(key), "missing");
+    if (!index_.contains(key)) errors_->Add(Key(key), "missing");
   }
 }
 

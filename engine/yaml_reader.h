@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -89,6 +91,7 @@ class YamlMap {
   std::string path_;
   ErrorList* errors_;
   std::vector<std::pair<std::string, YAML::Node>> entries_;  // first of each key, in order
+  absl::flat_hash_map<std::string, size_t> index_;           // key -> its place in entries_
   std::vector<bool> used_;
   std::vector<std::string> known_;
 };

@@ -1,8 +1,25 @@
 #include "server/model_files.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "engine/model_spec.h"
+
 namespace fuserank::server {
+namespace {
+
+std::string Directory(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+}  // namespace
 
 FileStamp StampFile(const std::string& path) {
   FileStamp stamp;
@@ -16,10 +33,42 @@ FileStamp StampFile(const std::string& path) {
   return stamp;
 }
 
+absl::StatusOr<std::string> ResolvePath(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr) {
+    return absl::NotFoundError(std::strerror(errno));
+  }
+  return std::string(resolved);
+}
+
+std::string WeightsAsNamed(const std::string& weights, const std::string& spec_read,
+                           const std::string& spec_named) {
+  const std::string read_dir = Directory(spec_read);
+  const std::string prefix = read_dir == "/" ? read_dir : read_dir + "/";
+  if (!absl::StartsWith(weights, prefix)) return weights;
+  // Only a configured directory that is (through symlinks) the one read from: a spec file
+  // that is itself a symlink names weights beside its target, not beside the link.
+  const absl::StatusOr<std::string> named_dir = ResolvePath(Directory(spec_named));
+  if (!named_dir.ok() || *named_dir != read_dir) return weights;
+  return (std::filesystem::path(Directory(spec_named)) / weights.substr(prefix.size())).string();
+}
+
+absl::StatusOr<std::string> NamedWeightsPath(const std::string& spec_path) {
+  const absl::StatusOr<std::string> resolved = ResolvePath(spec_path);
+  const std::string& read = resolved.ok() ? *resolved : spec_path;
+  absl::StatusOr<engine::ModelSpec> spec = engine::ParseModelSpecFile(read);
+  if (!spec.ok()) return spec.status();
+  return WeightsAsNamed(spec->weights_path, read, spec_path);
+}
+
 ModelFiles Restamp(const ModelFiles& files) {
   ModelFiles now = files;
   now.spec = StampFile(files.spec_path);
-  now.weights = StampFile(files.weights_path);
+  if (!(now.spec == files.spec)) {
+    absl::StatusOr<std::string> weights = NamedWeightsPath(files.spec_path);
+    if (weights.ok()) now.weights_path = *std::move(weights);
+  }
+  now.weights = StampFile(now.weights_path);
   return now;
 }
 

@@ -1,11 +1,14 @@
 // What a model version was loaded from: its spec and weights paths and a stamp of each
 // file (device, inode, size, modification time), so that a watcher can tell when either
-// has been replaced or rewritten. Plain data and pure functions; thread-safe.
+// has been replaced or rewritten, or when the spec names another weights file. Plain data
+// and pure functions of their arguments and the file system; thread-safe.
 #ifndef FUSERANK_SERVER_MODEL_FILES_H_
 #define FUSERANK_SERVER_MODEL_FILES_H_
 
 #include <cstdint>
 #include <string>
+
+#include "absl/status/statusor.h"
 
 namespace fuserank::server {
 
@@ -23,7 +26,7 @@ struct FileStamp {
 
 struct ModelFiles {
   std::string spec_path;     // the spec YAML, as configured
-  std::string weights_path;  // the safetensors file it names, resolved
+  std::string weights_path;  // the safetensors file it names, as WeightsAsNamed gives it
   FileStamp spec;
   FileStamp weights;
 
@@ -34,7 +37,27 @@ struct ModelFiles {
 // The stamp of `path` now (exists = false when it cannot be stat'ed).
 FileStamp StampFile(const std::string& path);
 
-// The same paths stamped again.
+// realpath(3) of `path` (every symlink followed, "." and ".." removed); NOT_FOUND with
+// strerror when it or a directory on the way does not exist.
+absl::StatusOr<std::string> ResolvePath(const std::string& path);
+
+// The weights path to watch. `weights` is the path the spec names, made absolute against
+// the directory of `spec_read`, the resolved path the spec was read from. When the directory
+// of `spec_named` (the spec path as configured) resolves to that same directory, the path is
+// given under the configured directory instead, so that a directory symlink switched later
+// shows up as a change; otherwise (the spec file itself is a symlink into another directory)
+// `weights` as it is.
+std::string WeightsAsNamed(const std::string& weights, const std::string& spec_read,
+                           const std::string& spec_named);
+
+// The weights path the spec at `spec_path` (as configured) names now, as WeightsAsNamed
+// gives it: the spec is resolved and read (a regular file of at most
+// engine::kMaxModelSpecBytes) and parsed. The spec parser's errors.
+absl::StatusOr<std::string> NamedWeightsPath(const std::string& spec_path);
+
+// `files` stamped again. When the spec's stamp differs from files.spec, the spec is read
+// again (NamedWeightsPath) and the weights file it names now is stamped, so that a spec
+// that names a new file is followed; a spec that cannot be read keeps files.weights_path.
 ModelFiles Restamp(const ModelFiles& files);
 
 }  // namespace fuserank::server

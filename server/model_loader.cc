@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_simd.h"
 #include "engine/status_macros.h"
 #include "server/guarded_backend.h"
+#include "server/model_files.h"
 #include "server/model_warmup.h"
 #include "server/serving_limits.h"
 #include "spdlog/spdlog.h"
@@ -129,15 +128,6 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
 
 namespace {
 
-// `weights` (resolved against the directory of `spec_resolved`) as seen from the directory
-// of `spec_named`, the same directory before symlinks are followed.
-std::string AsNamed(const std::string& weights, const std::string& spec_resolved,
-                    const std::string& spec_named) {
-  const std::string dir = std::filesystem::path(spec_resolved).parent_path().string() + "/";
-  if (!absl::StartsWith(weights, dir)) return weights;
-  return (std::filesystem::path(spec_named).parent_path() / weights.substr(dir.size())).string();
-}
-
 std::string VersionName(const std::string& name, const engine::ModelSpec& spec) {
   return absl::StrCat("model '", ServedName(name, spec), "' version '", spec.version, "'");
 }
@@ -151,9 +141,12 @@ absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
   prepared.spec_path = spec_path;
   if (options.roots != nullptr) {
     ASSIGN_OR_RETURN(prepared.spec_path, options.roots->Confine(spec_path, "model spec"));
+  } else if (absl::StatusOr<std::string> resolved = ResolvePath(spec_path); resolved.ok()) {
+    prepared.spec_path = *std::move(resolved);  // the file the watch reads (NamedWeightsPath)
   }
   ASSIGN_OR_RETURN(prepared.spec, engine::ParseModelSpecFile(prepared.spec_path));
-  prepared.weights_as_named = AsNamed(prepared.spec.weights_path, prepared.spec_path, spec_path);
+  prepared.weights_as_named =
+      WeightsAsNamed(prepared.spec.weights_path, prepared.spec_path, spec_path);
   if (options.roots != nullptr) {
     absl::StatusOr<std::string> weights =
         options.roots->Confine(prepared.spec.weights_path, "weights");

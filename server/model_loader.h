@@ -64,8 +64,9 @@ struct ModelLoaderOptions {
 struct PreparedVersion {
   std::string spec_path;   // resolved
   engine::ModelSpec spec;  // weights_path resolved too
-  // The weights path as the spec names it from the spec path given (not resolved): what the
-  // file watch stamps, so that a symlink switched later shows up as a change.
+  // The weights path as the file watch stamps it (model_files.h: WeightsAsNamed): under the
+  // spec path given when that is the directory read from, so that a directory symlink
+  // switched later shows up as a change.
   std::string weights_as_named;
   uint64_t weights_bytes = 0;
   engine::ModelMemory memory;

@@ -1,29 +1,15 @@
 #include "server/model_roots.h"
 
-#include <limits.h>
-#include <stdlib.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/escape_text.h"
-#include "engine/model_spec.h"
+#include "server/model_files.h"
 
 namespace fuserank::server {
 namespace {
-
-// realpath(3), or the errno it failed with.
-absl::StatusOr<std::string> Resolve(const std::string& path) {
-  char resolved[PATH_MAX];
-  if (::realpath(path.c_str(), resolved) == nullptr) {
-    return absl::NotFoundError(std::strerror(errno));
-  }
-  return std::string(resolved);
-}
 
 bool Inside(absl::string_view path, absl::string_view root) {
   if (root == "/") return true;
@@ -46,11 +32,25 @@ ModelRoots ModelRoots::FromConfig(const Config& config) {
     }
     roots.push_back(std::move(dir));
   };
+  // Each path's directory and, when the file itself is a symlink into another directory
+  // (a Hugging Face cache's snapshots/ -> blobs/), its target's: Confine checks resolved
+  // paths. A directory symlink is not frozen into its current target (roots are resolved
+  // at each check, so it follows a switch).
+  auto add_file = [&](const std::string& path) {
+    const std::string dir = Directory(path);
+    add(dir);
+    absl::StatusOr<std::string> resolved = ResolvePath(path);
+    absl::StatusOr<std::string> resolved_dir = ResolvePath(dir);
+    if (resolved.ok() && resolved_dir.ok() && Directory(*resolved) != *resolved_dir) {
+      add(Directory(*resolved));
+    }
+  };
   for (const ModelConfig& model : config.models) {
-    add(Directory(model.path));
-    // A spec that does not parse adds no weights directory: loading it reports why.
-    absl::StatusOr<engine::ModelSpec> spec = engine::ParseModelSpecFile(model.path);
-    if (spec.ok()) add(Directory(spec->weights_path));
+    add_file(model.path);
+    // The weights as the loader reads the spec (resolved) and the watch names them. A spec
+    // that does not parse adds no weights directory: loading it reports why.
+    absl::StatusOr<std::string> weights = NamedWeightsPath(model.path);
+    if (weights.ok()) add_file(*weights);
   }
   return ModelRoots(std::move(roots));
 }
@@ -58,13 +58,13 @@ ModelRoots ModelRoots::FromConfig(const Config& config) {
 absl::StatusOr<std::string> ModelRoots::Confine(const std::string& path,
                                                 absl::string_view what) const {
   const std::string shown = engine::EscapeText(path);
-  absl::StatusOr<std::string> resolved = Resolve(path);
+  absl::StatusOr<std::string> resolved = ResolvePath(path);
   if (!resolved.ok()) {
     return absl::NotFoundError(
         absl::StrCat(what, " '", shown, "' cannot be resolved: ", resolved.status().message()));
   }
   for (const std::string& root : roots_) {
-    absl::StatusOr<std::string> resolved_root = Resolve(root);
+    absl::StatusOr<std::string> resolved_root = ResolvePath(root);
     if (resolved_root.ok() && Inside(*resolved, *resolved_root)) return *resolved;
   }
   return absl::PermissionDeniedError(absl::StrCat(

@@ -23,7 +23,8 @@ class ModelRoots {
   explicit ModelRoots(std::vector<std::string> roots) : roots_(std::move(roots)) {}
 
   // model.roots of `config`, or, when empty, the directories of every configured model's
-  // spec and of the weights file each names (read from the specs).
+  // spec and of the weights file each names (read from the specs), and of the files they
+  // resolve to where either is a symlink into another directory.
   static ModelRoots FromConfig(const Config& config);
 
   // The resolved path of `path` when it lies inside a root. NOT_FOUND when it cannot be

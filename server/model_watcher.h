@@ -1,5 +1,6 @@
 // Watches the spec and weights files of every served model and reloads a model when its
-// files change: every `interval` it stamps them (model_files.h); a change is loaded once
+// files change: every `interval` it stamps them (model_files.h: Restamp; a changed spec is
+// read again, so the weights file it names now is the one stamped); a change is loaded once
 // the files have stayed the same for one more interval, so a file still being written is
 // not loaded half-written. A refused version is logged and not retried until the files
 // change again. Replace files by renaming a complete file over the old one: the serving

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/mapped_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -237,7 +238,46 @@ INSTANTIATE_TEST_SUITE_P(
         std::pair<std::string, std::string>{R"({"__metadata__":{"k":1}})",
                                             "__metadata__ values must be strings"},
         std::pair<std::string, std::string>{"{\"w\x01\":{}}", "control character"},
-        std::pair<std::string, std::string>{R"({"\ud800":{}})", "unpaired surrogate"}));
+        std::pair<std::string, std::string>{R"({"\ud800":{}})", "unpaired surrogate"},
+        std::pair<std::string, std::string>{
+            R"({"w":{"dtype":"F32","shape":[1],"shape":[1],"data_offsets":[0,4]}})",
+            "\"shape\" given twice"},
+        std::pair<std::string, std::string>{
+            R"({"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}})",
+            "tensor 'w': malformed JSON header at byte 45: shape has more than 8 dimensions"},
+        std::pair<std::string, std::string>{
+            R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4,4,4]}})",
+            "data_offsets must be [begin, end]"}));
+
+// A header's size bounds what parsing it holds: a shape of millions of zero dimensions is
+// refused at the ninth (it would take 8 bytes per dimension from 2 bytes of header).
+TEST(SafetensorsTest, RefusesAShapeOfMillionsOfDimensionsAtTheLimit) {
+  std::string dims = "0";
+  for (int i = 0; i < 1000000; ++i) dims += ",0";
+  const std::vector<std::byte> file = RawFile(
+      absl::StrCat(R"({"w":{"dtype":"F32","shape":[)", dims, R"(],"data_offsets":[0,0]}})"), 0);
+  const absl::Status status = ParseRaw(file);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("shape has more than 8 dimensions (the limit)"));
+}
+
+// Empty tensors take no data bytes but a few hundred bytes each once parsed: their number
+// is limited, by default to kMaxSafetensorsTensors; a caller may allow more.
+TEST(SafetensorsTest, RefusesMoreTensorsThanTheLimit) {
+  std::string header = "{";
+  for (size_t i = 0; i <= kMaxSafetensorsTensors; ++i) {
+    absl::StrAppend(&header, i == 0 ? "" : ",", "\"t", i,
+                    R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})");
+  }
+  header += "}";
+  const std::vector<std::byte> file = RawFile(header, 0);
+  absl::Status status = ParseRaw(file);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat("the header describes more than ", kMaxSafetensorsTensors,
+                                     " tensors (the limit)")));
+  EXPECT_TRUE(ParseSafetensors(file.data(), file.size(), nullptr, kMaxSafetensorsTensors + 1).ok());
+}
 
 TEST(SafetensorsTest, AcceptsEmptyHeaderAndSpacePadding) {
   absl::StatusOr<TensorMap> parsed =

@@ -3,6 +3,7 @@
 // wrong types, and every problem as "<file>: <key path>: <reason>".
 #include "engine/yaml_reader.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,28 @@ TEST(YamlReaderTest, RefusesADuplicateKey) {
   EXPECT_THAT(Read("count: 1\ncount: 2\n", &v),
               ElementsAre("f.yaml: s.count: given more than once"));
   EXPECT_EQ(v.count, 1);
+}
+
+// Keys are looked up by hash, not compared pairwise: among thousands of keys, the first of
+// each is the one read, a repeat is refused once per repeat, and none is lost.
+TEST(YamlReaderTest, FindsTheFirstOfEachKeyAmongThousands) {
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "k" + std::to_string(i) + ": " + std::to_string(i) + "\n";
+  text += "k4999: 0\nk0: 1\n";
+  ErrorList errors("f.yaml");
+  std::optional<YAML::Node> root = LoadYaml(text, &errors);
+  ASSERT_TRUE(root.has_value());
+  YamlMap map(*root, "", &errors);
+  EXPECT_THAT(errors.lines(), ElementsAre("f.yaml: k4999: given more than once",
+                                          "f.yaml: k0: given more than once"));
+  int value = -1;
+  EXPECT_TRUE(map.Int("k4999", &value));
+  EXPECT_EQ(value, 4999);
+  EXPECT_TRUE(map.Int("k0", &value));
+  EXPECT_EQ(value, 0);
+  EXPECT_FALSE(map.Int("k5000", &value));
+  map.Require({"k2500", "k5001"});
+  EXPECT_EQ(errors.lines().back(), "f.yaml: k5001: missing");
 }
 
 TEST(YamlReaderTest, RefusesQuotedNumbersAndBooleans) {

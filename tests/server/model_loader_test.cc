@@ -1,6 +1,7 @@
 // PrepareModelVersion's memory check counts the hot-row cache: a version that fits the
 // budget without hot rows is refused once cache.hot_rows_per_table adds two full hot sets
 // per table, with the budget's message naming the hot rows and model.memory_budget_bytes.
+// The weights path a version records for the file watch follows the spec as it was read.
 #include "server/model_loader.h"
 
 #include <unistd.h>
@@ -8,10 +9,12 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/model_files.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::server {
@@ -49,6 +52,42 @@ TEST(ModelLoaderBudgetTest, TheHotRowCacheIsCountedInTheMemoryBudget) {
   EXPECT_THAT(refused.message(), HasSubstr("model.memory_budget_bytes"));
   options.cache.capacity = 0;
   EXPECT_TRUE(PrepareModelVersion("", *path, options).ok());
+  std::filesystem::remove_all(dir);
+}
+
+// The weights path a version records for the file watch is under the configured directory
+// only when that directory is the one the spec was read from (a directory symlink, to be
+// followed when switched); a spec file that is itself a symlink names the weights beside its
+// target, not a path beside the link where no file is. The watch computes the same path
+// (NamedWeightsPath), or it would see a change at every poll.
+TEST(ModelLoaderNamesTest, TheWatchedWeightsPathIsWhereTheSpecReadNamesIt) {
+  const std::string dir = std::filesystem::weakly_canonical(
+                              absl::StrCat(::testing::TempDir(), "/model_loader_names_", getpid()))
+                              .string();
+  std::filesystem::remove_all(dir);
+  engine::ModelSpec spec = testing::SmallSpec(1, 1, 10, 4);
+  spec.name = "m";
+  spec.weights_path = "m.safetensors";
+  ASSERT_TRUE(testing::WriteTestModel(testing::MakeRandomModel(spec, 1), dir + "/store").ok());
+  std::filesystem::create_directories(dir + "/models");
+  std::filesystem::create_symlink("../store/m.yaml", dir + "/models/m.yaml");
+  std::filesystem::create_directory_symlink(dir + "/store", dir + "/live");
+  for (const bool confined : {false, true}) {
+    SCOPED_TRACE(confined ? "with roots" : "without roots");
+    ModelLoaderOptions options;
+    if (confined) {
+      options.roots = std::make_shared<const ModelRoots>(std::vector<std::string>{dir});
+    }
+    absl::StatusOr<PreparedVersion> linked =
+        PrepareModelVersion("", dir + "/models/m.yaml", options);
+    ASSERT_TRUE(linked.ok()) << linked.status();
+    EXPECT_EQ(linked->weights_as_named, dir + "/store/m.safetensors");
+    EXPECT_EQ(NamedWeightsPath(dir + "/models/m.yaml").value_or(""), linked->weights_as_named);
+    absl::StatusOr<PreparedVersion> live = PrepareModelVersion("", dir + "/live/m.yaml", options);
+    ASSERT_TRUE(live.ok()) << live.status();
+    EXPECT_EQ(live->weights_as_named, dir + "/live/m.safetensors");
+    EXPECT_EQ(NamedWeightsPath(dir + "/live/m.yaml").value_or(""), live->weights_as_named);
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -1,6 +1,7 @@
 // ModelRoots: a path is confined when its realpath lies inside a root's realpath; symlinks
 // and ".." cannot lead out; a root that is a symlink follows its current target; the
-// default roots are the configured models' spec and weights directories.
+// default roots are the configured models' spec and weights directories and those that
+// files symlinked elsewhere resolve to.
 #include "server/model_roots.h"
 
 #include <unistd.h>
@@ -95,6 +96,36 @@ TEST_F(ModelRootsTest, TheDefaultRootsAreTheModelsSpecAndWeightsDirectories) {
               ElementsAre(dir_ + "/root/v1", dir_ + "/outside"));
   config.model_roots = {"/srv/models"};
   EXPECT_THAT(ModelRoots::FromConfig(config).roots(), ElementsAre("/srv/models"));
+}
+
+// Confine checks resolved paths, so the default roots hold the directories that a spec or
+// weights file symlinked into another directory resolves to: a spec linked into a store,
+// and a Hugging Face cache's weights (snapshots/ -> blobs/). A directory symlink is not
+// frozen into its current target.
+TEST_F(ModelRootsTest, TheDefaultRootsHoldTheTargetsOfSymlinkedFiles) {
+  engine::ModelSpec spec = testing::SmallSpec(1, 1, 10, 4);
+  spec.name = "m";
+  spec.weights_path = "m.safetensors";
+  ASSERT_TRUE(testing::WriteTestModel(testing::MakeRandomModel(spec, 1), dir_ + "/store").ok());
+  fs::create_directories(dir_ + "/models");
+  fs::create_symlink("../store/m.yaml", dir_ + "/models/m.yaml");
+  ASSERT_TRUE(testing::WriteTestModel(testing::MakeRandomModel(spec, 2), dir_ + "/snap").ok());
+  fs::create_directories(dir_ + "/blobs");
+  fs::rename(dir_ + "/snap/m.safetensors", dir_ + "/blobs/abc");
+  fs::create_symlink("../blobs/abc", dir_ + "/snap/m.safetensors");
+  fs::create_directory_symlink(dir_ + "/snap", dir_ + "/current");
+  Config config;
+  config.models = {ModelConfig{"a", dir_ + "/models/m.yaml"},
+                   ModelConfig{"b", dir_ + "/current/m.yaml"}};
+  const ModelRoots roots = ModelRoots::FromConfig(config);
+  EXPECT_THAT(roots.roots(),
+              ElementsAre(dir_ + "/models", dir_ + "/store", dir_ + "/current", dir_ + "/blobs"));
+  for (const std::string& path : {dir_ + "/models/m.yaml", dir_ + "/store/m.safetensors",
+                                  dir_ + "/current/m.yaml", dir_ + "/current/m.safetensors"}) {
+    absl::StatusOr<std::string> confined = roots.Confine(path, "file");
+    EXPECT_TRUE(confined.ok()) << confined.status();
+  }
+  EXPECT_FALSE(roots.Confine(dir_ + "/outside/m.yaml", "model spec").ok());
 }
 
 }  // namespace

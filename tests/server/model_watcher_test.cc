@@ -1,13 +1,15 @@
 // ModelWatcher, driven poll by poll (PollOnce) so that no test depends on timing: a
 // replaced file is loaded once it has stayed the same for one more poll, a file that is
 // still changing is not, a refused version is not retried until the files change again,
-// and the thread itself picks up a change.
+// a new spec's weights file is followed, and the thread itself picks up a change.
 #include "server/model_watcher.h"
 
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -121,6 +123,39 @@ TEST_F(ModelWatcherTest, ARefusedVersionIsNotRetriedUntilTheFilesChangeAgain) {
   watcher.PollOnce();
   EXPECT_EQ(watcher.reloads(), 2);
   EXPECT_EQ(Serving(), "v3");
+}
+
+// The watch stamps the weights file the spec on disk names now, not the one the serving
+// version was loaded from: a new spec naming a new file that is first written truncated is
+// refused, and loaded once that file is complete.
+TEST_F(ModelWatcherTest, FollowsTheWeightsFileANewSpecNames) {
+  ModelWatcher watcher(models_.get(), absl::Hours(1));
+  const std::string tmp = dir_ + "/live/.tmp";
+  fs::copy_file(dir_ + "/v2/m.safetensors", tmp);
+  fs::resize_file(tmp, 100);
+  fs::rename(tmp, dir_ + "/live/m2.safetensors");
+  std::ifstream in(dir_ + "/v2/m.yaml");
+  std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = yaml.find("m.safetensors");
+  ASSERT_NE(at, std::string::npos);
+  yaml.replace(at, 1, "m2");
+  std::ofstream(tmp) << yaml;
+  fs::rename(tmp, dir_ + "/live/m.yaml");
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.refused(), 1) << "m2.safetensors is truncated";
+  EXPECT_EQ(Serving(), "v1");
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 1);
+  fs::copy_file(dir_ + "/v2/m.safetensors", tmp);  // m2.safetensors complete
+  fs::rename(tmp, dir_ + "/live/m2.safetensors");
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 2);
+  EXPECT_EQ(Serving(), "v2");
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 2) << "the loaded files are not loaded again";
 }
 
 TEST_F(ModelWatcherTest, FollowsAReloadToAnotherPath) {
