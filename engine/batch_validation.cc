@@ -69,6 +69,13 @@ absl::Status ValidateBatch(const Batch& batch) {
     if (batch.candidate_begin[r] > batch.candidate_begin[r + 1]) {
       return absl::InvalidArgumentError("batch: candidate_begin decreases");
     }
+    // The decoders write 1..count (count for "all"), 0 only for a request of none.
+    const uint32_t count = batch.candidate_begin[r + 1] - batch.candidate_begin[r];
+    if (batch.top_k[r] > count || (batch.top_k[r] == 0 && count > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("batch: request ", r, " has top_k ",
+                                                     batch.top_k[r], " for ", count,
+                                                     " candidates (expected 1..", count, ")"));
+    }
   }
   const size_t candidates = batch.num_candidates();
   const ModelSpec& spec = model.spec();

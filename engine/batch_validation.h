@@ -11,7 +11,8 @@
 namespace fuserank::engine {
 
 // OK, or INVALID_ARGUMENT ("batch: ...") naming the first inconsistency: no model,
-// candidate_begin or top_k malformed, bags of the wrong count or reversed, dense features
+// candidate_begin or top_k malformed (a top_k outside 1..the request's candidates, 0 for a
+// request of none), bags of the wrong count or reversed, dense features
 // of the wrong size, a row out of range for its table.
 absl::Status ValidateBatch(const Batch& batch);
 

@@ -44,6 +44,19 @@ absl::Status NeedsCache(const ServedModel& served) {
       absl::StrCat("model '", served.name, "' has no hot-row cache"));
 }
 
+// OK while the client still waits for the call's answer: else CANCELLED, or
+// DEADLINE_EXCEEDED when its deadline has passed (gRPC cancels the call then too).
+absl::Status StillWanted(grpc::CallbackServerContext* context) {
+  if (context->deadline() <= std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError(
+        "the deadline passed while the call waited for the admin worker; nothing was done");
+  }
+  if (context->IsCancelled()) {
+    return absl::CancelledError("the call was cancelled while it waited; nothing was done");
+  }
+  return absl::OkStatus();
+}
+
 // The reactor of one admin call. Admin work finishes on the admin worker while gRPC runs
 // OnDone() and frees the call's messages on one of its own threads: Finish() releases the
 // call for TSan and OnDone() acquires it (server/tsan_handoff.h), so what the worker wrote
@@ -63,19 +76,32 @@ AdminService::AdminService(Metrics* metrics, ServedModels* models, AdminAuth aut
 
 AdminService::~AdminService() { StopWorker(); }
 
-void AdminService::RunOnWorker(AdminWorker* worker, grpc::ServerUnaryReactor* reactor, Rpc rpc,
-                               Clock::time_point start, std::string what,
-                               std::function<absl::Status()> work) {
+void AdminService::StartShutdown() {
+  shutting_down_.store(true, std::memory_order_release);
+  changes_.Close();
+  reloads_.Close();
+}
+
+absl::Status AdminService::Admit(const grpc::CallbackServerContext& context,
+                                 absl::string_view method) {
+  if (shutting_down_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError("the server is shutting down");
+  }
+  return Authorize(context, method);
+}
+
+void AdminService::RunOnWorker(grpc::CallbackServerContext* context, AdminWorker* worker,
+                               grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
+                               std::string what, std::function<absl::Status()> work) {
   auto run = [this, reactor, rpc, start, work = std::move(work)]() -> AdminWorker::Answer {
     const absl::Status status = work();
     return [this, reactor, rpc, start, status] { Complete(reactor, rpc, start, status); };
   };
+  // The context lives until the call is finished, which only drop or run's answer does.
   const absl::Status posted = worker->Post(
       {std::move(run),
-       [this, reactor, rpc, start] {
-         Complete(reactor, rpc, start, absl::UnavailableError("the server is shutting down"));
-       },
-       std::move(what)});
+       [this, reactor, rpc, start](const absl::Status& why) { Complete(reactor, rpc, start, why); },
+       std::move(what), [context] { return StillWanted(context); }});
   if (!posted.ok()) Complete(reactor, rpc, start, posted);
 }
 
@@ -108,10 +134,10 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
                                                       v1::HotRowsStatus* response,
                                                       HotRowsChange change) {
   const Clock::time_point start = Clock::now();
-  const absl::Status authorized = Authorize(*context, method);
-  if (!authorized.ok()) return Finish(context, rpc, start, authorized);
+  const absl::Status admitted = Admit(*context, method);
+  if (!admitted.ok()) return Finish(context, rpc, start, admitted);
   grpc::ServerUnaryReactor* reactor = new AdminReactor();
-  RunOnWorker(&changes_, reactor, rpc, start,
+  RunOnWorker(context, &changes_, reactor, rpc, start,
               absl::StrCat(method, " of model '", engine::EscapeText(model), "'"),
               [this, method, &model, response, peer = context->peer(),
                change = std::move(change)]() -> absl::Status {
@@ -156,7 +182,7 @@ grpc::ServerUnaryReactor* AdminService::GetHotRows(grpc::CallbackServerContext* 
                                                    const v1::GetHotRowsRequest* request,
                                                    v1::HotRowsStatus* response) {
   const Clock::time_point start = Clock::now();
-  absl::Status status = Authorize(*context, "GetHotRows");
+  absl::Status status = Admit(*context, "GetHotRows");
   if (status.ok()) {
     absl::StatusOr<ModelHandle> served = models_->Acquire(request->model());
     status = served.status();
@@ -195,15 +221,15 @@ grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext*
                                                     const v1::ReloadModelRequest* request,
                                                     v1::ReloadModelResponse* response) {
   const Clock::time_point start = Clock::now();
-  const absl::Status authorized = Authorize(*context, "ReloadModel");
-  if (!authorized.ok()) return Finish(context, Rpc::kReloadModel, start, authorized);
+  const absl::Status admitted = Admit(*context, "ReloadModel");
+  if (!admitted.ok()) return Finish(context, Rpc::kReloadModel, start, admitted);
   grpc::ServerUnaryReactor* reactor = new AdminReactor();
   const std::string model = request->model().empty() ? models_->default_name() : request->model();
   const std::string what = absl::StrCat(
       "a reload of model '", engine::EscapeText(model), "' from ",
       request->path().empty() ? std::string("its current spec")
                               : absl::StrCat("'", engine::EscapeText(request->path()), "'"));
-  RunOnWorker(&reloads_, reactor, Rpc::kReloadModel, start, what,
+  RunOnWorker(context, &reloads_, reactor, Rpc::kReloadModel, start, what,
               [this, request, response, peer = context->peer()]() -> absl::Status {
                 absl::StatusOr<ReloadResult> result =
                     models_->Reload(request->model(), request->path());

@@ -9,12 +9,16 @@
 // on a worker of its own, one reload at a time and none waiting: a reload posted while one
 // runs is RESOURCE_EXHAUSTED naming the reload in progress, and a reload never delays a
 // hot-row call (a change of the model being reloaded goes to the serving version and is
-// carried over to the new one: ServedModels::ChangeServingVersion). Thread-safe.
+// carried over to the new one: ServedModels::ChangeServingVersion). A call that waited for
+// its worker is not run when the client has gone meanwhile (cancelled: CANCELLED; deadline
+// passed: DEADLINE_EXCEEDED), so nothing changes that the client was told failed. From
+// StartShutdown() on every call is UNAVAILABLE. Thread-safe.
 #ifndef FUSERANK_SERVER_ADMIN_SERVICE_H_
 #define FUSERANK_SERVER_ADMIN_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -40,10 +44,13 @@ class AdminService final : public v1::Admin::CallbackService {
   ~AdminService() override;  // waits for the calls in progress; queued ones: UNAVAILABLE
 
   const AdminAuth& auth() const { return auth_; }
-  // At shutdown, before the admin server stops: waits for the calls in progress (a reload
-  // included) and answers the queued ones UNAVAILABLE; later calls get UNAVAILABLE at once.
-  // Idempotent.
+  // First thing at shutdown: every later call gets UNAVAILABLE at once and the queued ones
+  // are answered UNAVAILABLE; the calls in progress go on. Idempotent.
+  void StartShutdown();
+  // Before the admin server stops: StartShutdown(), then waits for the calls in progress
+  // (a reload included). Idempotent.
   void StopWorker() {
+    StartShutdown();
     changes_.Stop();
     reloads_.Stop();
   }
@@ -71,12 +78,16 @@ class AdminService final : public v1::Admin::CallbackService {
                                    Clock::time_point start, const absl::Status& status);
   // The auth check, logged when it fails.
   absl::Status Authorize(const grpc::CallbackServerContext& context, absl::string_view method);
+  // UNAVAILABLE from StartShutdown() on, else the auth check.
+  absl::Status Admit(const grpc::CallbackServerContext& context, absl::string_view method);
   // Runs `work` on `worker` and finishes the call with the status it returns, once the
   // worker is free again; or finishes the call at once with the worker's refusal (busy,
-  // shutting down); a call dropped at shutdown gets UNAVAILABLE. `what` names the work for
+  // shutting down); a call dropped at shutdown gets UNAVAILABLE, one whose client has gone
+  // by its turn CANCELLED or DEADLINE_EXCEEDED (`work` not run). `what` names the work for
   // the refusal of a call posted while it runs.
-  void RunOnWorker(AdminWorker* worker, grpc::ServerUnaryReactor* reactor, Rpc rpc,
-                   Clock::time_point start, std::string what, std::function<absl::Status()> work);
+  void RunOnWorker(grpc::CallbackServerContext* context, AdminWorker* worker,
+                   grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
+                   std::string what, std::function<absl::Status()> work);
   // Called with the serving version of the model; returns the hot-row status after the
   // change (or why it was refused: then nothing changed).
   using HotRowsChange =
@@ -91,6 +102,7 @@ class AdminService final : public v1::Admin::CallbackService {
   Metrics* const metrics_;
   ServedModels* const models_;
   const AdminAuth auth_;
+  std::atomic<bool> shutting_down_{false};
   // Last: stopped first.
   AdminWorker changes_{kAdminQueueCapacity, "hot-set changes"};
   AdminWorker reloads_{0, "reloads"};

@@ -6,6 +6,11 @@
 #include "absl/strings/str_format.h"
 
 namespace fuserank::server {
+namespace {
+
+absl::Status ShuttingDown() { return absl::UnavailableError("the server is shutting down"); }
+
+}  // namespace
 
 AdminWorker::AdminWorker(int capacity, std::string runs)
     : capacity_(capacity), runs_(std::move(runs)), thread_([this] { Loop(); }) {}
@@ -14,7 +19,7 @@ AdminWorker::~AdminWorker() { Stop(); }
 
 absl::Status AdminWorker::Post(Task task) {
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the server is shutting down");
+  if (stopping_) return ShuttingDown();
   if (capacity_ == 0 && (running_ || !queue_.empty())) {
     const std::string& what = running_ ? running_what_ : queue_.front().what;
     const double seconds = running_ ? absl::ToDoubleSeconds(absl::Now() - running_since_) : 0;
@@ -55,21 +60,30 @@ void AdminWorker::Loop() {
       running_what_ = task.what;
       running_since_ = absl::Now();
     }
-    answer = task.run();
+    const absl::Status wanted = task.wanted ? task.wanted() : absl::OkStatus();
+    if (wanted.ok()) {
+      answer = task.run();
+    } else if (task.drop) {
+      answer = [drop = std::move(task.drop), wanted] { drop(wanted); };
+    }
   }
 }
 
-void AdminWorker::Stop() {
+void AdminWorker::Close() {
   std::deque<Task> dropped;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     dropped.swap(queue_);
   }
-  if (thread_.joinable()) thread_.join();
   for (Task& task : dropped) {
-    if (task.drop) task.drop();
+    if (task.drop) task.drop(ShuttingDown());
   }
+}
+
+void AdminWorker::Stop() {
+  Close();
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace fuserank::server

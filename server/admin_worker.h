@@ -2,9 +2,11 @@
 // rebuilds; or model reloads) in arrival order, from a queue of at most `capacity` waiting
 // tasks: a client cannot make the server start a thread per call, and a full queue is
 // refused at once (RESOURCE_EXHAUSTED) instead of piling up. With capacity 0 a task runs
-// only when none is running: one more is refused, naming the task in progress. Stop() lets
-// the task in progress finish and drops the waiting ones (each is told, so its call can
-// answer UNAVAILABLE). Thread-safe.
+// only when none is running: one more is refused, naming the task in progress. A task whose
+// call has gone (cancelled, deadline passed) while it waited is dropped, not run. Close()
+// refuses new tasks and drops the waiting ones (each is told, so its call can answer
+// UNAVAILABLE) while the task in progress goes on; Stop() also waits for that one.
+// Thread-safe.
 #ifndef FUSERANK_SERVER_ADMIN_WORKER_H_
 #define FUSERANK_SERVER_ADMIN_WORKER_H_
 
@@ -27,10 +29,16 @@ class AdminWorker {
   using Answer = std::function<void()>;
   struct Task {
     std::function<Answer()> run;  // on the worker thread; may return null
-    std::function<void()> drop;   // instead of run, when the worker stops first
+    // Instead of run, told why: UNAVAILABLE when the worker is closed first, or what
+    // `wanted` returned.
+    std::function<void(const absl::Status&)> drop;
     // What the task does, for the refusal of a task posted while it runs ("a reload of
     // model 'ctr' from '/models/ctr/8/ctr.yaml'").
     std::string what;
+    // Checked on the worker just before run (may be null: always wanted). Not OK (the
+    // call was cancelled or its deadline passed while it waited): run is skipped and the
+    // status goes to drop, so nothing changes for a client that has stopped waiting.
+    std::function<absl::Status()> wanted;
   };
 
   // Starts the thread. `runs` names the work for messages ("hot-set changes", "reloads").
@@ -41,11 +49,14 @@ class AdminWorker {
   AdminWorker& operator=(const AdminWorker&) = delete;
 
   // Queues `task`. RESOURCE_EXHAUSTED when `capacity` tasks are already waiting (with
-  // capacity 0: when a task runs, naming it), UNAVAILABLE after Stop(); the task is then
+  // capacity 0: when a task runs, naming it), UNAVAILABLE after Close(); the task is then
   // neither run nor dropped.
   absl::Status Post(Task task);
 
-  // Waits for the task in progress, drops the waiting ones, joins the thread. Idempotent.
+  // From now on Post is UNAVAILABLE; the waiting tasks are dropped (UNAVAILABLE) before this
+  // returns; the task in progress goes on. Idempotent.
+  void Close();
+  // Close(), then waits for the task in progress and joins the thread. Idempotent.
   void Stop();
 
   int capacity() const { return capacity_; }

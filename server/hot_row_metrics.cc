@@ -18,6 +18,7 @@ void HotRowMetrics::Update() {
   absl::MutexLock lock(&mu_);
   uint64_t version = 0;
   absl::flat_hash_map<std::string, double> hot_rows;
+  absl::flat_hash_set<std::pair<std::string, std::string>> seen;  // (model, table) read now
   for (const ModelHandle& served : models_->Current()) {
     if (served->hot_rows == nullptr) continue;
     absl::StatusOr<engine::HotRowsStatus> status = served->hot_rows->Get({});
@@ -25,6 +26,7 @@ void HotRowMetrics::Update() {
     version += status->version;
     for (const engine::TableHotRowsStatus& t : status->tables) {
       const TableCacheMetrics series = metrics_->Table(t.table);
+      seen.insert({served->name, t.table});
       Counts& done = exported_[{served->name, t.table}];
       // A reload carries the counts over, but requests finishing on the retired version
       // may have moved them past the new version's start: never count back.
@@ -39,6 +41,9 @@ void HotRowMetrics::Update() {
       hot_rows[t.table] += t.hot_rows;
     }
   }
+  // A table a reload dropped starts again from 0 if a later version has it again (nothing
+  // carries over to it): follow its counts from there, not from the old total.
+  absl::erase_if(exported_, [&seen](const auto& entry) { return !seen.contains(entry.first); });
   for (const std::string& table : gauges_) {
     if (!hot_rows.contains(table)) metrics_->Table(table).hot_rows->Set(0);
   }

@@ -7,7 +7,8 @@
 // fuserank_hot_rows_version is the sum of the models' hot-row versions (with one model,
 // its version; it goes up by one with every successful swap in any model).
 // Counters never go back: each (model, table)'s counts are followed and only their
-// increases are added, across reloads too. Thread-safe.
+// increases are added, across reloads too; a (model, table) that a reload drops is
+// forgotten, so if a later version has it again its counts (from 0) are added. Thread-safe.
 #ifndef FUSERANK_SERVER_HOT_ROW_METRICS_H_
 #define FUSERANK_SERVER_HOT_ROW_METRICS_H_
 

@@ -285,7 +285,6 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
       },
       &call->cancelled, std::move(ticket));
   if (!queued.ok()) Unaccept(call);  // refused after all (shutting down meanwhile)
-  metrics_->SetQueueDepth(models_->QueueDepth());
   return queued;
 }
 
@@ -303,7 +302,6 @@ void KServeService::Unaccept(Call* call) {
 void KServeService::OnScored(Call* call, const absl::Status& status,
                              const engine::RequestResult& result) {
   metrics_->RecordResult(result);
-  metrics_->SetQueueDepth(models_->QueueDepth());
   if (!status.ok()) {
     Finish(call, ToGrpcStatus(status));
     return;
@@ -338,11 +336,11 @@ void KServeService::Finish(Call* call, const grpc::Status& status) {
     // As Rank's line (ranker_service.cc); the id is empty for a call refused before its
     // request was parsed, the model for one refused before its bytes were scanned.
     spdlog::info("infer request_id='{}' model='{}' candidates={} code={} ms={:.3f}",
-                 LogSafe(call->request.id(), 128), LogSafe(call->model_name, 128),
+                 LogQuoted(call->request.id(), 128), LogQuoted(call->model_name, 128),
                  call->info.num_candidates, std::string(GrpcCodeName(status.error_code())),
                  seconds * 1e3);
     if (!status.ok()) {
-      spdlog::debug("infer request_id='{}' error={}", LogSafe(call->request.id(), 128),
+      spdlog::debug("infer request_id='{}' error={}", LogQuoted(call->request.id(), 128),
                     LogSafe(status.error_message(), 512));
     }
   }

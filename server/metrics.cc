@@ -238,7 +238,10 @@ void Metrics::RecordResult(const engine::RequestResult& result) {
 
 void Metrics::AddInflight(int delta) { inflight_->Increment(delta); }
 
-void Metrics::SetQueueDepth(int depth) { queue_depth_->Set(depth); }
+void Metrics::SetQueueDepthSource(std::function<int()> source) {
+  absl::MutexLock lock(&hook_mu_);
+  queue_depth_source_ = std::move(source);
+}
 
 namespace {
 
@@ -284,6 +287,7 @@ void Metrics::SetCollectHook(std::function<void()> hook) {
 void Metrics::RunCollectHook() const {
   absl::MutexLock lock(&hook_mu_);
   if (collect_hook_) collect_hook_();
+  if (queue_depth_source_) queue_depth_->Set(queue_depth_source_());
 }
 
 std::string Metrics::Scrape() const {

@@ -1,8 +1,8 @@
 // The server's Prometheus metrics (SPEC section 4): every family defined once here, every
 // label handle resolved when the server starts, so recording never looks up a string.
-// State read from elsewhere (the hot-row caches: hot_row_metrics.h) is pulled by a collect
-// hook that runs before every scrape. One Metrics object per server, created first and
-// passed down. Thread-safe.
+// State read from elsewhere (the hot-row caches: hot_row_metrics.h; the batchers' queue
+// depth) is pulled by a collect hook that runs before every scrape. One Metrics object per server,
+// created first and passed down. Thread-safe.
 #ifndef FUSERANK_SERVER_METRICS_H_
 #define FUSERANK_SERVER_METRICS_H_
 
@@ -85,7 +85,12 @@ class Metrics {
   // Nothing for a request that never ran in a batch (dropped from the queue).
   void RecordResult(const engine::RequestResult& result);
   void AddInflight(int delta);
-  void SetQueueDepth(int depth);
+  // fuserank_queue_depth is `source()` at every collection (each /metrics scrape and each
+  // Scrape()): the requests waiting in the batchers then, never a value an earlier request
+  // left behind. Replaces the previous source; nullptr removes it (the gauge keeps its last
+  // value). Returns once no collection uses the old one, so what it reads may be destroyed
+  // after.
+  void SetQueueDepthSource(std::function<int()> source);
   // fuserank_model_info{model, version, device} = 1 (SPEC section 4); `device` is a
   // Backend::device() ("cpu", "cuda:0"), exported as its kind ("cpu", "cuda"). The CPU
   // engine's code path is fuserank_cpu_isa_info{isa} (engine/cpu/cpu_simd.h: "avx512",
@@ -142,6 +147,7 @@ class Metrics {
 
   mutable absl::Mutex hook_mu_;  // held while the hook runs
   std::function<void()> collect_hook_ ABSL_GUARDED_BY(hook_mu_);
+  std::function<int()> queue_depth_source_ ABSL_GUARDED_BY(hook_mu_);
 };
 
 }  // namespace fuserank::server

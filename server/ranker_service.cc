@@ -232,7 +232,6 @@ absl::Status RankerService::Start(grpc::CallbackServerContext* context,
       },
       &call->cancelled, std::move(ticket));
   if (!queued.ok()) Unaccept(call);  // refused after all (shutting down meanwhile)
-  metrics_->SetQueueDepth(models_->QueueDepth());
   return queued;
 }
 
@@ -294,7 +293,6 @@ void RankerService::Unaccept(Call* call) {
 void RankerService::OnScored(Call* call, const absl::Status& status,
                              const engine::RequestResult& result) {
   metrics_->RecordResult(result);
-  metrics_->SetQueueDepth(models_->QueueDepth());
   if (!status.ok()) {
     Finish(call, ToGrpcStatus(status));
     return;
@@ -338,10 +336,10 @@ void RankerService::Record(const Call& call, grpc::StatusCode code, const std::s
     // Request-supplied strings are quoted safely; the error text, which may name a feature
     // id (an oov: reject table), only at debug level.
     spdlog::info("rank request_id='{}' model='{}' candidates={} top_k={} code={} ms={:.3f}",
-                 LogSafe(call.request_id, 128), LogSafe(call.model_name, 128), call.candidates,
+                 LogQuoted(call.request_id, 128), LogQuoted(call.model_name, 128), call.candidates,
                  call.top_k, std::string(GrpcCodeName(code)), seconds * 1e3);
     if (code != grpc::StatusCode::OK) {
-      spdlog::debug("rank request_id='{}' error={}", LogSafe(call.request_id, 128),
+      spdlog::debug("rank request_id='{}' error={}", LogQuoted(call.request_id, 128),
                     LogSafe(message, 512));
     }
   }

@@ -18,6 +18,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/admin_auth.h"
 #include "server/admin_auth_interceptor.h"
+#include "server/admin_limits.h"
 #include "server/config_validation.h"
 #include "server/model_loader.h"
 #include "server/serving_limits.h"
@@ -82,8 +83,14 @@ const char* ListenHint(const TlsConfig& tls) {
                        : " (address in use?)";
 }
 
-// The loader's options (model_loader.h) with what the engine keys of this change add:
-// the resolved worker count and the per-batch and queue budgets.
+// The most tables of a served model: what the largest SetHotRows is sized for.
+size_t MaxTables(const ServedModels& models) {
+  size_t tables = 0;
+  for (const ModelHandle& version : models.Current()) {
+    tables = std::max(tables, version->model->tables().size());
+  }
+  return tables;
+}
 
 }  // namespace
 
@@ -160,6 +167,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
   ASSIGN_OR_RETURN(server->models_, LoadServedModels(config, server->metrics_.get(), hooks,
                                                      [raw] { raw->RefreshHealth(); }));
   server->models_->SetPublishHook([raw] { raw->RefreshHealth(); });
+  // Read at each scrape: a gauge set per request from many threads could stay stale.
+  server->metrics_->SetQueueDepthSource(
+      [models = server->models_.get()] { return models->QueueDepth(); });
   server->hot_row_metrics_ =
       std::make_unique<HotRowMetrics>(server->models_.get(), server->metrics_.get());
   RankerOptions ranker_options;
@@ -241,6 +251,22 @@ absl::Status Server::StartGrpc(const ServingLimits& limits,
     grpc::ServerBuilder admin_builder;
     admin_builder.AddListeningPort(config_.server.admin_listen, credentials, &admin_port_);
     admin_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // A SetHotRows within cache.hot_rows_per_table may pass gRPC's default 4 MiB, whose
+    // refusal (RESOURCE_EXHAUSTED) SPEC section 3 does not allow; the quota and the stream
+    // bound keep what peers without the token can make the port hold bounded.
+    const size_t tables = MaxTables(*models_);
+    const AdminLimits admin_limits = ResolveAdminLimits(config_.cache.hot_rows_per_table, tables);
+    admin_builder.SetMaxReceiveMessageSize(admin_limits.max_receive_message_bytes);
+    grpc::ResourceQuota admin_quota("fuserank-admin-port");
+    admin_quota.Resize(static_cast<size_t>(admin_limits.transport_memory_bytes));
+    admin_builder.SetResourceQuota(admin_quota);
+    admin_builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                                     admin_limits.max_concurrent_streams);
+    spdlog::info(
+        "admin port: messages up to {} bytes (a SetHotRows of {} tables x "
+        "cache.hot_rows_per_table {}), transport memory {} bytes",
+        admin_limits.max_receive_message_bytes, tables, config_.cache.hot_rows_per_table,
+        admin_limits.transport_memory_bytes);
     RequireAdminTokenForAll(admin_->auth(), &admin_builder);  // reflection behind the token
     admin_builder.RegisterService(admin_.get());
     admin_server_ = admin_builder.BuildAndStart();
@@ -270,6 +296,9 @@ void Server::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   const auto start = std::chrono::steady_clock::now();
+  // Admin calls first (before health turns NOT_SERVING, which a prober may then rely on):
+  // new and queued ones are UNAVAILABLE; the one in progress is waited for below.
+  if (admin_ != nullptr) admin_->StartShutdown();
   {
     absl::MutexLock health_lock(&health_mu_);
     health_final_ = true;
@@ -310,6 +339,7 @@ Server::~Server() {
   kserve_.reset();
   watcher_.reset();
   hot_row_metrics_.reset();
+  if (metrics_ != nullptr) metrics_->SetQueueDepthSource(nullptr);  // it reads models_
   models_.reset();
   metrics_.reset();
 }

@@ -237,8 +237,9 @@ void CpuBackend::SelectTopK(Worker& w, const Batch& batch, BatchResult* result) 
   const int requests = batch.num_requests();
   size_t total = 0;
   for (int r = 0; r < requests; ++r) {
-    const int count = static_cast<int>(batch.candidate_begin[r + 1] - batch.candidate_begin[r]);
-    const int k = batch.top_k[r] == 0 ? count : std::min<int>(batch.top_k[r], count);
+    // Unsigned: a top_k past INT_MAX must not turn negative (ValidateBatch refuses it).
+    const uint32_t count = batch.candidate_begin[r + 1] - batch.candidate_begin[r];
+    const uint32_t k = batch.top_k[r] == 0 ? count : std::min(batch.top_k[r], count);
     total += k;
     result->result_begin.push_back(static_cast<uint32_t>(total));
   }

@@ -36,14 +36,57 @@ HotRowCache::HotRowCache(std::string name, const HotRowCacheOptions& options,
       manager_(std::move(manager)),
       offsets_(manager_->model().tables().size()) {}
 
-HotRowCache::~HotRowCache() { PauseRebuilds(); }
+void HotRowCache::LateCounts::Add(const std::string& table, Offset counts) {
+  std::shared_ptr<LateCounts> next;
+  {
+    absl::MutexLock lock(&mu);
+    if (forward == nullptr) {
+      Offset& late = by_table[table];
+      late.hits += counts.hits;
+      late.misses += counts.misses;
+      return;
+    }
+    next = forward;
+  }
+  next->Add(table, counts);
+}
+
+HotRowCache::~HotRowCache() {
+  PauseRebuilds();
+  // A retired version is destroyed once the last request on it has let go: what those
+  // requests counted after the hand-over goes to the successor, and so does whatever the
+  // versions before this one still add to late_ from now on.
+  absl::MutexLock handed(&handed_mu_);
+  if (successor_ == nullptr) return;
+  absl::MutexLock lock(&late_->mu);
+  absl::StatusOr<HotRowsStatus> now = Adjusted(manager_->Get({}), &late_->by_table);
+  if (now.ok()) {
+    for (size_t i = 0; i < now->tables.size() && i < handed_over_.size(); ++i) {
+      const TableHotRowsStatus& t = now->tables[i];
+      successor_->Add(t.table, {t.hits - handed_over_[i].hits, t.misses - handed_over_[i].misses});
+    }
+  }
+  late_->forward = successor_;
+}
+
+absl::StatusOr<HotRowsStatus> HotRowCache::HandOverCounts(
+    std::shared_ptr<LateCounts> successor) const {
+  absl::MutexLock handed(&handed_mu_);
+  absl::MutexLock lock(&late_->mu);
+  absl::StatusOr<HotRowsStatus> counts = Adjusted(manager_->Get({}), &late_->by_table);
+  if (!counts.ok()) return counts;
+  handed_over_.clear();
+  for (const TableHotRowsStatus& t : counts->tables) handed_over_.push_back({t.hits, t.misses});
+  successor_ = std::move(successor);
+  return counts;
+}
 
 void HotRowCache::StartServing(const HotRowCache* previous) {
   // The warm-up's lookups are not traffic: start the counts from here.
   absl::StatusOr<HotRowsStatus> raw = manager_->Get({});
   absl::flat_hash_map<std::string, TableHotRowsStatus> carried;
   if (previous != nullptr) {
-    absl::StatusOr<HotRowsStatus> before = previous->Get({});
+    absl::StatusOr<HotRowsStatus> before = previous->HandOverCounts(late_);
     if (before.ok()) {
       for (TableHotRowsStatus& t : before->tables) carried[t.table] = std::move(t);
     }
@@ -135,13 +178,23 @@ void HotRowCache::CarryHotSets(const HotRowCache& previous, bool empty) {
                name_, absl::StrJoin(carried, ", "), set->version);
 }
 
-absl::StatusOr<HotRowsStatus> HotRowCache::Adjusted(absl::StatusOr<HotRowsStatus> status) const {
+absl::StatusOr<HotRowsStatus> HotRowCache::Adjusted(
+    absl::StatusOr<HotRowsStatus> status,
+    const absl::flat_hash_map<std::string, Offset>* late) const {
   if (!status.ok()) return status;
+  if (late == nullptr) {
+    absl::MutexLock lock(&late_->mu);
+    return Adjusted(std::move(status), &late_->by_table);
+  }
   for (TableHotRowsStatus& t : status->tables) {
     const int index = manager_->TableIndex(t.table);
     if (index < 0) continue;
     t.hits += offsets_[index].hits;
     t.misses += offsets_[index].misses;
+    if (const auto it = late->find(t.table); it != late->end()) {
+      t.hits += it->second.hits;
+      t.misses += it->second.misses;
+    }
   }
   return status;
 }

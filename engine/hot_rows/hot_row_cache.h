@@ -1,8 +1,10 @@
 // The hot-row cache of one served model version (cache.*): the engine's HotRowManager that
 // the version's backend reads (BackendOptions::hot_rows), for cache.policy: frequency the
 // PeriodicRebuilder that refreshes it, and what it takes over from the version it replaces
-// on a reload: the hot-row version, the hot sets, the hit and miss counts. Owned by its
-// ServedModel, declared before the backend, which it outlives. Thread-safe.
+// on a reload: the hot-row version, the hot sets, the hit and miss counts (also those the
+// replaced version counts after the hand-over, from requests that finish on it: added when
+// it is destroyed). Owned by its ServedModel, declared before the backend, which it
+// outlives. Thread-safe.
 #ifndef FUSERANK_ENGINE_HOT_ROWS_HOT_ROW_CACHE_H_
 #define FUSERANK_ENGINE_HOT_ROWS_HOT_ROW_CACHE_H_
 
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -40,7 +43,9 @@ class HotRowCache {
                                                              std::shared_ptr<const Model> model,
                                                              const HotRowCacheOptions& options,
                                                              const HotRowCache* previous);
-  ~HotRowCache();  // stops the rebuilder before the manager goes
+  // Stops the rebuilder before the manager goes. When a successor took this version's counts
+  // over (StartServing), adds what was counted here since to the successor's counts.
+  ~HotRowCache();
 
   // For BackendOptions::hot_rows (lives as long as this cache).
   HotRowManager* manager() { return manager_.get(); }
@@ -66,7 +71,8 @@ class HotRowCache {
 
   // HotRowManager's Set / Get / Rebuild (errors as there), with hits and misses counted
   // since the server started serving the model: the warm-up left out, the counts of the
-  // versions this one replaced added.
+  // versions this one replaced added (those they counted after the hand-over once they
+  // have been destroyed).
   absl::StatusOr<HotRowsStatus> Set(absl::Span<const TableIds> tables);
   absl::StatusOr<HotRowsStatus> Get(absl::Span<const std::string> tables) const;
   absl::StatusOr<HotRowsStatus> Rebuild(absl::Span<const std::string> tables);
@@ -90,16 +96,39 @@ class HotRowCache {
     uint64_t misses = 0;
   };
 
+  // What the versions this one replaced counted after they handed their counts over (to
+  // this version), by table name: added to as each is destroyed. Once this version is
+  // destroyed too, what still arrives goes on to its successor's (`forward`).
+  struct LateCounts {
+    void Add(const std::string& table, Offset counts);
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, Offset> by_table ABSL_GUARDED_BY(mu);
+    std::shared_ptr<LateCounts> forward ABSL_GUARDED_BY(mu);
+  };
+
   HotRowCache(std::string name, const HotRowCacheOptions& options,
               std::unique_ptr<HotRowManager> manager);
-  absl::StatusOr<HotRowsStatus> Adjusted(absl::StatusOr<HotRowsStatus> status) const;
+  // The raw counts plus offsets_ and the late counts of `late` (late_'s, locked here when
+  // null).
+  absl::StatusOr<HotRowsStatus> Adjusted(
+      absl::StatusOr<HotRowsStatus> status,
+      const absl::flat_hash_map<std::string, Offset>* late = nullptr) const;
+  // For a successor's StartServing: the counts to carry over, remembered with the
+  // successor's LateCounts so that ~HotRowCache adds there what is counted here after.
+  absl::StatusOr<HotRowsStatus> HandOverCounts(std::shared_ptr<LateCounts> successor) const;
   // Re-installs `previous`'s hot sets (StartServing), the empty ones too with `empty`.
   void CarryHotSets(const HotRowCache& previous, bool empty);
 
   const std::string name_;
   const HotRowCacheOptions options_;
   const std::unique_ptr<HotRowManager> manager_;
-  std::vector<Offset> offsets_;   // by table index; written only by StartServing
+  std::vector<Offset> offsets_;  // by table index; written only by StartServing
+  const std::shared_ptr<LateCounts> late_ = std::make_shared<LateCounts>();
+  mutable absl::Mutex handed_mu_;  // taken before late_->mu, which is taken before a successor's
+  // The counts by table index when a successor last took them over, and its LateCounts;
+  // null: never handed over.
+  mutable std::vector<Offset> handed_over_ ABSL_GUARDED_BY(handed_mu_);
+  mutable std::shared_ptr<LateCounts> successor_ ABSL_GUARDED_BY(handed_mu_);
   uint64_t carried_version_ = 0;  // the previous version's hot-row version last taken over
 
   mutable absl::Mutex rebuilder_mu_;

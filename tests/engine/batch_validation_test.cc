@@ -65,6 +65,13 @@ TEST(BatchValidationTest, AcceptsAValidBatchAndAMergeOfValidBatches) {
   Batch empty;
   empty.model = model;
   EXPECT_TRUE(ValidateBatch(empty).ok()) << ValidateBatch(empty);
+  // A request of no candidates has top_k 0, as the decoders write it.
+  Batch none = good;
+  none.candidate_begin.push_back(none.candidate_begin.back());
+  none.top_k.push_back(0);
+  none.user_dense.insert(none.user_dense.end(), {0.0f, 0.0f});
+  AddBag(&none.user, {1});
+  EXPECT_TRUE(ValidateBatch(none).ok()) << ValidateBatch(none);
 }
 
 struct BadBatch {
@@ -95,6 +102,13 @@ INSTANTIATE_TEST_SUITE_P(
                  "batch: candidate_begin or top_k malformed"},
         BadBatch{"TopKMissing", [](Batch* b) { b->top_k.pop_back(); },
                  "batch: candidate_begin or top_k malformed"},
+        BadBatch{"TopKPastTheCandidates", [](Batch* b) { b->top_k[0] = 4; },
+                 "batch: request 0 has top_k 4 for 3 candidates (expected 1..3)"},
+        // Past INT_MAX: a signed min() with the count would go negative.
+        BadBatch{"TopKPastIntMax", [](Batch* b) { b->top_k[1] = 0x80000000u; },
+                 "batch: request 1 has top_k 2147483648 for 2 candidates"},
+        BadBatch{"TopKZeroForCandidates", [](Batch* b) { b->top_k[1] = 0; },
+                 "batch: request 1 has top_k 0 for 2 candidates"},
         BadBatch{"CandidateBeginDecreases", [](Batch* b) { b->candidate_begin[1] = 6; },
                  "batch: candidate_begin decreases"},
         BadBatch{"ItemDenseShort", [](Batch* b) { b->item_dense.pop_back(); },

@@ -1,7 +1,9 @@
 // AdminWorker: tasks run one at a time in arrival order on its one thread; a full queue is
 // RESOURCE_EXHAUSTED at once; Stop() finishes the task in progress and drops the queued ones
-// (each told), after which Post is UNAVAILABLE. With no room to wait, a task posted while
-// one runs is refused at once, naming the one in progress.
+// (each told), after which Post is UNAVAILABLE; Close() drops them at once while the task in
+// progress goes on. With no room to wait, a task posted while one runs is refused at once,
+// naming the one in progress. A task no longer wanted when its turn comes is dropped, told
+// why, and never run.
 #include "server/admin_worker.h"
 
 #include <functional>
@@ -63,13 +65,15 @@ TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
                            release.WaitForNotification();
                            ++ran;
                          }),
-                         [&] { ++dropped; }, ""})
+                         [&](const absl::Status&) { ++dropped; }, ""})
                   .ok());
   started.WaitForNotification();  // the worker is busy; the queue is empty
   for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(worker.Post({Work([&] { ++ran; }), [&] { ++dropped; }, ""}).ok());
+    EXPECT_TRUE(
+        worker.Post({Work([&] { ++ran; }), [&](const absl::Status&) { ++dropped; }, ""}).ok());
   }
-  const absl::Status busy = worker.Post({Work([&] { ++ran; }), [&] { ++dropped; }, ""});
+  const absl::Status busy =
+      worker.Post({Work([&] { ++ran; }), [&](const absl::Status&) { ++dropped; }, ""});
   EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(busy.message(), HasSubstr("the admin service is busy: 2 calls are already waiting"));
   std::thread stopper([&] { worker.Stop(); });
@@ -127,6 +131,72 @@ TEST(AdminWorkerTest, ATaskIsAnsweredOnlyOnceTheWorkerIsFreeForTheNext) {
   answered.WaitForNotification();
   EXPECT_TRUE(next.ok()) << next;
   next_ran.WaitForNotification();
+}
+
+// A task that waited while its client went (cancelled, deadline passed) changes nothing:
+// its run is skipped and its drop gets what `wanted` said; the next wanted task runs.
+TEST(AdminWorkerTest, ATaskNoLongerWantedWhenItsTurnComesIsDroppedNotRun) {
+  AdminWorker worker(4, "hot-set changes");
+  absl::Notification started, release, last_ran;
+  ASSERT_TRUE(worker
+                  .Post({Work([&] {
+                           started.Notify();
+                           release.WaitForNotification();
+                         }),
+                         nullptr, "first"})
+                  .ok());
+  started.WaitForNotification();
+  bool gone = false;  // set while the task waits; read on the worker after `release`
+  bool ran = false;
+  absl::Status why;
+  ASSERT_TRUE(
+      worker
+          .Post({Work([&] { ran = true; }), [&](const absl::Status& s) { why = s; }, "second",
+                 [&] { return gone ? absl::CancelledError("the client went") : absl::OkStatus(); }})
+          .ok());
+  ASSERT_TRUE(worker.Post({Work([&] { last_ran.Notify(); }), nullptr, "third"}).ok());
+  gone = true;
+  release.Notify();
+  last_ran.WaitForNotification();
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(why.code(), absl::StatusCode::kCancelled) << why;
+  EXPECT_THAT(why.message(), HasSubstr("the client went"));
+}
+
+// At the start of a shutdown: the waiting tasks are answered UNAVAILABLE before Close()
+// returns and new ones are refused, while the task in progress goes on to its end.
+TEST(AdminWorkerTest, CloseDropsTheWaitingTasksAtOnceWhileTheOneInProgressGoesOn) {
+  AdminWorker worker(4, "hot-set changes");
+  absl::Notification started, release;
+  bool first_done = false;
+  ASSERT_TRUE(worker
+                  .Post({Work([&] {
+                           started.Notify();
+                           release.WaitForNotification();
+                           first_done = true;
+                         }),
+                         nullptr, "first"})
+                  .ok());
+  started.WaitForNotification();
+  std::vector<absl::Status> dropped;
+  bool queued_ran = false;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(worker
+                    .Post({Work([&] { queued_ran = true; }),
+                           [&](const absl::Status& s) { dropped.push_back(s); }, "queued"})
+                    .ok());
+  }
+  worker.Close();  // the first task still holds the worker
+  ASSERT_EQ(dropped.size(), 2u);
+  for (const absl::Status& s : dropped) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(s.message(), HasSubstr("shutting down"));
+  }
+  EXPECT_EQ(worker.Post({Work([] {}), nullptr, "late"}).code(), absl::StatusCode::kUnavailable);
+  release.Notify();
+  worker.Stop();
+  EXPECT_TRUE(first_done);
+  EXPECT_FALSE(queued_ran);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/model_loader.h"
@@ -142,23 +143,36 @@ TEST_F(HotRowMetricsTest, CountersNeverGoBackAcrossReloads) {
   EXPECT_EQ(Value(metrics_->Scrape(), Lookups("item_0", "hit")), 10);
 
   ASSERT_TRUE(models_->Reload("a", v2).ok());
-  // A request still finishing on the retired version after the swap: not counted twice.
+  // A request still finishing on the retired version after the swap: counted once, when
+  // the retired version is freed.
   old->hot_rows->manager()->RecordLookups(1, 4, 0);
   EXPECT_EQ(Value(metrics_->Scrape(), Lookups("item_0", "hit")), 10);
   old.reset();
+  for (int i = 0; i < 10000 && models_->versions_freed() < 1; ++i)
+    absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(models_->versions_freed(), 1) << "the retired version was never freed";
   Manager("a").RecordLookups(1, 6, 1);
   std::string text = metrics_->Scrape();
-  EXPECT_EQ(Value(text, Lookups("item_0", "hit")), 16);
+  EXPECT_EQ(Value(text, Lookups("item_0", "hit")), 20);
   EXPECT_EQ(Value(text, Lookups("item_0", "miss")), 21);
   EXPECT_EQ(Value(text, R"(fuserank_hot_rows{table="item_0"})"), 3) << "the set came along";
   EXPECT_EQ(Value(text, "fuserank_hot_rows_version"), 2);
 
   ASSERT_TRUE(models_->Reload("a", renamed).ok());
   text = metrics_->Scrape();
-  EXPECT_EQ(Value(text, Lookups("item_0", "hit")), 16) << "a counter stays when its table goes";
+  EXPECT_EQ(Value(text, Lookups("item_0", "hit")), 20) << "a counter stays when its table goes";
   EXPECT_EQ(Value(text, R"(fuserank_hot_rows{table="item_0"})"), 0) << "no model has it now";
   EXPECT_EQ(Value(text, R"(fuserank_hot_rows{table="item_new"})"), 0);
   EXPECT_EQ(Value(text, "fuserank_hot_rows_version"), 2) << "nothing to carry: no swap";
+
+  // item_0 back: its counts start at 0 (the version it replaces has none to carry) and
+  // are added to the counter from there.
+  ASSERT_TRUE(models_->Reload("a", v1).ok());
+  EXPECT_EQ(Value(metrics_->Scrape(), Lookups("item_0", "hit")), 20);
+  Manager("a").RecordLookups(1, 5, 2);
+  text = metrics_->Scrape();
+  EXPECT_EQ(Value(text, Lookups("item_0", "hit")), 25);
+  EXPECT_EQ(Value(text, Lookups("item_0", "miss")), 23);
 }
 
 TEST_F(HotRowMetricsTest, StopsReadingTheModelsOnceDestroyed) {

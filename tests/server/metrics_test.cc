@@ -59,7 +59,7 @@ TEST(MetricsTest, RecordsIntoTheLabelledSeries) {
   m.RecordBatchCandidates(300);
   m.AddInflight(3);
   m.AddInflight(-1);
-  m.SetQueueDepth(7);
+  m.SetQueueDepthSource([] { return 7; });
   m.SetHotRowsVersion(4);
   const TableCacheMetrics table = m.Table("item_id");
   EXPECT_EQ(table.hits, m.Table("item_id").hits) << "one series per table";
@@ -136,6 +136,21 @@ TEST(MetricsTest, TheCollectHookRunsBeforeEveryScrapeUntilRemoved) {
   m.SetCollectHook(nullptr);
   EXPECT_THAT(m.Scrape(), HasSubstr("fuserank_hot_rows_version 2"));
   EXPECT_EQ(calls, 2);
+}
+
+// fuserank_queue_depth is read from its source at each scrape: what waits now, also when
+// the last request to finish saw a deeper queue (the gauge is set by no request).
+TEST(MetricsTest, TheQueueDepthIsReadFromItsSourceAtEveryScrape) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  int waiting = 3;
+  (*metrics)->SetQueueDepthSource([&waiting] { return waiting; });
+  EXPECT_THAT((*metrics)->Scrape(), HasSubstr("\nfuserank_queue_depth 3\n"));
+  waiting = 0;  // idle
+  EXPECT_THAT((*metrics)->Scrape(), HasSubstr("\nfuserank_queue_depth 0\n"));
+  (*metrics)->SetQueueDepthSource(nullptr);
+  waiting = 5;
+  EXPECT_THAT((*metrics)->Scrape(), HasSubstr("\nfuserank_queue_depth 0\n"));
 }
 
 TEST(MetricsTest, ServesOnAnyFreePort) {

@@ -135,6 +135,29 @@ TEST(HotRowCacheTest, CountsLeaveTheWarmUpOutAndCarryOverByTableName) {
   EXPECT_EQ(set->tables[0].hits, 4u);
 }
 
+// Requests that finish on a replaced version after the hand-over: their lookups reach the
+// successor's counts once the replaced version is destroyed, once, also through a version
+// destroyed before the one it replaced.
+TEST(HotRowCacheTest, LookupsOfAReplacedVersionAfterTheHandOverArriveWhenItIsDestroyed) {
+  std::unique_ptr<HotRowCache> v1 = Cache(Model());
+  v1->StartServing(nullptr);
+  v1->manager()->RecordLookups(1, 5, 7);
+  std::unique_ptr<HotRowCache> v2 = Cache(Model(), v1.get());
+  v2->StartServing(v1.get());
+  v1->manager()->RecordLookups(1, 4, 1);  // after the hand-over
+  EXPECT_EQ(Status(*v2, "item_0").hits, 5u) << "not before v1 is destroyed";
+  std::unique_ptr<HotRowCache> v3 = Cache(Model(), v2.get());
+  v3->StartServing(v2.get());
+  v2->manager()->RecordLookups(1, 10, 0);  // after v2's hand-over
+  v2.reset();
+  EXPECT_EQ(Status(*v3, "item_0").hits, 15u);
+  v1->manager()->RecordLookups(1, 1, 0);
+  v1.reset();  // v2 is gone: v1's go on to v3
+  const engine::TableHotRowsStatus item = Status(*v3, "item_0");
+  EXPECT_EQ(item.hits, 5u + 4u + 10u + 1u);
+  EXPECT_EQ(item.misses, 7u + 1u);
+}
+
 TEST(HotRowCacheTest, ErrorsAreTheManagersAndChangeNothing) {
   std::unique_ptr<HotRowCache> cache = Cache(Model(), nullptr, HotRowCacheOptions{.capacity = 2});
   cache->StartServing(nullptr);
