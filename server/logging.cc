@@ -8,8 +8,11 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "engine/escape_text.h"
+#include "google/protobuf/stubs/logging.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -94,6 +97,33 @@ class EscapedMessage final : public spdlog::custom_flag_formatter {
 
 }  // namespace
 
+namespace {
+
+// libprotobuf's own lines (gRPC could not parse a message: a string field that is not
+// UTF-8, say) go through the logger, so they are escaped and in the configured format, and
+// are rate-limited: a client can trigger them at will.
+void ProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
+                 const std::string& message) {
+  static LogRateLimiter limiter(10, absl::Seconds(1));
+  uint64_t dropped = 0;
+  if (level != google::protobuf::LOGLEVEL_FATAL && !limiter.Allow(&dropped)) return;
+  const std::string text =
+      absl::StrCat("libprotobuf: ", message, " (", filename, ":", line, ")",
+                   dropped > 0 ? absl::StrCat(" [", dropped, " dropped]") : "");
+  switch (level) {
+    case google::protobuf::LOGLEVEL_INFO:
+      spdlog::info("{}", text);
+      return;
+    case google::protobuf::LOGLEVEL_FATAL:
+      spdlog::critical("{}", text);
+      return;
+    default:
+      spdlog::warn("{}", text);
+  }
+}
+
+}  // namespace
+
 void ConfigureLogging(const LoggingConfig& config) {
   auto logger = std::make_shared<spdlog::logger>("fuserank",
                                                  std::make_shared<spdlog::sinks::stderr_sink_mt>());
@@ -111,6 +141,7 @@ void ConfigureLogging(const LoggingConfig& config) {
   logger->set_level(spdlog::level::from_str(config.level));
   logger->flush_on(spdlog::level::warn);
   spdlog::set_default_logger(std::move(logger));
+  google::protobuf::SetLogHandler(&ProtobufLog);
 }
 
 void LogInfoLines(absl::string_view title, absl::string_view text) {
@@ -133,6 +164,12 @@ bool AccessLogSampled(double fraction) {
 
 std::string LogSafe(absl::string_view text, size_t max_bytes) {
   return engine::EscapeText(text, max_bytes);
+}
+
+std::string LogQuoted(absl::string_view text, size_t max_bytes) {
+  // EscapeText writes a ' only for a ' of the text (a backslash is written \\), so the
+  // \x27 that replaces it reads back unambiguously.
+  return absl::StrReplaceAll(engine::EscapeText(text, max_bytes), {{"'", "\\x27"}});
 }
 
 bool LogRateLimiter::Allow(uint64_t* dropped) {

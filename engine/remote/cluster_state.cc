@@ -148,10 +148,10 @@ void Node::Resolve() {
   std::vector<std::string> addresses;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
     char text[INET6_ADDRSTRLEN] = {};
-    const void* raw =
-        a->ai_family == AF_INET6
-            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr)
-            : &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr;
+    const void* raw = a->ai_family == AF_INET6
+                          ? static_cast<const void*>(
+                                &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr)
+                          : &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr;
     if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
         inet_ntop(a->ai_family, raw, text, sizeof(text)) != nullptr &&
         std::find(addresses.begin(), addresses.end(), text) == addresses.end()) {

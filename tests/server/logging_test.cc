@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/escape_text.h"
+#include "fuserank/v1/admin.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,9 +25,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Logs `message` through ConfigureLogging(format) and returns the lines written to stderr.
-// (The logger stays configured afterwards: later tests log in that format.)
-std::vector<std::string> LogThrough(LogFormat format, const std::string& message) {
+// Runs `log` after ConfigureLogging(format) and returns the lines written to stderr. (The
+// logger stays configured afterwards: later tests log in that format.)
+std::vector<std::string> LinesOf(LogFormat format, const std::function<void()>& log) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/logging_test_", getpid());
   std::fflush(stderr);
   const int saved = ::dup(2);
@@ -34,13 +37,18 @@ std::vector<std::string> LogThrough(LogFormat format, const std::string& message
   LoggingConfig config;
   config.format = format;
   ConfigureLogging(config);
-  LogInfoLines(absl::StrCat("rank request_id='", message, "' done"), "");
+  log();
   std::fflush(stderr);
   ::dup2(saved, 2);
   ::close(saved);
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+std::vector<std::string> LogThrough(LogFormat format, const std::string& message) {
+  return LinesOf(format,
+                 [&] { LogInfoLines(absl::StrCat("rank request_id='", message, "' done"), ""); });
 }
 
 const std::string kForged = "r1\n[2030-01-01 00:00:00.000] [info] admin ok\x1b[2K\xff\xfe";
@@ -74,6 +82,21 @@ TEST(LoggingTest, LogSafeEscapesAndCutsOnACharacterBoundary) {
   EXPECT_EQ(LogSafe("ok"), "ok");
 }
 
+// The access log quotes request_id and model as field='value': a ' in a client's value is
+// written \x27, so it cannot end its field and forge model= or code= after it.
+TEST(LoggingTest, LogQuotedValuesCannotCloseTheirQuotesAndAddFields) {
+  const std::string forged = "x' model='prod' code=OK z='";
+  EXPECT_EQ(LogQuoted(forged), "x\\x27 model=\\x27prod\\x27 code=OK z=\\x27");
+  const std::string line = absl::StrCat("rank request_id='", LogQuoted(forged, 128), "' model='",
+                                        LogQuoted("ctr", 128), "' code=NOT_FOUND");
+  EXPECT_EQ(std::count(line.begin(), line.end(), '\''), 4) << line;
+  EXPECT_THAT(line, HasSubstr("' model='ctr' code=NOT_FOUND"));
+  // A backslash of the text stays doubled, so \x27 reads back as one ' only.
+  EXPECT_EQ(LogQuoted("a\\'b"), "a\\\\\\x27b");
+  // Cut on input bytes, as LogSafe.
+  EXPECT_EQ(LogQuoted("''''", 2), "\\x27\\x27...");
+}
+
 TEST(LogRateLimiterTest, LetsABurstThroughAndCountsTheRest) {
   LogRateLimiter limiter(3, absl::Hours(1));
   uint64_t dropped = 99;
@@ -84,6 +107,20 @@ TEST(LogRateLimiterTest, LetsABurstThroughAndCountsTheRest) {
   LogRateLimiter fast(1, absl::ZeroDuration());  // every call opens a new window
   EXPECT_TRUE(fast.Allow(&dropped));
   EXPECT_TRUE(fast.Allow(&dropped));
+}
+
+// A message gRPC cannot parse makes libprotobuf log: that line comes through the logger
+// (JSON here, escaped), not as a raw "[libprotobuf ERROR ...]" line beside the JSON.
+TEST(LoggingTest, ProtobufLinesGoThroughTheLogger) {
+  const std::vector<std::string> lines = LinesOf(LogFormat::kJson, [] {
+    v1::GetHotRowsRequest request;
+    EXPECT_FALSE(request.ParseFromString(std::string("\x12\x02\xff\xfe", 4)));
+  });
+  ASSERT_EQ(lines.size(), 1u) << absl::StrJoin(lines, "\n");
+  EXPECT_THAT(lines[0], HasSubstr(R"("level":"warning")"));
+  EXPECT_THAT(lines[0], HasSubstr("libprotobuf: "));
+  EXPECT_THAT(lines[0], HasSubstr("invalid UTF-8"));
+  EXPECT_TRUE(engine::IsPrintableUtf8(lines[0]));
 }
 
 }  // namespace
