@@ -9,11 +9,13 @@ ModelWatcher::ModelWatcher(ServedModels* models, absl::Duration interval)
 
 ModelWatcher::~ModelWatcher() { Stop(); }
 
+void ModelWatcher::RequestStop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+}
+
 void ModelWatcher::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  RequestStop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -41,6 +43,10 @@ void ModelWatcher::Loop() {
 void ModelWatcher::PollOnce() {
   absl::MutexLock lock(&poll_mu_);
   for (const ModelHandle& current : models_->Current()) {
+    {
+      absl::MutexLock stop_lock(&mu_);
+      if (stopping_) return;
+    }
     if (current->path.empty()) continue;  // built in memory: nothing to watch
     Poll(current, &watches_[current->name]);
   }

@@ -30,7 +30,11 @@ class ModelWatcher {
   ModelWatcher(const ModelWatcher&) = delete;
   ModelWatcher& operator=(const ModelWatcher&) = delete;
 
-  // Stops the thread; a reload in progress finishes first. Idempotent.
+  // From now on no poll starts and a poll in progress starts no further reload (SIGTERM:
+  // the drain must not start loading a model); does not wait. Idempotent.
+  void RequestStop();
+  // RequestStop(), then waits for the thread: a reload in progress finishes first.
+  // Idempotent.
   void Stop();
 
   // One pass over every model (what the thread does each interval). Exposed for tests.

@@ -299,6 +299,7 @@ void Server::Shutdown() {
   // Admin calls first (before health turns NOT_SERVING, which a prober may then rely on):
   // new and queued ones are UNAVAILABLE; the one in progress is waited for below.
   if (admin_ != nullptr) admin_->StartShutdown();
+  if (watcher_ != nullptr) watcher_->RequestStop();  // no watch reload starts in the drain
   {
     absl::MutexLock health_lock(&health_mu_);
     health_final_ = true;

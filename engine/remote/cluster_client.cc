@@ -5,7 +5,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <charconv>
 #include <string>
 #include <utility>
 
@@ -40,22 +39,6 @@ void Fail(Reply* reply, ErrorKind kind, RunStats* stats) {
   reply->state = Reply::State::kError;
   reply->error = kind;
   ++stats->errors[static_cast<int>(kind)];
-}
-
-// Parses "MOVED 3999 127.0.0.1:6381" (or ASK ...) into slot and node address. Redis 7
-// writes ":6381" for "the host of the node you asked" (`asked`), and "?:6381" when it does
-// not know the endpoint (*host is then "?").
-bool ParseRedirect(std::string_view error, const std::string& asked, int* slot, std::string* host,
-                   int* port) {
-  const size_t first = error.find(' ');
-  const size_t second = first == std::string_view::npos ? first : error.find(' ', first + 1);
-  if (second == std::string_view::npos) return false;
-  const std::string_view digits = error.substr(first + 1, second - first - 1);
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *slot);
-  if (ec != std::errc() || *slot < 0 || *slot >= kClusterSlots) return false;
-  const std::string_view address = error.substr(second + 1);
-  if (address.starts_with(':')) return ParseAddress(asked + std::string(address), host, port);
-  return ParseAddress(address, host, port);
 }
 
 // What GET and SET replies may be: a value, +OK, an error, a nil.
@@ -137,6 +120,9 @@ struct ClusterClient::RunContext {
   std::vector<Reply>* replies;
   std::vector<Target> targets;
   std::vector<int> pending;  // commands for the next round (redirected)
+  // Redirect targets, alive for the run (a map refresh may forget them meanwhile); the
+  // map's nodes live as long as the run's snapshot of it.
+  std::vector<std::shared_ptr<Node>> held;
   RunStats stats;
 
   // Files reply `r` to command i: a value, an absence, an error, or a redirect to follow.
@@ -169,13 +155,14 @@ struct ClusterClient::RunContext {
     const bool ask = text.starts_with("ASK ");
     const std::string& asked = targets[i].node->host();
     if ((moved || ask) && ParseRedirect(text, asked, &slot, &host, &port)) {
-      Node* node = host == "?" ? nullptr : state->NodeFor(host, port);
+      std::shared_ptr<Node> node = host == "?" ? nullptr : state->NodeFor(host, port);
       if (node == nullptr) {  // an endpoint unknown to the node, or too many nodes
         Fail(&reply, ErrorKind::kRedirect, &stats);
         state->RequestRefresh();
         return;
       }
-      targets[i] = {node, ask};
+      targets[i] = {node.get(), ask};
+      held.push_back(node);
       pending.push_back(i);
       if (moved) {  // the slot lives there now; the rest of the map may have moved too
         ++stats.moved;
@@ -302,7 +289,7 @@ struct ClusterClient::RunContext {
 RunStats ClusterClient::Run(absl::Span<const Command> commands, Clock::time_point deadline,
                             std::vector<Reply>* replies) {
   replies->resize(commands.size());
-  RunContext run{state_.get(), commands, replies, std::vector<Target>(commands.size()), {}, {}};
+  RunContext run{state_.get(), commands, replies, std::vector<Target>(commands.size()), {}, {}, {}};
   const std::shared_ptr<const SlotMap> map = state_->Map();
   std::vector<int> round(commands.size());
   for (size_t i = 0; i < commands.size(); ++i) {

@@ -34,11 +34,25 @@ RespLimits SlotsLimits() {
   return limits;
 }
 
-// Reads one CLUSTER SLOTS reply into `map`; `host` stands in for an empty node address
-// (the node that answered). *covered counts the slots it assigns.
-absl::Status ParseSlots(const redisReply& reply, const std::string& host,
-                        ClusterClient::State* state, SlotMap* map, int* covered) {
+bool IsIpLiteral(const std::string& host) {
+  in6_addr address;
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 ||
+         inet_pton(AF_INET6, host.c_str(), &address) == 1;
+}
+
+// Idle and still usable: open, and nothing to read (a closed peer reads as end of file).
+bool StillOpen(const redisContext* c) {
+  pollfd p{c->fd, POLLIN, 0};
+  return c->err == 0 && poll(&p, 1, 0) == 0;
+}
+
+}  // namespace
+
+absl::Status ParseSlots(const redisReply& reply, const std::string& asked,
+                        std::vector<SlotRange>* ranges, int* covered) {
   if (reply.type != REDIS_REPLY_ARRAY) return absl::InternalError("CLUSTER SLOTS: not an array");
+  std::vector<bool> seen(kClusterSlots);
+  *covered = 0;
   for (size_t i = 0; i < reply.elements; ++i) {
     const redisReply& range = *reply.element[i];
     if (range.type != REDIS_REPLY_ARRAY || range.elements < 3 ||
@@ -57,34 +71,36 @@ absl::Status ParseSlots(const redisReply& reply, const std::string& host,
     const redisReply& master = *range.element[2];
     const long long port = master.element[1]->integer;
     if (port < 1 || port > 65535) return absl::InternalError("CLUSTER SLOTS: port out of range");
-    std::string node_host(master.element[0]->str, master.element[0]->len);
-    if (node_host.empty() || node_host == "?") node_host = host;
-    Node* node = state->NodeFor(node_host, static_cast<int>(port));
-    if (node == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("CLUSTER SLOTS: more than ", kMaxNodes, " nodes"));
-    }
+    std::string host(master.element[0]->str, master.element[0]->len);
+    if (host.empty() || host == "?") host = asked;
+    ranges->push_back(
+        {static_cast<int>(first), static_cast<int>(last), std::move(host), static_cast<int>(port)});
     for (long long s = first; s <= last; ++s) {
-      if (map->owner[s] == nullptr) ++*covered;
-      map->owner[s] = node;
+      if (!seen[s]) ++*covered;
+      seen[s] = true;
     }
   }
   return absl::OkStatus();
 }
 
-bool IsIpLiteral(const std::string& host) {
-  in6_addr address;
-  return inet_pton(AF_INET, host.c_str(), &address) == 1 ||
-         inet_pton(AF_INET6, host.c_str(), &address) == 1;
+bool ParseRedirect(std::string_view error, const std::string& asked, int* slot, std::string* host,
+                   int* port) {
+  const size_t first = error.find(' ');
+  const size_t second = first == std::string_view::npos ? first : error.find(' ', first + 1);
+  if (second == std::string_view::npos) return false;
+  const std::string_view digits = error.substr(first + 1, second - first - 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *slot);
+  if (ec != std::errc() || end != digits.data() + digits.size() || *slot < 0 ||
+      *slot >= kClusterSlots) {
+    return false;
+  }
+  const std::string_view address = error.substr(second + 1);
+  // ":6381" alone (one colon) is the short form; "::1:6381" is IPv6.
+  if (address.starts_with(':') && address.find(':', 1) == std::string_view::npos) {
+    return ParseAddress(asked + std::string(address), host, port);
+  }
+  return ParseAddress(address, host, port);
 }
-
-// Idle and still usable: open, and nothing to read (a closed peer reads as end of file).
-bool StillOpen(const redisContext* c) {
-  pollfd p{c->fd, POLLIN, 0};
-  return c->err == 0 && poll(&p, 1, 0) == 0;
-}
-
-}  // namespace
 
 bool ParseAddress(std::string_view address, std::string* host, int* port) {
   const size_t colon = address.rfind(':');
@@ -118,7 +134,7 @@ Node::~Node() {
 }
 
 redisContext* Node::Acquire() {
-  std::vector<std::string> addresses;
+  std::vector<std::string> addresses;  // the current one
   {
     absl::MutexLock lock(&mu_);
     while (!idle_.empty()) {
@@ -127,15 +143,10 @@ redisContext* Node::Acquire() {
       if (StillOpen(c)) return c;
       redisFree(c);  // the node closed it (an idle timeout, a restart)
     }
-    addresses = addresses_;
+    if (!addresses_.empty()) addresses.push_back(addresses_[current_ % addresses_.size()]);
   }
-  redisContext* c = nullptr;
-  for (const std::string& address : addresses) {
-    if (c != nullptr) redisFree(c);
-    c = redisConnectNonBlock(address.c_str(), port_);
-    if (c != nullptr && c->err == 0) break;
-  }
-  return c;
+  if (addresses.empty()) return nullptr;
+  return redisConnectNonBlock(addresses.front().c_str(), port_);
 }
 
 void Node::Resolve() {
@@ -161,29 +172,60 @@ void Node::Resolve() {
   freeaddrinfo(found);
   if (addresses.empty()) return;
   absl::MutexLock lock(&mu_);
+  if (addresses != addresses_) current_ = 0;
   addresses_ = std::move(addresses);
 }
 
 void Node::Release(redisContext* context, bool clean, int pool_size) {
   if (context == nullptr) return;
-  if (clean && context->err == 0) {
+  // A reply hiredis has buffered but nobody read would answer the next batch's command.
+  const bool drained = context->reader->pos == context->reader->len;
+  {
     absl::MutexLock lock(&mu_);
-    if (static_cast<int>(idle_.size()) < pool_size) {
+    if (clean && drained && context->err == 0 && static_cast<int>(idle_.size()) < pool_size) {
       idle_.push_back(context);
       return;
     }
+    if (context->err != 0) ++current_;  // a host name's other addresses get their turn
   }
   redisFree(context);
 }
 
-Node* ClusterClient::State::NodeFor(const std::string& host, int port) {
+std::shared_ptr<Node> ClusterClient::State::NodeFor(const std::string& host, int port) {
   absl::MutexLock lock(&mu);
   for (const auto& node : nodes) {
-    if (node->port() == port && node->host() == host) return node.get();
+    if (node->port() == port && node->host() == host) return node;
   }
   if (static_cast<int>(nodes.size()) >= kMaxNodes) return nullptr;
-  nodes.push_back(std::make_unique<Node>(host, port));
-  return nodes.back().get();
+  nodes.push_back(std::make_shared<Node>(host, port));
+  return nodes.back();
+}
+
+absl::Status ClusterClient::State::InstallMap(const std::vector<SlotRange>& ranges) {
+  auto next = std::make_shared<SlotMap>();
+  absl::MutexLock lock(&mu);
+  for (const SlotRange& range : ranges) {
+    auto known = [&range](const std::shared_ptr<Node>& node) {
+      return node->port() == range.port && node->host() == range.host;
+    };
+    auto in_map = std::find_if(next->nodes.begin(), next->nodes.end(), known);
+    if (in_map == next->nodes.end()) {
+      if (next->nodes.size() == static_cast<size_t>(kMaxNodes)) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("CLUSTER SLOTS: more than ", kMaxNodes, " masters"));
+      }
+      auto registered = std::find_if(nodes.begin(), nodes.end(), known);
+      next->nodes.push_back(
+          registered != nodes.end() ? *registered : std::make_shared<Node>(range.host, range.port));
+      in_map = next->nodes.end() - 1;
+    }
+    for (int s = range.first; s <= range.last; ++s) next->owner[s] = in_map->get();
+  }
+  // The nodes are the map's from now on: the others are forgotten (a batch still using one
+  // holds it until it is done).
+  nodes = next->nodes;
+  map = std::move(next);
+  return absl::OkStatus();
 }
 
 std::shared_ptr<const SlotMap> ClusterClient::State::Map() const {
@@ -191,11 +233,14 @@ std::shared_ptr<const SlotMap> ClusterClient::State::Map() const {
   return map;
 }
 
-void ClusterClient::State::SetSlot(int slot, Node* node) {
+void ClusterClient::State::SetSlot(int slot, const std::shared_ptr<Node>& node) {
   absl::MutexLock lock(&mu);
-  if (map != nullptr && map->owner[slot] == node) return;  // told already (another key)
+  if (map != nullptr && map->owner[slot] == node.get()) return;  // told already (another key)
   auto updated = map == nullptr ? std::make_shared<SlotMap>() : std::make_shared<SlotMap>(*map);
-  updated->owner[slot] = node;
+  updated->owner[slot] = node.get();
+  if (std::find(updated->nodes.begin(), updated->nodes.end(), node) == updated->nodes.end()) {
+    updated->nodes.push_back(node);
+  }
   map = std::move(updated);
 }
 
@@ -214,9 +259,7 @@ std::vector<std::pair<std::string, int>> ClusterClient::State::RefreshCandidates
   };
   absl::MutexLock lock(&mu);
   if (map != nullptr) {
-    for (const Node* node : map->owner) {
-      if (node != nullptr) add(node->host(), node->port());
-    }
+    for (const auto& node : map->nodes) add(node->host(), node->port());
   }
   for (const std::string& seed : options.seeds) {
     std::string host;
@@ -229,14 +272,14 @@ std::vector<std::pair<std::string, int>> ClusterClient::State::RefreshCandidates
 
 absl::Status ClusterClient::State::Refresh() {
   absl::Status status = RefreshMap();
-  std::vector<Node*> named;
+  std::vector<std::shared_ptr<Node>> named;
   {
     absl::MutexLock lock(&mu);
     for (const auto& node : nodes) {
-      if (!node->is_literal()) named.push_back(node.get());
+      if (!node->is_literal()) named.push_back(node);
     }
   }
-  for (Node* node : named) node->Resolve();
+  for (const auto& node : named) node->Resolve();
   return status;
 }
 
@@ -244,7 +287,7 @@ absl::Status ClusterClient::State::RefreshMap() {
   const std::vector<std::pair<std::string, int>> candidates = RefreshCandidates();
   if (candidates.empty()) return absl::InvalidArgumentError("no seed node given");
   std::vector<std::string> failures;
-  std::shared_ptr<SlotMap> best;
+  std::vector<SlotRange> best;
   int best_covered = 0;
   for (const auto& [host, port] : candidates) {
     {
@@ -254,12 +297,12 @@ absl::Status ClusterClient::State::RefreshMap() {
     const auto deadline = std::chrono::steady_clock::now() + options.connect_timeout;
     absl::StatusOr<ReplyPtr> reply = CallNode(host, port, "CLUSTER SLOTS", deadline, SlotsLimits());
     absl::Status parsed = reply.status();
-    auto next = std::make_shared<SlotMap>();
+    std::vector<SlotRange> ranges;
     int covered = 0;
     if (parsed.ok() && (*reply)->type == REDIS_REPLY_ERROR) {
       parsed = absl::UnavailableError(absl::string_view((*reply)->str, (*reply)->len));
     } else if (parsed.ok()) {
-      parsed = ParseSlots(**reply, host, this, next.get(), &covered);
+      parsed = ParseSlots(**reply, host, &ranges, &covered);
     }
     if (parsed.ok() && covered == 0) parsed = absl::UnavailableError("its map covers no slot");
     if (!parsed.ok()) {
@@ -267,18 +310,16 @@ absl::Status ClusterClient::State::RefreshMap() {
       continue;
     }
     if (covered > best_covered) {
-      best = std::move(next);
+      best = std::move(ranges);
       best_covered = covered;
     }
     if (best_covered == kClusterSlots) break;
   }
-  if (best == nullptr) {
+  if (best_covered == 0) {
     return absl::UnavailableError(
         absl::StrCat("no node answered CLUSTER SLOTS (", absl::StrJoin(failures, "; "), ")"));
   }
-  absl::MutexLock lock(&mu);
-  map = std::move(best);
-  return absl::OkStatus();
+  return InstallMap(best);
 }
 
 void ClusterClient::State::RefresherLoop() {

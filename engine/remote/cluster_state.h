@@ -1,9 +1,9 @@
 // The shared state of a ClusterClient: the nodes it knows (each with its pool of idle
-// connections and, for a host name, the address it last resolved to), the slot map, and
+// connections and, for a host name, the addresses it last resolved to), the slot map, and
 // the background thread that refreshes the map and resolves host names, so that nothing on
 // a batch's path waits for DNS. Internal to engine/remote. Thread-safe as annotated: the
-// map is read-copy-update (a snapshot shared_ptr taken under mu), nodes live until the
-// client is destroyed.
+// map is read-copy-update (a snapshot shared_ptr taken under mu) and holds its nodes; a
+// refresh forgets the nodes the new map does not name (a batch still using one holds it).
 #ifndef FUSERANK_ENGINE_REMOTE_CLUSTER_STATE_H_
 #define FUSERANK_ENGINE_REMOTE_CLUSTER_STATE_H_
 
@@ -16,17 +16,19 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/remote/cluster_client.h"
 #include "engine/remote/key_slot.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace fuserank::remote {
 
-// The most nodes a client keeps: CLUSTER SLOTS replies and MOVED redirects add nodes, and
-// nodes live as long as the client (slot maps and running batches point at them).
-inline constexpr int kMaxNodes = 1024;
+// The most nodes a client knows at once: a map's masters, and those MOVED redirects named
+// since the last refresh (which forgets the nodes its map does not name).
+inline constexpr int kMaxNodes = 4096;
 
 class Node {
  public:
@@ -38,12 +40,12 @@ class Node {
   // (its connect may still be in progress, or have failed: check ->err). Null when the host
   // is a name not resolved yet (the refresher resolves it).
   redisContext* Acquire();
-  // Gives a connection back: kept when `clean` (no reply left unread) and fewer than
-  // `pool_size` are idle, else closed.
+  // Gives a connection back: kept when `clean` (every reply read, nothing more buffered)
+  // and fewer than `pool_size` are idle, else closed. A connection that failed moves a host
+  // name on to its next address for the connections after it.
   void Release(redisContext* context, bool clean, int pool_size);
   // Looks the host name up (blocking: the refresher's thread only); an IP literal needs
-  // nothing. A failed lookup keeps the last addresses. Acquire dials them in order until a
-  // connect does not fail at once.
+  // nothing. A failed lookup keeps the last addresses. Acquire dials the current one.
   void Resolve();
   bool is_literal() const { return literal_; }
 
@@ -54,20 +56,33 @@ class Node {
   absl::Mutex mu_;
   std::vector<redisContext*> idle_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);  // numeric; none until resolved
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;                  // the one Acquire dials
 };
 
 struct SlotMap {
   std::array<Node*, kClusterSlots> owner{};  // null: no master known for the slot
+  std::vector<std::shared_ptr<Node>> nodes;  // every owner, alive while the map is
+};
+
+// One range of a CLUSTER SLOTS reply: slots first..last and their master.
+struct SlotRange {
+  int first = 0;
+  int last = 0;
+  std::string host;
+  int port = 0;
 };
 
 struct ClusterClient::State {
   explicit State(const ClusterOptions& opts) : options(opts) {}
 
   // The node at host:port, added when new; null when kMaxNodes are known already.
-  Node* NodeFor(const std::string& host, int port) ABSL_LOCKS_EXCLUDED(mu);
+  std::shared_ptr<Node> NodeFor(const std::string& host, int port) ABSL_LOCKS_EXCLUDED(mu);
   std::shared_ptr<const SlotMap> Map() const ABSL_LOCKS_EXCLUDED(mu);
   // After a MOVED: the slot's new owner, at once (copy-on-write of the map).
-  void SetSlot(int slot, Node* node) ABSL_LOCKS_EXCLUDED(mu);
+  void SetSlot(int slot, const std::shared_ptr<Node>& node) ABSL_LOCKS_EXCLUDED(mu);
+  // Installs the map of `ranges`; its masters become the nodes known (the others are
+  // forgotten). RESOURCE_EXHAUSTED, nothing changed, past kMaxNodes masters.
+  absl::Status InstallMap(const std::vector<SlotRange>& ranges) ABSL_LOCKS_EXCLUDED(mu);
   // Wakes the refresher for a CLUSTER SLOTS round.
   void RequestRefresh() ABSL_LOCKS_EXCLUDED(mu);
   // One CLUSTER SLOTS round: the nodes of the current map first, then the seeds, then the
@@ -84,7 +99,7 @@ struct ClusterClient::State {
 
   const ClusterOptions options;
   mutable absl::Mutex mu;
-  std::vector<std::unique_ptr<Node>> nodes ABSL_GUARDED_BY(mu);
+  std::vector<std::shared_ptr<Node>> nodes ABSL_GUARDED_BY(mu);
   std::shared_ptr<const SlotMap> map ABSL_GUARDED_BY(mu);
   bool refresh_wanted ABSL_GUARDED_BY(mu) = false;
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -93,6 +108,17 @@ struct ClusterClient::State {
 
 // Splits "host:port"; false when it is not of that form (port 1..65535).
 bool ParseAddress(std::string_view address, std::string* host, int* port);
+
+// Parses "MOVED 3999 127.0.0.1:6381" (or ASK ...) into slot and node address. Redis 7
+// writes ":6381" for "the host of the node you asked" (`asked`), and "?:6381" when it does
+// not know the endpoint (*host is then "?"). IPv6 comes bare ("::1:6381").
+bool ParseRedirect(std::string_view error, const std::string& asked, int* slot, std::string* host,
+                   int* port);
+
+// Reads a CLUSTER SLOTS reply into ranges; `asked` stands in for an empty or "?" host (the
+// node that answered). *covered counts the distinct slots the ranges assign.
+absl::Status ParseSlots(const redisReply& reply, const std::string& asked,
+                        std::vector<SlotRange>* ranges, int* covered);
 
 }  // namespace fuserank::remote
 

@@ -1,7 +1,8 @@
 // ModelWatcher, driven poll by poll (PollOnce) so that no test depends on timing: a
 // replaced file is loaded once it has stayed the same for one more poll, a file that is
 // still changing is not, a refused version is not retried until the files change again,
-// a new spec's weights file is followed, and the thread itself picks up a change.
+// a new spec's weights file is followed, the thread itself picks up a change, and once
+// asked to stop it starts no reload.
 #include "server/model_watcher.h"
 
 #include <unistd.h>
@@ -83,6 +84,18 @@ TEST_F(ModelWatcherTest, LoadsAReplacedFileOnceItHasSettled) {
   EXPECT_EQ(watcher.reloads(), 1);
   watcher.PollOnce();
   EXPECT_EQ(watcher.reloads(), 1) << "the loaded files are not loaded again";
+}
+
+// SIGTERM's drain asks the watch to stop first (Server::Shutdown): from then on it starts
+// no reload, however settled a change is.
+TEST_F(ModelWatcherTest, StartsNoReloadOnceAskedToStop) {
+  ModelWatcher watcher(models_.get(), absl::Hours(1));
+  Install("v2");
+  watcher.PollOnce();
+  watcher.RequestStop();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 0);
+  EXPECT_EQ(Serving(), "v1");
 }
 
 TEST_F(ModelWatcherTest, WaitsWhileTheFileKeepsChanging) {
