@@ -12,14 +12,11 @@
 #include "engine/model_spec.h"
 
 namespace fuserank::server {
-namespace {
 
-std::string Directory(const std::string& path) {
+std::string ParentDirectory(const std::string& path) {
   const std::string parent = std::filesystem::path(path).parent_path().string();
   return parent.empty() ? "." : parent;
 }
-
-}  // namespace
 
 FileStamp StampFile(const std::string& path) {
   FileStamp stamp;
@@ -43,14 +40,15 @@ absl::StatusOr<std::string> ResolvePath(const std::string& path) {
 
 std::string WeightsAsNamed(const std::string& weights, const std::string& spec_read,
                            const std::string& spec_named) {
-  const std::string read_dir = Directory(spec_read);
+  const std::string read_dir = ParentDirectory(spec_read);
   const std::string prefix = read_dir == "/" ? read_dir : read_dir + "/";
   if (!absl::StartsWith(weights, prefix)) return weights;
   // Only a configured directory that is (through symlinks) the one read from: a spec file
   // that is itself a symlink names weights beside its target, not beside the link.
-  const absl::StatusOr<std::string> named_dir = ResolvePath(Directory(spec_named));
+  const absl::StatusOr<std::string> named_dir = ResolvePath(ParentDirectory(spec_named));
   if (!named_dir.ok() || *named_dir != read_dir) return weights;
-  return (std::filesystem::path(Directory(spec_named)) / weights.substr(prefix.size())).string();
+  return (std::filesystem::path(ParentDirectory(spec_named)) / weights.substr(prefix.size()))
+      .string();
 }
 
 absl::StatusOr<std::string> NamedWeightsPath(const std::string& spec_path) {

@@ -37,6 +37,9 @@ struct ModelFiles {
 // The stamp of `path` now (exists = false when it cannot be stat'ed).
 FileStamp StampFile(const std::string& path);
 
+// The directory part of `path` ("." for a bare file name).
+std::string ParentDirectory(const std::string& path);
+
 // realpath(3) of `path` (every symlink followed, "." and ".." removed); NOT_FOUND with
 // strerror when it or a directory on the way does not exist.
 absl::StatusOr<std::string> ResolvePath(const std::string& path);

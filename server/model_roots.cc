@@ -16,11 +16,6 @@ bool Inside(absl::string_view path, absl::string_view root) {
   return path == root || (absl::StartsWith(path, root) && path[root.size()] == '/');
 }
 
-std::string Directory(const std::string& path) {
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
 }  // namespace
 
 ModelRoots ModelRoots::FromConfig(const Config& config) {
@@ -37,12 +32,12 @@ ModelRoots ModelRoots::FromConfig(const Config& config) {
   // paths. A directory symlink is not frozen into its current target (roots are resolved
   // at each check, so it follows a switch).
   auto add_file = [&](const std::string& path) {
-    const std::string dir = Directory(path);
+    const std::string dir = ParentDirectory(path);
     add(dir);
     absl::StatusOr<std::string> resolved = ResolvePath(path);
     absl::StatusOr<std::string> resolved_dir = ResolvePath(dir);
-    if (resolved.ok() && resolved_dir.ok() && Directory(*resolved) != *resolved_dir) {
-      add(Directory(*resolved));
+    if (resolved.ok() && resolved_dir.ok() && ParentDirectory(*resolved) != *resolved_dir) {
+      add(ParentDirectory(*resolved));
     }
   };
   for (const ModelConfig& model : config.models) {

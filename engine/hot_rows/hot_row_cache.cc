@@ -59,7 +59,7 @@ HotRowCache::~HotRowCache() {
   absl::MutexLock handed(&handed_mu_);
   if (successor_ == nullptr) return;
   absl::MutexLock lock(&late_->mu);
-  absl::StatusOr<HotRowsStatus> now = Adjusted(manager_->Get({}), &late_->by_table);
+  absl::StatusOr<HotRowsStatus> now = WithCounts(manager_->Get({}), late_->by_table);
   if (now.ok()) {
     for (size_t i = 0; i < now->tables.size() && i < handed_over_.size(); ++i) {
       const TableHotRowsStatus& t = now->tables[i];
@@ -73,7 +73,7 @@ absl::StatusOr<HotRowsStatus> HotRowCache::HandOverCounts(
     std::shared_ptr<LateCounts> successor) const {
   absl::MutexLock handed(&handed_mu_);
   absl::MutexLock lock(&late_->mu);
-  absl::StatusOr<HotRowsStatus> counts = Adjusted(manager_->Get({}), &late_->by_table);
+  absl::StatusOr<HotRowsStatus> counts = WithCounts(manager_->Get({}), late_->by_table);
   if (!counts.ok()) return counts;
   handed_over_.clear();
   for (const TableHotRowsStatus& t : counts->tables) handed_over_.push_back({t.hits, t.misses});
@@ -178,20 +178,21 @@ void HotRowCache::CarryHotSets(const HotRowCache& previous, bool empty) {
                name_, absl::StrJoin(carried, ", "), set->version);
 }
 
-absl::StatusOr<HotRowsStatus> HotRowCache::Adjusted(
+absl::StatusOr<HotRowsStatus> HotRowCache::Adjusted(absl::StatusOr<HotRowsStatus> status) const {
+  absl::MutexLock lock(&late_->mu);
+  return WithCounts(std::move(status), late_->by_table);
+}
+
+absl::StatusOr<HotRowsStatus> HotRowCache::WithCounts(
     absl::StatusOr<HotRowsStatus> status,
-    const absl::flat_hash_map<std::string, Offset>* late) const {
+    const absl::flat_hash_map<std::string, Offset>& late) const {
   if (!status.ok()) return status;
-  if (late == nullptr) {
-    absl::MutexLock lock(&late_->mu);
-    return Adjusted(std::move(status), &late_->by_table);
-  }
   for (TableHotRowsStatus& t : status->tables) {
     const int index = manager_->TableIndex(t.table);
     if (index < 0) continue;
     t.hits += offsets_[index].hits;
     t.misses += offsets_[index].misses;
-    if (const auto it = late->find(t.table); it != late->end()) {
+    if (const auto it = late.find(t.table); it != late.end()) {
       t.hits += it->second.hits;
       t.misses += it->second.misses;
     }

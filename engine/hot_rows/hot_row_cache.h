@@ -108,11 +108,12 @@ class HotRowCache {
 
   HotRowCache(std::string name, const HotRowCacheOptions& options,
               std::unique_ptr<HotRowManager> manager);
-  // The raw counts plus offsets_ and the late counts of `late` (late_'s, locked here when
-  // null).
-  absl::StatusOr<HotRowsStatus> Adjusted(
+  // The raw counts plus offsets_ and the late counts of `late`. REQUIRES: late_->mu held
+  // when `late` is late_'s. Adjusted: the same with late_'s, locked here.
+  absl::StatusOr<HotRowsStatus> WithCounts(
       absl::StatusOr<HotRowsStatus> status,
-      const absl::flat_hash_map<std::string, Offset>* late = nullptr) const;
+      const absl::flat_hash_map<std::string, Offset>& late) const;
+  absl::StatusOr<HotRowsStatus> Adjusted(absl::StatusOr<HotRowsStatus> status) const;
   // For a successor's StartServing: the counts to carry over, remembered with the
   // successor's LateCounts so that ~HotRowCache adds there what is counted here after.
   absl::StatusOr<HotRowsStatus> HandOverCounts(std::shared_ptr<LateCounts> successor) const;
