@@ -71,9 +71,9 @@ void AppendJson(absl::string_view text, spdlog::memory_buf_t& dest) {
   }
 }
 
-// %* in a pattern: the message escaped for the format (text: engine::EscapeText; JSON:
-// AppendJson), so that no message can write a raw newline, a control character or bytes
-// that are not UTF-8.
+// %* in a pattern: the message escaped for the format (text: engine::EscapeText unless it
+// is already printable UTF-8; JSON: AppendJson), so that no message can write a raw
+// newline, a control character or bytes that are not UTF-8.
 class EscapedMessage final : public spdlog::custom_flag_formatter {
  public:
   explicit EscapedMessage(bool json) : json_(json) {}
@@ -83,6 +83,10 @@ class EscapedMessage final : public spdlog::custom_flag_formatter {
     const absl::string_view payload(msg.payload.data(), msg.payload.size());
     if (json_) {
       AppendJson(payload, dest);
+    } else if (payload.size() <= kMaxLogMessageBytes && engine::IsPrintableUtf8(payload)) {
+      // Nothing to escape; text quoted with LogSafe / LogQuoted is printable, and its
+      // escapes (\\, \n, \x27) must not be escaped a second time.
+      Append(dest, payload);
     } else {
       Append(dest, engine::EscapeText(payload, kMaxLogMessageBytes));
     }

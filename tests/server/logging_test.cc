@@ -97,6 +97,20 @@ TEST(LoggingTest, LogQuotedValuesCannotCloseTheirQuotesAndAddFields) {
   EXPECT_EQ(LogQuoted("''''", 2), "\\x27\\x27...");
 }
 
+// Text quoted by the caller (LogSafe, LogQuoted) is printable already: a text line writes
+// its escapes once, so \x27 and \n read back as the client's ' and newline. (Both formats.)
+TEST(LoggingTest, QuotedTextIsEscapedOnceInBothFormats) {
+  const std::string quoted = LogQuoted("a' model=x code=OK\nfake\\", 128);
+  const std::string line = absl::StrCat("rank request_id='", quoted, "' code=OK");
+  const std::vector<std::string> text = LinesOf(LogFormat::kText, [&] { LogInfoLines(line, ""); });
+  ASSERT_EQ(text.size(), 1u) << absl::StrJoin(text, "\n");
+  EXPECT_THAT(text[0], HasSubstr("request_id='a\\x27 model=x code=OK\\nfake\\\\' code=OK"));
+  const std::vector<std::string> json = LinesOf(LogFormat::kJson, [&] { LogInfoLines(line, ""); });
+  ASSERT_EQ(json.size(), 1u) << absl::StrJoin(json, "\n");
+  // JSON doubles each backslash, which a JSON reader undoes.
+  EXPECT_THAT(json[0], HasSubstr(R"(request_id='a\\x27 model=x code=OK\\nfake\\\\' code=OK)"));
+}
+
 TEST(LogRateLimiterTest, LetsABurstThroughAndCountsTheRest) {
   LogRateLimiter limiter(3, absl::Hours(1));
   uint64_t dropped = 99;
