@@ -149,8 +149,9 @@ std::vector<ConfigKey> BuildKeys() {
                        "text)"));
   keys.push_back(Plain("server.metrics_listen", FUSERANK_MEMBER(server.metrics_listen),
                        "Prometheus text format at /metrics; \"\" turns it off"));
-  keys.push_back(Plain("server.tls.cert_file", FUSERANK_MEMBER(server.tls.cert_file),
-                       "PEM; with key_file turns TLS on for server.listen"));
+  keys.push_back(
+      Plain("server.tls.cert_file", FUSERANK_MEMBER(server.tls.cert_file),
+            "PEM; with key_file turns TLS on for server.listen and server.admin_listen"));
   keys.push_back(Plain("server.tls.key_file", FUSERANK_MEMBER(server.tls.key_file), "PEM"));
   keys.push_back(Plain("server.tls.client_ca_file", FUSERANK_MEMBER(server.tls.client_ca_file),
                        "PEM; set: clients must present a certificate (mTLS)"));
@@ -368,13 +369,15 @@ const std::vector<ConfigKey>& ConfigKeys() {
 const std::vector<ConfigSection>& ConfigSections() {
   static const std::vector<ConfigSection>* const sections = new std::vector<ConfigSection>{
       {"server", ""},
-      {"server.tls", "optional TLS / mTLS of server.listen"},
+      {"server.tls", "optional TLS / mTLS of server.listen and server.admin_listen"},
       {"engine", ""},
       {"cache", "hot-row sets (docs/hot-rows.md)"},
       {"model",
        "One model. Several models: replace model.path with\n"
        "  models:\n"
-       "    - {name: demo, path: config/models/demo.yaml}   # the first is the default model"},
+       "    - {name: demo, path: config/models/demo.yaml}   # default: the one with default: "
+       "true,\n"
+       "                                                    # else the first"},
       {"logging", ""},
   };
   return *sections;
