@@ -139,9 +139,11 @@ std::vector<ConfigKey> BuildKeys() {
   keys.push_back(Plain("server.admin_listen", FUSERANK_MEMBER(server.admin_listen),
                        "Admin service; \"\" turns it off. A non-loopback address requires "
                        "admin_token_file"));
-  keys.push_back(Plain("server.admin_token_file", FUSERANK_MEMBER(server.admin_token_file),
-                       "bearer token, sent as `authorization: Bearer <t>`; a regular file of "
-                       "<= 4096 bytes; mode 0600 advised (else a warning at start)"));
+  keys.push_back(
+      Plain("server.admin_token_file", FUSERANK_MEMBER(server.admin_token_file),
+            "bearer token, sent as `authorization: Bearer <t>`; a regular file of "
+            "<= 4096 bytes; mode 0600, or 0440 root-owned in the server's group (a Kubernetes "
+            "Secret with fsGroup); else a warning at start"));
   keys.push_back(Plain("server.admin_allow_plaintext_token",
                        FUSERANK_MEMBER(server.admin_allow_plaintext_token),
                        "false: refuse to start with a token on a non-loopback admin_listen "

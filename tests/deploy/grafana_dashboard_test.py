@@ -16,7 +16,8 @@ import yaml
 
 import deploy_util as du
 
-TEMPLATE_VALUES = {"$job": "fuserank", "$instance": ".*", "${datasource}": "prom"}
+TEMPLATE_VALUES = {"$namespace": "prod", "$job": "fuserank", "$instance": ".*",
+                   "${datasource}": "prom"}
 
 
 def load_dashboard():
@@ -74,6 +75,34 @@ class DashboardTest(unittest.TestCase):
             for target in panel["targets"]:
                 for var in re.findall(r"\$\{?(\w+)", target["expr"]):
                     self.assertIn(var, variables, panel["title"])
+
+    def test_every_query_picks_one_namespace_and_job(self):
+        # The same manifests in two namespaces both scrape as job="fuserank": a panel that
+        # selected on the job alone would add staging and prod together.
+        variables = [v["name"] for v in self.dashboard["templating"]["list"]]
+        self.assertLess(variables.index("namespace"), variables.index("job"))
+        queries = {v["name"]: v["query"]["query"] for v in self.dashboard["templating"]["list"]
+                   if v["type"] == "query"}
+        self.assertEqual(queries["namespace"], "label_values(fuserank_model_info, namespace)")
+        self.assertIn('namespace="$namespace"', queries["job"])
+        self.assertIn('namespace="$namespace", job="$job"', queries["instance"])
+        for title, expr in self.exprs:
+            for selector in re.findall(r"\{[^{}]*\}", expr):  # every label selector
+                self.assertIn('{namespace="$namespace", job="$job"', selector, title)
+
+    def test_non_ok_codes_panel_draws_only_codes_that_occur(self):
+        # Every rpc x code series exists from the start at 0 (about 200): a panel of
+        # non-OK codes must leave out the zeros.
+        (expr,) = [e for t, e in self.exprs if t == "Non-OK responses per second by code"]
+        self.assertIn('code!="OK"', expr)
+        self.assertRegex(expr, r"\)?\s*>\s*0\s*$")
+
+    def test_hit_rate_panels_say_what_the_hit_rate_means(self):
+        panels = {p["title"]: p for p in self.panels}
+        for title in ["Cache hit rate (5m)", "Hit rate per table"]:
+            self.assertIn("cache.placement: device", panels[title]["description"], title)
+        stat = panels["Cache hit rate (5m)"]
+        self.assertTrue(stat["fieldConfig"]["defaults"].get("noValue"))
 
     def test_queries_read_spec_metrics_and_defined_rules(self):
         defined = set(du.recording_rules())

@@ -59,6 +59,9 @@ def checks(tables, hot_version):
          per_label("table", tables, hit_ok)),
         ("hit rate, all tables", f"job:fuserank_embedding_cache_hit_ratio:rate5m{j}",
          one(hit_ok)),
+        ("hit rate per pod, every table",
+         f"instance_table:fuserank_embedding_cache_hit_ratio:rate5m{j}",
+         per_label("table", tables, hit_ok)),
         ("queue saturation", f"instance:fuserank_queue_depth:saturation_max1m{j}",
          one(lambda v: finite(v) and 0 <= v <= 1)),
         ("in-flight", f"fuserank_inflight_requests{j}", one(lambda v: v >= 0)),
@@ -110,5 +113,8 @@ def dashboard_queries():
         dashboard = json.load(f)
     for panel in dashboard["panels"]:
         for target in panel.get("targets", []):
-            expr = target["expr"].replace("$job", "fuserank").replace("$instance", ".*")
+            # No namespace label on a local scrape: Grafana's namespace variable is then
+            # None, whose value is "", and namespace="" selects series without the label.
+            expr = (target["expr"].replace("$namespace", "").replace("$job", "fuserank")
+                    .replace("$instance", ".*"))
             yield panel["title"], expr

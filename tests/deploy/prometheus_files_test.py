@@ -8,6 +8,7 @@ checked instead)."""
 
 import copy
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -65,6 +66,22 @@ class RulesTest(unittest.TestCase):
                      "FuserankErrorRatioHigh", "FuserankEmbeddingCacheHitRateDrop",
                      "FuserankQueueSaturated"]:
             self.assertIn(name, names)
+
+    def test_every_aggregation_keeps_namespace_and_job(self):
+        # The ServiceMonitor names the job after the Service, `fuserank` in every
+        # namespace: a rule that summed the namespace away would add staging and prod
+        # together, and an alert would page for (or hide) the other one's errors.
+        exprs = [(name, expr) for name, expr in du.recording_rules().items()]
+        exprs += [(rule["alert"], rule["expr"]) for rule in du.alert_rules()]
+        grouped = 0
+        for name, expr in exprs:
+            for clause, labels in re.findall(r"\b(by|on)\s*\(([^)]*)\)", expr):
+                labels = {l.strip() for l in labels.split(",") if l.strip()}
+                if clause == "on" and not labels:
+                    continue  # `on ()`: a constant (the queue capacity)
+                self.assertTrue({"namespace", "job"} <= labels, f"{name}: {clause} ({labels})")
+                grouped += 1
+        self.assertGreater(grouped, 20)
 
     def test_promql_names_sees_through_literals(self):
         recorded, raw = du.promql_names(
