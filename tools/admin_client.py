@@ -2,7 +2,8 @@
 """Calls fuserank's Admin service: hot-row sets (get, set, rebuild) and model reloads.
 
 Usage (Debian's python3 with python3-grpcio and python3-grpc-tools):
-  tools/admin_client.py [--target 127.0.0.1:8701] [--token-file F] [--model NAME] COMMAND
+  tools/admin_client.py [--target 127.0.0.1:8701] [--token-file F] [--model NAME]
+      [--tls] [--ca PEM] [--cert PEM --key PEM] COMMAND
     get [TABLE ...]                 hot-row status of the tables (all when none)
     set TABLE=ID,ID,... [...]       replace the hot sets of the listed tables, atomically;
                                     TABLE=@FILE reads ids (comma or space separated) from
@@ -13,31 +14,19 @@ Usage (Debian's python3 with python3-grpcio and python3-grpc-tools):
 Prints the reply as JSON and exits 0; on an error prints "admin_client: CODE: message"
 to stderr and exits 1. The token (server.admin_token_file) comes from --token-file or the
 FUSERANK_ADMIN_TOKEN environment variable and is sent as `authorization: Bearer <token>`.
-With TLS on the server, pass --ca (and --cert/--key for mTLS).
+With TLS on the server, pass --ca (the server certificate's CA) or --tls (the system's CA
+roots), and --cert/--key for mTLS; without any of them the channel is plaintext.
 """
 import argparse
 import json
 import os
 import sys
-import tempfile
 
 import grpc
-from grpc_tools import protoc
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fuserank_client_common import add_tls_arguments, load_stubs, open_channel
 
-
-def load_stubs():
-    out = tempfile.mkdtemp(prefix="fuserank_admin_stubs_")
-    proto_dir = os.path.join(ROOT, "proto")
-    include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
-    args = ["protoc", f"-I{proto_dir}", f"-I{include}", f"--python_out={out}",
-            f"--grpc_python_out={out}", "fuserank/v1/admin.proto"]
-    if protoc.main(args) != 0:
-        sys.exit("admin_client: protoc failed on proto/fuserank/v1/admin.proto")
-    sys.path.insert(0, out)
-    from fuserank.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
-    return admin_pb2, admin_pb2_grpc
+INT64 = (-2**63, 2**63 - 1)
 
 
 def parse_ids(text):
@@ -45,7 +34,11 @@ def parse_ids(text):
     if text.startswith("@"):
         with open(text[1:]) as f:
             text = f.read()
-    return [int(tok) for tok in text.replace(",", " ").split()]
+    ids = [int(tok) for tok in text.replace(",", " ").split()]
+    bad = next((i for i in ids if not INT64[0] <= i <= INT64[1]), None)
+    if bad is not None:
+        raise ValueError(f"id {bad} is outside int64")
+    return ids
 
 
 def table_ids(spec):
@@ -64,28 +57,13 @@ def status_json(status):
                         "hits": t.hits, "misses": t.misses} for t in status.tables]}
 
 
-def channel_for(args):
-    if not args.ca:
-        return grpc.insecure_channel(args.target)
-    def read(path):
-        with open(path, "rb") as f:
-            return f.read()
-    creds = grpc.ssl_channel_credentials(
-        root_certificates=read(args.ca),
-        private_key=read(args.key) if args.key else None,
-        certificate_chain=read(args.cert) if args.cert else None)
-    return grpc.secure_channel(args.target, creds)
-
-
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="127.0.0.1:8701", help="server.admin_listen")
     parser.add_argument("--token-file", help="file holding the admin bearer token")
     parser.add_argument("--model", default="", help="served model name (empty: the default)")
     parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--ca", help="PEM CA of the server certificate (TLS)")
-    parser.add_argument("--cert", help="PEM client certificate (mTLS)")
-    parser.add_argument("--key", help="PEM client key (mTLS)")
+    add_tls_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     get = sub.add_parser("get", help="hot-row status")
     get.add_argument("tables", nargs="*")
@@ -95,18 +73,22 @@ def parse_args(argv):
     rebuild.add_argument("tables", nargs="*")
     reload = sub.add_parser("reload", help="reload the model")
     reload.add_argument("--path", default="", help="new spec YAML (empty: the current one)")
-    return parser.parse_args(argv)
+    return parser, parser.parse_args(argv)
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    parser, args = parse_args(argv)
     token = os.environ.get("FUSERANK_ADMIN_TOKEN", "")
     if args.token_file:
-        with open(args.token_file) as f:
-            token = f.read().strip()
+        try:
+            with open(args.token_file) as f:
+                token = f.read().strip()
+        except OSError as e:
+            parser.error(f"--token-file {args.token_file}: {e.strerror}")
     metadata = [("authorization", f"Bearer {token}")] if token else []
-    pb, pb_grpc = load_stubs()
-    with channel_for(args) as channel:
+    channel = open_channel(parser, args)
+    pb, pb_grpc = load_stubs("admin_client", "admin")
+    with channel:
         stub = pb_grpc.AdminStub(channel)
         call = {"metadata": metadata, "timeout": args.timeout}
         try:

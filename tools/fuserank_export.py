@@ -6,10 +6,11 @@
       [--name NAME] [--version V] [--dtype fp32|fp16|bf16|int8]
 
 Writes DIR/NAME.yaml (the spec) and DIR/NAME.safetensors (the weights) beside it, each
-through a temporary file renamed into place, the weights first. The module contract,
-the mapping file, the dtypes and the int8 row layout are in docs/export.md. Every
-problem with the input (a missing key, a wrong shape, a layer fuserank cannot serve)
-exits with status 2 and a message naming the tensor or key.
+through a temporary file, renamed into place (the weights first) once both are written.
+The module contract, the mapping file, the dtypes and the int8 row layout are in
+docs/export.md. Every problem with the input (a missing key, a wrong shape, a layer
+fuserank cannot serve, a limit of the server) or with --out exits with status 2 and a
+message naming the tensor, key or path, and replaces nothing.
 
 Run with Debian's /usr/bin/python3 (python3-torch, python3-numpy, python3-yaml).
 The pieces, beside this file: fuserank_export_readers.py (a module or a state_dict ->
@@ -29,10 +30,12 @@ import torch
 from torch import nn
 import yaml
 
-from fuserank_export_model import DTYPES, ExportError, SourceModel, check_choice, validate
+from fuserank_export_model import (DTYPES, ExportError, SourceModel, check_choice, check_name,
+                                   validate)
 from fuserank_export_readers import MAPPING_KEYS, from_module, from_state_dict
 from fuserank_export_writer import (dequantize_rows_int8, model_tensors, quantize_rows_int8,
-                                    spec_yaml, write_safetensors)
+                                    remove_quietly, spec_yaml, write_safetensors,
+                                    write_safetensors_file)
 
 __all__ = ["ExportError", "SourceModel", "dequantize_rows_int8", "export", "export_module",
            "export_state_dict", "from_module", "from_state_dict", "main",
@@ -42,24 +45,52 @@ __all__ = ["ExportError", "SourceModel", "dequantize_rows_int8", "export", "expo
 def export(src: SourceModel, out: str, name: Optional[str] = None, version: str = "1",
            dtype: str = "fp32") -> Tuple[str, str]:
     """Validates `src` and writes `out` (NAME.yaml) and NAME.safetensors beside it.
-    Returns (spec path, weights path)."""
+    Returns (spec path, weights path). Both files are written to temporary names first and
+    renamed into place only when both are complete (the weights first); on any failure
+    the temporary files are removed and nothing already there is replaced."""
     check_choice(dtype, DTYPES, "--dtype")
-    if not out.endswith((".yaml", ".yml")):
+    if not isinstance(out, str) or not out.endswith((".yaml", ".yml")):
         raise ExportError(f"--out {out}: must name the spec file, ending in .yaml")
     stem = os.path.splitext(os.path.basename(out))[0]
+    name_what = "--name" if name is not None else f"--out {out}: the model name (NAME.yaml)"
     name = stem if name is None else name
     if not name or not version:
         raise ExportError("--name and --version must not be empty")
+    check_name(name, name_what)
+    check_name(version, "--version")
+    directory = os.path.dirname(out) or "."
+    weights = os.path.join(directory, stem + ".safetensors")
+    for path in (out, weights):
+        if os.path.isdir(path):
+            raise ExportError(f"--out {out}: {path} is a directory")
     validate(src)
     tensors = model_tensors(src, dtype)
-    directory = os.path.dirname(out) or "."
-    os.makedirs(directory, exist_ok=True)
-    weights = os.path.join(directory, stem + ".safetensors")
-    write_safetensors(weights, tensors, {"format": "pt", "producer": "fuserank_export",
-                                         "name": name, "version": version})
-    with open(out + ".tmp", "w", encoding="utf-8") as f:
-        f.write(spec_yaml(src, name, version, os.path.basename(weights), dtype))
-    os.replace(out + ".tmp", out)
+    spec = spec_yaml(src, name, version, os.path.basename(weights), dtype)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        reason = "exists and is not a directory" if isinstance(e, FileExistsError) else \
+            e.strerror or str(e)
+        raise ExportError(f"--out {out}: cannot create the folder {e.filename or directory}: "
+                          f"{reason}") from e
+    temporary = (weights + ".tmp", out + ".tmp")
+    try:
+        write_safetensors_file(temporary[0], tensors, {"format": "pt",
+                                                       "producer": "fuserank_export",
+                                                       "name": name, "version": version})
+        with open(temporary[1], "w", encoding="utf-8") as f:
+            f.write(spec)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary[0], weights)
+        os.replace(temporary[1], out)
+    except OSError as e:
+        where = e.filename if e.filename is not None else out
+        raise ExportError(f"--out {out}: cannot write {where}: "
+                          f"{e.strerror or e}") from e
+    finally:
+        for path in temporary:
+            remove_quietly(path)
     return out, weights
 
 
@@ -107,27 +138,61 @@ def load_state_dict(path: str) -> Mapping:
     return state
 
 
+def _user_code_error(target: str, what: str, e: BaseException) -> ExportError:
+    return ExportError(f"--module {target}: {what} raised {type(e).__name__}: {e}")
+
+
+def _import_file(target: str, path: str) -> Any:
+    """FILE.py as a module: registered in sys.modules before it runs (dataclasses and
+    pickling look their module up there), with its folder on sys.path for its imports."""
+    if not os.path.isfile(path):
+        raise ExportError(f"--module {target}: no file {path}")
+    name = "_fuserank_export_src"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ExportError(f"--module {target}: cannot load {path} as a Python module")
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # anything the user's file raises
+        del sys.modules[name]
+        raise _user_code_error(target, f"loading {path}", e) from e
+    return mod
+
+
 def load_module(target: str) -> Any:
-    """'pkg.mod:factory' or 'path/file.py:factory': calls factory() for the module."""
+    """'pkg.mod:factory' or 'path/file.py:factory': calls factory() for the module. An
+    error raised by the user's code is an ExportError naming it."""
     mod_name, _, attr = target.rpartition(":")
     if not mod_name or not attr:
         raise ExportError(f"--module {target}: expected PKG.MOD:FACTORY or FILE.py:FACTORY")
-    try:
-        if mod_name.endswith(".py"):
-            spec = importlib.util.spec_from_file_location("_fuserank_export_src", mod_name)
-            if spec is None or not os.path.exists(mod_name):
-                raise ExportError(f"--module {target}: no file {mod_name}")
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-        else:
+    if mod_name.endswith(".py"):
+        mod = _import_file(target, mod_name)
+    else:
+        if os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())
+        try:
             mod = importlib.import_module(mod_name)
-    except ModuleNotFoundError as e:
-        raise ExportError(f"--module {target}: {e}") from e
+        except ModuleNotFoundError as e:
+            raise ExportError(f"--module {target}: {e}") from e
+        except Exception as e:  # anything the user's module raises on import
+            raise _user_code_error(target, f"importing {mod_name}", e) from e
     factory = getattr(mod, attr, None)
     if factory is None:
         raise ExportError(f"--module {target}: {mod_name} has no attribute '{attr}'")
-    module = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+    if callable(factory) and not isinstance(factory, nn.Module):
+        try:
+            module = factory()
+        except ExportError:
+            raise
+        except Exception as e:  # anything the user's factory raises
+            raise _user_code_error(target, f"{attr}()", e) from e
+    else:
+        module = factory
     if isinstance(module, nn.Module):
         module.eval()
     return module

@@ -15,8 +15,16 @@ SIDES = ("user", "item")
 POOLINGS = ("sum", "mean")
 OOVS = ("modulo", "reject")
 INTERACTIONS = ("concat", "dot", "linear", "dcn")
+# The column order of the dot products in top_mlp.0's input (docs/export.md, "dot_order"):
+# fuserank's (and facebookresearch/dlrm's) pairs (i, j), j < i, i ascending then j
+# ascending; TorchRec's InteractionArch: triu_indices(n, n, offset=1), (0, 1), (0, 2), ...
+DOT_ORDERS = ("fuserank", "torchrec")
 MAX_ROWS = 2**31 - 1
 MAX_DCN_LAYERS = 64
+# The server's limits (engine/model_spec_checks.cc): a spec beyond them does not load.
+MAX_WIDTH = 2**20  # any one dim, dense count, layer width or dcn rank
+MAX_TOTAL_WIDTH = 2**24  # concat(V) and the number of dot products
+MAX_NAME_BYTES = 256  # name, version and table names
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 
 
@@ -64,6 +72,7 @@ class SourceModel:
     cross: Optional[Layer]
     top_mlp: List[Layer]
     dcn: List[CrossLayer] = dataclasses.field(default_factory=list)
+    dot_order: str = "fuserank"  # how top_mlp[0]'s dot columns are ordered (DOT_ORDERS)
 
     def dcn_low_rank(self) -> int:
         """R of the dcn layers (0: full rank); meaningful once validate() passed."""
@@ -78,7 +87,13 @@ def as_float32(value: Any, what: str) -> torch.Tensor:
         raise ExportError(f"{what}: expected a tensor, got {type(value).__name__}")
     if not t.is_floating_point():
         raise ExportError(f"{what}: expected a floating-point tensor, got {t.dtype}")
-    t = t.to(device="cpu", dtype=torch.float32).contiguous()
+    if t.is_meta:
+        raise ExportError(f"{what}: a tensor on the meta device has no values; load or "
+                          "initialize the weights before exporting")
+    try:
+        t = t.to(device="cpu", dtype=torch.float32).contiguous()
+    except (RuntimeError, NotImplementedError) as e:  # a device or layout torch cannot copy
+        raise ExportError(f"{what}: cannot copy to a CPU float32 tensor: {e}") from e
     bad = ~torch.isfinite(t)
     if bool(bad.any()):
         index = tuple(int(i) for i in bad.nonzero()[0])
@@ -86,9 +101,50 @@ def as_float32(value: Any, what: str) -> torch.Tensor:
     return t
 
 
+def dot_vectors(src: SourceModel) -> int:
+    """n = |V|: the tables, plus z when there are dense features."""
+    return len(src.tables) + (1 if src.dense_user + src.dense_item else 0)
+
+
+def fuserank_dot_columns(dot_order: str, n: int) -> List[int]:
+    """For each of fuserank's dot columns, pair (i, j) with j < i in its order, the column
+    that holds the dot of V_i and V_j in `dot_order`'s order (both count from 0)."""
+    if dot_order == "fuserank":
+        return list(range(n * (n - 1) // 2))
+    # TorchRec: pairs (a, b), a < b, a ascending then b ascending.
+    column = {(a, b): k for k, (a, b) in
+              enumerate((a, b) for a in range(n) for b in range(a + 1, n))}
+    return [column[(j, i)] for i in range(1, n) for j in range(i)]
+
+
 def check_choice(value: Any, choices: Sequence[str], what: str) -> str:
     if value not in choices:
         raise ExportError(f"{what}: must be one of {' | '.join(choices)}, got {value!r}")
+    return value
+
+
+def check_name(value: Any, what: str) -> str:
+    """The server's rule for the model name, the version and table names: printable UTF-8
+    (no C0 or C1 control characters, no DEL) of at most MAX_NAME_BYTES bytes."""
+    if not isinstance(value, str):
+        raise ExportError(f"{what}: expected a string, got {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise ExportError(f"{what}: {value!r} is not valid UTF-8 (a lone surrogate at "
+                          f"{e.start})") from e
+    if size > MAX_NAME_BYTES:
+        raise ExportError(f"{what}: must be at most {MAX_NAME_BYTES} bytes, got {size}")
+    bad = next((c for c in value if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F), None)
+    if bad is not None:
+        raise ExportError(f"{what}: must be printable UTF-8 without control characters, got "
+                          f"{value!r} (character U+{ord(bad):04X})")
+    return value
+
+
+def check_width(value: int, what: str) -> int:
+    if not 1 <= value <= MAX_WIDTH:
+        raise ExportError(f"{what}: must be in 1..{MAX_WIDTH} (the server's limit), got {value}")
     return value
 
 
@@ -111,7 +167,7 @@ def _check_layer(name: str, layer: Layer, in_width: int, in_desc: str) -> int:
                           f"{list(b.shape)}")
     if w.shape[0] < 1:
         raise ExportError(f"{name}.weight ({layer.source}): a layer needs >= 1 output")
-    return int(w.shape[0])
+    return check_width(int(w.shape[0]), f"{name}.weight ({layer.source}): outputs")
 
 
 def _check_dcn(src: SourceModel, d0: int) -> None:
@@ -122,6 +178,8 @@ def _check_dcn(src: SourceModel, d0: int) -> None:
     if len(src.dcn) > MAX_DCN_LAYERS:
         raise ExportError(f"dcn: {len(src.dcn)} layers, more than {MAX_DCN_LAYERS}")
     rank = src.dcn_low_rank()
+    if rank:
+        check_width(rank, f"dcn.0.V.weight ({src.dcn[0].source}): low rank")
     for l, layer in enumerate(src.dcn):
         where = f"dcn.{l} ({layer.source})"
         if (layer.v is None) != (rank == 0):
@@ -143,6 +201,8 @@ def validate(src: SourceModel) -> None:
         if not isinstance(t.name, str) or not NAME_RE.match(t.name):
             raise ExportError(f"table {t.name!r} ({t.source}): a table name uses letters, "
                               "digits, '_' and '-'")
+        shown = t.name if len(t.name) <= 40 else t.name[:40] + "..."
+        check_name(t.name, f"table {shown!r} ({t.source}): name")
         if t.name in seen:
             raise ExportError(f"table {t.name!r} ({t.source}): duplicate table name")
         seen.add(t.name)
@@ -153,7 +213,13 @@ def validate(src: SourceModel) -> None:
             raise ExportError(f"{tensor}: expected [rows, dim], got shape {list(t.weight.shape)}")
         if not 1 <= t.weight.shape[0] <= MAX_ROWS:
             raise ExportError(f"{tensor}: rows must be in 1..{MAX_ROWS}, got {t.weight.shape[0]}")
-    dense = check_count(src.dense_user, "dense.user") + check_count(src.dense_item, "dense.item")
+        check_width(int(t.weight.shape[1]), f"{tensor}: dim")
+    for count, what in ((src.dense_user, "dense.user"), (src.dense_item, "dense.item")):
+        if check_count(count, what) > MAX_WIDTH:
+            raise ExportError(f"{what}: must be at most {MAX_WIDTH} (the server's limit), got "
+                              f"{count}")
+    check_choice(src.dot_order, DOT_ORDERS, "dot_order")
+    dense = src.dense_user + src.dense_item
     if src.bottom_mlp and dense == 0:
         raise ExportError("bottom_mlp: present, but there are no dense features "
                           "(dense.user + dense.item = 0)")
@@ -167,6 +233,10 @@ def validate(src: SourceModel) -> None:
     n = len(src.tables) + (1 if z else 0)
     if n == 0:
         raise ExportError("tables: the model needs at least one table or dense feature")
+    if concat > MAX_TOTAL_WIDTH or n * (n - 1) // 2 > MAX_TOTAL_WIDTH:
+        raise ExportError(f"tables: the interaction is too wide: concat(z, tables) is {concat} "
+                          f"wide and there are {n * (n - 1) // 2} dot products (the server's "
+                          f"limit is {MAX_TOTAL_WIDTH})")
     if src.interaction != "linear" and src.cross is not None:
         raise ExportError(f"cross ({src.cross.source}): present, but interaction is "
                           f"{src.interaction!r} (only linear uses it)")

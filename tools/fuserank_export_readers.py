@@ -10,10 +10,12 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-from fuserank_export_model import (POOLINGS, CrossLayer, ExportError, Layer, SourceModel,
-                                   TableWeights, as_float32, check_count)
+from fuserank_export_model import (DOT_ORDERS, POOLINGS, CrossLayer, ExportError, Layer,
+                                   SourceModel, TableWeights, as_float32, check_choice,
+                                   check_count)
 
-MAPPING_KEYS = ("tables", "dense", "bottom_mlp", "interaction", "cross", "dcn", "top_mlp")
+MAPPING_KEYS = ("tables", "dense", "bottom_mlp", "interaction", "dot_order", "cross", "dcn",
+                "top_mlp")
 TABLE_KEYS = ("name", "key", "side", "pooling", "oov")
 
 
@@ -204,7 +206,7 @@ def from_module(module: Any, mapping: Optional[Mapping] = None) -> SourceModel:
         raise ExportError("module.top_mlp: missing; expected an nn.Sequential of Linear+ReLU")
     top = _mlp_layers(top_seq, "module.top_mlp", relu_after_last=False)
     return SourceModel(tables, dense_user, dense_item, bottom, interaction, cross, top,
-                       _module_crossnet(module))
+                       _module_crossnet(module), _dot_order(mapping, interaction, "fuserank"))
 
 
 # ---- a state_dict with a mapping file ----------------------------------------------------
@@ -221,6 +223,20 @@ def _check_table_entry(entry: Any, i: int, needs_key: bool) -> None:
     for required in ("name", "key", "side") if needs_key else ("name",):
         if required not in entry:
             raise ExportError(f"mapping tables[{i}].{required}: missing")
+    for field in ("name", "key"):
+        if field in entry and not isinstance(entry[field], str):
+            raise ExportError(f"mapping tables[{i}].{field}: expected a string, got "
+                              f"{entry[field]!r}")
+
+
+def _dot_order(mapping: Mapping, interaction: Any, default: str) -> str:
+    """mapping dot_order, given only with interaction dot; `default` when absent."""
+    if "dot_order" not in mapping:
+        return default
+    if interaction != "dot":
+        raise ExportError(f"mapping dot_order: only with interaction dot, got interaction "
+                          f"{interaction!r}")
+    return check_choice(mapping["dot_order"], DOT_ORDERS, "mapping dot_order")
 
 
 def _mapping_dense(dense: Any) -> Tuple[int, int]:
@@ -318,5 +334,13 @@ def from_state_dict(state: Mapping, mapping: Mapping) -> SourceModel:
     if unused:
         print(f"fuserank_export: note: {len(unused)} state_dict entries not used: "
               f"{', '.join(unused[:8])}{' ...' if len(unused) > 8 else ''}", file=sys.stderr)
+    # A state_dict's top_mlp.0 is taken as TorchRec's DLRM trained it unless the mapping
+    # says otherwise (docs/export.md, "dot_order").
+    dot_order = _dot_order(mapping, mapping["interaction"], "torchrec")
+    if mapping["interaction"] == "dot" and "dot_order" not in mapping:
+        print("fuserank_export: note: top_mlp.0's dot products are taken in TorchRec's order "
+              "(dot_order: torchrec, the default); give dot_order: fuserank in the mapping "
+              "for a state_dict in fuserank's (or facebookresearch/dlrm's) order",
+              file=sys.stderr)
     return SourceModel(tables, dense_user, dense_item, bottom, mapping["interaction"], cross,
-                       top, dcn)
+                       top, dcn, dot_order)

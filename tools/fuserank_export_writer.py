@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from fuserank_export_model import ExportError, SourceModel, TableWeights
+from fuserank_export_model import (ExportError, Layer, SourceModel, TableWeights, dot_vectors,
+                                   fuserank_dot_columns)
 
 QUANT_CHUNK_ROWS = 1 << 16
 
@@ -59,13 +60,28 @@ def _table_tensors(t: TableWeights, dtype: str) -> List[Tuple[str, str, np.ndarr
     return [(name, "BF16", converted.view(torch.int16).numpy())]
 
 
+def _top_in_fuserank_order(src: SourceModel) -> List[Layer]:
+    """The top MLP with top_mlp.0's dot columns (after z's) moved from src.dot_order's
+    order to fuserank's (docs/export.md, "dot_order")."""
+    if src.interaction != "dot" or src.dot_order == "fuserank":
+        return src.top_mlp
+    first = src.top_mlp[0]
+    n = dot_vectors(src)
+    z = int(first.weight.shape[1]) - n * (n - 1) // 2
+    dots = [z + c for c in fuserank_dot_columns(src.dot_order, n)]
+    columns = torch.tensor(list(range(z)) + dots)
+    return [Layer(first.source, first.weight[:, columns].contiguous(), first.bias),
+            *src.top_mlp[1:]]
+
+
 def model_tensors(src: SourceModel, dtype: str) -> List[Tuple[str, str, np.ndarray]]:
     """(name, safetensors dtype, array) in file order: the float32 layers, then the tables
-    (int8: every qparams before every table), so no tensor starts misaligned."""
+    (int8: every qparams before every table), so no tensor starts misaligned.
+    REQUIRES: validate(src) passed."""
     out: List[Tuple[str, str, np.ndarray]] = []
     layers = [(f"bottom_mlp.{i}", l) for i, l in enumerate(src.bottom_mlp)]
     layers += [("cross", src.cross)] if src.interaction == "linear" else []
-    layers += [(f"top_mlp.{i}", l) for i, l in enumerate(src.top_mlp)]
+    layers += [(f"top_mlp.{i}", l) for i, l in enumerate(_top_in_fuserank_order(src))]
     for name, layer in layers:
         out.append((f"{name}.weight", "F32", layer.weight.numpy()))
         out.append((f"{name}.bias", "F32", layer.bias.numpy()))
@@ -85,7 +101,28 @@ def model_tensors(src: SourceModel, dtype: str) -> List[Tuple[str, str, np.ndarr
 def write_safetensors(path: str, tensors: Sequence[Tuple[str, str, np.ndarray]],
                       metadata: Optional[Mapping[str, str]] = None) -> None:
     """8-byte little-endian header size, the JSON header padded with spaces to a multiple
-    of 8, then the tensors back to back in the given order (through path + '.tmp')."""
+    of 8, then the tensors back to back in the given order (through path + '.tmp', which
+    is removed if the write fails)."""
+    tmp = path + ".tmp"
+    try:
+        write_safetensors_file(tmp, tensors, metadata)
+        os.replace(tmp, path)
+    finally:
+        remove_quietly(tmp)
+
+
+def remove_quietly(path: str) -> None:
+    """Removes a temporary file left by a failed write; a missing one is no error."""
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def write_safetensors_file(path: str, tensors: Sequence[Tuple[str, str, np.ndarray]],
+                           metadata: Optional[Mapping[str, str]] = None) -> None:
+    """The safetensors bytes written to `path` itself, flushed to disk (a caller renames
+    the file into place)."""
     header: Dict[str, Any] = {}
     if metadata:
         header["__metadata__"] = dict(metadata)
@@ -99,17 +136,28 @@ def write_safetensors(path: str, tensors: Sequence[Tuple[str, str, np.ndarray]],
         arrays.append(array)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
         for array in arrays:
             f.write(array.reshape(-1).view(np.uint8).data)
-    os.replace(tmp, path)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# Characters a YAML reader may take for line breaks (YAML 1.1) or refuse as non-printable:
+# written as \u escapes, which every YAML reader decodes.
+_YAML_ESCAPED = {c: f"\\u{ord(c):04x}" for c in "\u2028\u2029\ufeff\ufffe\uffff"}
+
+
+def yaml_string(s: str) -> str:
+    """`s` as a double-quoted YAML scalar: a JSON string with the text kept as UTF-8 (a
+    JSON \\u escape of a character beyond U+FFFF is a surrogate pair, which YAML refuses)."""
+    return json.dumps(s, ensure_ascii=False).translate(str.maketrans(_YAML_ESCAPED))
 
 
 def spec_yaml(src: SourceModel, name: str, version: str, weights: str, dtype: str) -> str:
-    q = json.dumps  # a JSON string is a valid double-quoted YAML scalar
+    q = yaml_string
     lines = [
         "# Written by tools/fuserank_export.py (SPEC section 2).",
         f"name: {q(name)}",

@@ -187,12 +187,12 @@ def build(spec, w, opset=17):
     n_shape = g.op("Shape", first_item, start=0, end=1)
     parts = []  # (spec order key, tensor [N, k, dim] or [N, width], kind)
     if dense:
-        if spec.dense_user and spec.dense_item:
-            user = g.op("Expand", "user_dense",
-                        g.op("Concat", n_shape, g.const(np.array([1], np.int64)), axis=0))
-            x = g.op("Concat", user, "item_dense", axis=1)
-        else:
-            x = "item_dense" if spec.dense_item else "user_dense"
+        x = "item_dense"
+        if spec.dense_user:  # [1, du] -> [N, du]: z is per candidate even without item dense
+            x = g.op("Expand", "user_dense",
+                     g.op("Concat", n_shape, g.const(np.array([1], np.int64)), axis=0))
+            if spec.dense_item:
+                x = g.op("Concat", x, "item_dense", axis=1)
         for i, width in enumerate(spec.bottom_mlp):
             want(w, f"bottom_mlp.{i}.weight", (width, dense if i == 0 else spec.bottom_mlp[i - 1]))
         z = mlp(g, x, w, "bottom_mlp", len(spec.bottom_mlp), True)

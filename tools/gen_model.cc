@@ -191,6 +191,13 @@ absl::StatusOr<ModelSpec> SpecFromFlags() {
   if (out.empty() || out.filename().empty()) {
     return absl::InvalidArgumentError("--out is required, e.g. --out=config/models/demo.yaml");
   }
+  // The weights go to NAME.safetensors beside the spec: any other --out could name them
+  // (--out=m.safetensors wrote the spec over its own weights).
+  if (out.extension() != ".yaml" && out.extension() != ".yml") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out=", out.string(), ": must name the spec, DIR/NAME.yaml (the weights go ",
+                     "to DIR/NAME.safetensors beside it)"));
+  }
   spec.name = absl::GetFlag(FLAGS_name).empty() ? out.stem().string() : absl::GetFlag(FLAGS_name);
   spec.version = absl::GetFlag(FLAGS_version);
   spec.weights_path = (out.parent_path() / (out.stem().string() + ".safetensors")).string();

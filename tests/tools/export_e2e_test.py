@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import export_fixtures as fx  # noqa: E402
 import fuserank_export as fe  # noqa: E402
+import torch  # noqa: E402
 
 TOLERANCE = 5e-5
 
@@ -209,15 +210,43 @@ class ExportServeTest(unittest.TestCase):
         spec, _ = fe.export_state_dict(sd, mapping, os.path.join(work, "e2e_dcn_sd.yaml"))
         self._compare(model, "e2e_dcn_sd", 108, spec=spec)
 
+    def test_dot_state_dict_with_torchrec_names_scores_like_torchrec(self):
+        # TorchRec orders the dot products (0, 1), (0, 2), ...: the exporter reorders
+        # top_mlp.0's columns (dot_order: torchrec, the state_dict default).
+        model = fx.make_model("dot", 109)
+        sd, mapping = fx.torchrec_state_dict(model, torchrec_meaning=False)
+        work = tempfile.mkdtemp(dir=self._tmp.name, prefix="e2e_dot_sd")
+        spec, _ = fe.export_state_dict(sd, mapping, os.path.join(work, "e2e_dot_sd.yaml"))
+        self._compare(fx.TorchRecDot(model), "e2e_dot_sd", 109, spec=spec)
+
     def test_fp16_tables_score_like_torch_with_rounded_tables(self):
         model = fx.with_tables(fx.make_model("dot", 104), lambda n, w: w.half().float())
         self._compare(model, "e2e_fp16", 104, dtype="fp16", requests=3)
 
+    def test_bf16_tables_score_like_torch_with_rounded_tables(self):
+        model = fx.make_model("concat", 110)
+        rounded = fx.with_tables(model, lambda n, w: w.bfloat16().float())
+        work = tempfile.mkdtemp(dir=self._tmp.name, prefix="e2e_bf16")
+        spec, _ = fe.export_module(model, os.path.join(work, "e2e_bf16.yaml"), dtype="bf16")
+        self._compare(rounded, "e2e_bf16", 110, requests=3, spec=spec)
+
+    def test_int8_tables_score_like_torch_with_dequantized_tables(self):
+        model = fx.make_model("dot", 111)
+        dequantized = fx.with_tables(model, lambda n, w: torch.from_numpy(
+            fe.dequantize_rows_int8(*fe.quantize_rows_int8(w.detach().numpy()))))
+        work = tempfile.mkdtemp(dir=self._tmp.name, prefix="e2e_int8")
+        spec, _ = fe.export_module(model, os.path.join(work, "e2e_int8.yaml"), dtype="int8")
+        self._compare(dequantized, "e2e_int8", 111, requests=3, spec=spec)
+
     def test_response_names_the_exported_version(self):
+        # A character beyond the Basic Multilingual Plane is written as UTF-8, which the
+        # server's YAML reader takes (it refuses a JSON surrogate pair escape); U+2028 and
+        # U+FEFF as \u escapes.
         model = fx.make_model("concat", 105)
-        stub, server = self._serve(model, "e2e_version")
+        version = "e2e-1-\U0001f680\u2028\ufeff"
+        stub, server = self._serve(model, "e2e_version", version=version)
         request = fx.random_request(np.random.default_rng(105), model, 3)
-        self.assertEqual(self._rank(stub, server, request).model_version, "e2e-1")
+        self.assertEqual(self._rank(stub, server, request).model_version, version)
 
 
 if __name__ == "__main__":

@@ -96,8 +96,62 @@ def random_request(rng, model, n_candidates):
     return request
 
 
-def torchrec_state_dict(model):
-    """The model's tensors under TorchRec DLRM names, plus the mapping that undoes it."""
+def _torchrec_dot_pairs(n):
+    """TorchRec InteractionArch's dot columns: torch.triu_indices(n, n, offset=1)."""
+    a, b = torch.triu_indices(n, n, offset=1)
+    return [(int(x), int(y)) for x, y in zip(a, b)]
+
+
+class TorchRecDot:
+    """What TorchRec's DLRM computes with `model`'s weights (interaction dot): its
+    InteractionArch puts the dot products in triu order ((0, 1), (0, 2), ...) where
+    fuserank_torch_model.DLRM puts them in tril order ((1, 0), (2, 0), (2, 1), ...);
+    everything else is the model's. Has what random_request needs, and score_request."""
+
+    def __init__(self, model):
+        assert model.interaction == "dot"
+        self.model = model
+        for name in ("embeddings", "table_sides", "table_oov", "dense_user", "dense_item"):
+            setattr(self, name, getattr(model, name))
+
+    @torch.no_grad()
+    def score_request(self, request):
+        m, candidates = self.model, request["candidates"]
+        user = {f["name"]: f for f in request.get("user_features", [])}
+        vectors = []
+        if m.dense_user + m.dense_item:
+            dense = torch.tensor([list(request.get("user_dense", [])) + list(c["dense"])
+                                  for c in candidates], dtype=torch.float32)
+            vectors.append(m.bottom_mlp(dense))  # TorchRec's DenseArch
+        for name in m.embeddings:  # TorchRec's SparseArch, in feature order
+            bags = [user.get(name) if m.table_sides[name] == "user" else
+                    next((f for f in c.get("features", []) if f["name"] == name), None)
+                    for c in candidates]
+            vectors.append(m._pool(name, ftm._to_bags(bags)))
+        combined = torch.stack(vectors, dim=1)  # [B, n, d]
+        gram = torch.bmm(combined, combined.transpose(1, 2))
+        dots = torch.stack([gram[:, a, b] for a, b in _torchrec_dot_pairs(len(vectors))], 1)
+        h = torch.cat([vectors[0], dots], 1) if m.dense_user + m.dense_item else dots
+        return torch.sigmoid(m.top_mlp(h)).squeeze(1)
+
+
+def _to_torchrec_dot_order(model, weight):
+    """top_mlp.0's weight with its dot columns moved from the model's tril order to
+    TorchRec's triu order, so TorchRec's forward computes what the model does."""
+    n = len(model.embeddings) + (1 if model.dense_user + model.dense_item else 0)
+    z = weight.shape[1] - n * (n - 1) // 2
+    tril = {(i, j): z + k for k, (i, j) in
+            enumerate((i, j) for i in range(1, n) for j in range(i))}
+    columns = list(range(z)) + [tril[(b, a)] for a, b in _torchrec_dot_pairs(n)]
+    return weight[:, columns].clone()
+
+
+def torchrec_state_dict(model, torchrec_meaning=True):
+    """The model's tensors under TorchRec DLRM names, plus the mapping that undoes it.
+    With interaction dot and torchrec_meaning, top_mlp.0's dot columns are put in
+    TorchRec's order, so the state_dict is the model as TorchRec would have trained it
+    (the mapping's default dot_order: torchrec); otherwise the tensors are only renamed
+    (TorchRecDot(model) is then what TorchRec computes with them)."""
     sd = {}
     tables = []
     for name, bag in model.embeddings.items():
@@ -115,6 +169,10 @@ def torchrec_state_dict(model):
         sd[f"over_arch.model.0._mlp.{i}._linear.bias"] = m.bias.detach().clone()
     sd["over_arch.model.1.weight"] = tops[-1].weight.detach().clone()
     sd["over_arch.model.1.bias"] = tops[-1].bias.detach().clone()
+    if model.interaction == "dot" and torchrec_meaning:
+        first = "over_arch.model.0._mlp.0._linear.weight" if len(tops) > 1 else \
+            "over_arch.model.1.weight"
+        sd[first] = _to_torchrec_dot_order(model, sd[first])
     mapping = {"tables": tables, "dense": {"user": model.dense_user, "item": model.dense_item},
                "interaction": model.interaction, "top_mlp": "over_arch.model"}
     if linears:

@@ -87,6 +87,104 @@ class ModuleExportTest(ExportTestBase):
         self.assertEqual((spec["name"], spec["version"]), ("demo", "7"))
         self.assert_scores_match(fx.ftm.example_model(), out, seed=31)
 
+    def test_cli_module_file_of_the_project(self):
+        # FILE.py:FACTORY with the project's own model file, which defines dataclasses
+        # (they need the module in sys.modules while it runs).
+        out = os.path.join(self.tmp, "demo_file.yaml")
+        proc = subprocess.run([sys.executable, EXPORTER, "--module",
+                               "tools/fuserank_torch_model.py:example_model", "--out", out],
+                              capture_output=True, text=True, cwd=fx.REPO, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assert_scores_match(fx.ftm.example_model(), out, seed=32)
+
+    def test_module_file_errors_exit_2_naming_the_code(self):
+        folder = os.path.join(self.tmp, "user_code")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "helper_of_model.py"), "w") as f:
+            f.write("import fuserank_torch_model as ftm\nDIMS = 8\n")
+        with open(os.path.join(folder, "model.py"), "w") as f:
+            f.write("import helper_of_model  # a sibling: its folder is on sys.path\n"
+                    "def ok():\n    return helper_of_model.ftm.example_model()\n"
+                    "def broken():\n    raise ValueError('no checkpoint at /x')\n")
+        with open(os.path.join(folder, "bad_import.py"), "w") as f:
+            f.write("import not_a_module_anywhere\n")
+        path = os.path.join(folder, "model.py")
+        status, stderr = self.run_main("--module", f"{path}:ok", "--out",
+                                       os.path.join(self.tmp, "ok.yaml"))
+        self.assertEqual(status, 0, stderr)
+        for target, needle in (
+                (f"{path}:broken", "broken() raised ValueError: no checkpoint at /x"),
+                (f"{folder}/bad_import.py:f", "raised ModuleNotFoundError"),
+                (f"{folder}/none.py:f", f"no file {folder}/none.py"),
+                (f"{path}:missing", "has no attribute 'missing'")):
+            status, stderr = self.run_main("--module", target, "--out",
+                                           os.path.join(self.tmp, "x.yaml"))
+            self.assertEqual(status, 2, stderr)
+            self.assertIn(f"fuserank_export: error: --module {target}: ", stderr)
+            self.assertIn(needle, stderr)
+
+
+class SpecLimitsTest(ExportTestBase):
+    """The exporter applies the server's limits (engine/model_spec_checks.cc) and writes
+    strings the server's YAML reader takes back unchanged."""
+
+    def test_non_ascii_names_are_written_as_utf8(self):
+        model = fx.make_model("concat", 81)
+        out = os.path.join(self.tmp, "u.yaml")
+        fe.export_module(model, out, name="modèle", version="v1-\U0001f680\u2028")
+        with open(out, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn('version: "v1-\U0001f680\\u2028"', text)  # raw UTF-8, no surrogates
+        self.assertIn('name: "modèle"', text)
+        spec = yaml.safe_load(text)
+        self.assertEqual((spec["name"], spec["version"]), ("modèle", "v1-\U0001f680\u2028"))
+
+    def test_names_the_server_refuses_are_errors(self):
+        model = fx.make_model("concat", 82)
+        for kwargs, pattern in (
+                ({"version": "v1\t2"}, r"--version: must be printable UTF-8 without control "
+                                        r"characters.*U\+0009"),
+                ({"version": "v\x85"}, r"--version: .*U\+0085"),
+                ({"version": "v\x7f"}, r"--version: .*U\+007F"),
+                ({"version": "v\udc80"}, r"--version: .*not valid UTF-8"),
+                ({"name": "é" * 129}, r"--name: must be at most 256 bytes, got 258")):
+            with self.subTest(kwargs=kwargs):
+                with self.assertRaisesRegex(fe.ExportError, pattern):
+                    fe.export_module(model, os.path.join(self.tmp, "m.yaml"), **kwargs)
+                self.assertEqual(os.listdir(self.tmp), [])
+        fe.export_module(model, os.path.join(self.tmp, "m.yaml"), name="é" * 128)  # 256 bytes
+        model.embeddings["t" * 300] = model.embeddings.pop("item_cat")
+        model.table_sides["t" * 300] = "item"
+        with self.assertRaisesRegex(fe.ExportError, r"table 't{40}\.\.\.'.*name: must be at "
+                                                    r"most 256 bytes, got 300"):
+            fe.export_module(model, os.path.join(self.tmp, "t.yaml"))
+
+    def test_widths_beyond_the_servers_limits_are_errors(self):
+        from fuserank_export_model import Layer, SourceModel, TableWeights
+
+        def table(name, dim):
+            return TableWeights(name, "item", "sum", "modulo", name, torch.zeros(1, dim))
+
+        def top(width):
+            return [Layer("top", torch.zeros(1, width), torch.zeros(1))]
+
+        wide = 2**20 + 1
+        fe.validate(SourceModel([table("t", 2**20)], 0, 0, [], "concat", None, top(2**20)))
+        for src, pattern in (
+                (SourceModel([table("t", wide)], 0, 0, [], "concat", None, top(wide)),
+                 r"embeddings\.t\.weight \(t\): dim: must be in 1\.\.1048576 .*got 1048577"),
+                (SourceModel([table("t", 4)], wide, 0, [], "concat", None, top(wide + 4)),
+                 r"dense\.user: must be at most 1048576"),
+                (SourceModel([table("t", 4)], 0, 0, [], "concat", None,
+                             [Layer("top0", torch.zeros(wide, 4), torch.zeros(wide))] + top(wide)),
+                 r"top_mlp\.0\.weight \(top0\): outputs: must be in 1\.\.1048576"),
+                (SourceModel([table(f"t{i}", 2**20) for i in range(17)], 0, 0, [], "concat",
+                             None, top(17 * 2**20)),
+                 r"the interaction is too wide.*17825792 wide.*limit is 16777216")):
+            with self.subTest(pattern=pattern):
+                with self.assertRaisesRegex(fe.ExportError, pattern):
+                    fe.validate(src)
+
 
 class HalfPrecisionExportTest(ExportTestBase):
     def _check(self, dtype, torch_dtype, st_dtype, seed):

@@ -2,8 +2,10 @@
 """fuserank-load-redis against a real 3-master Redis Cluster on loopback: rows of a
 safetensors tensor under given keys (and under their row index), a key-value dump stored as
 fp16, an int8 table (from safetensors with its qparams, and from a dump) as codes followed by
-the row's scale and bias, idempotent reruns, and bad input refused naming the file and line. Each value is read
-back with `redis-cli -c --raw GET` and compared byte for byte with the rows written.
+the row's scale and bias, idempotent reruns, and bad input refused naming the file and line
+before anything is written (fp16/bf16 overflow, a --dtype unlike the tensor's, a bad key;
+tabs separate fields too), rows sent in batches. Each value is read back with
+`redis-cli -c --raw GET` and compared byte for byte with the rows written.
 Exit 77 (skipped) when redis-server / redis-cli are not installed (scripts/install-deps.sh
 installs them) or the tool was not built."""
 import json
@@ -194,6 +196,75 @@ class LoadRedisTest(unittest.TestCase):
         self.assertIn(f"{dump}:2: 1 values, want 2", done.stderr)
         done = self.load("--table=nope", f"--safetensors={os.path.join(self.dir, 'missing')}")
         self.assertEqual(done.returncode, 2)
+
+    def test_fp16_and_bf16_values_out_of_range_are_refused(self):
+        dump = os.path.join(self.dir, "wide.txt")
+        for dtype, big in (("fp16", "70000"), ("bf16", "3.4e38")):
+            with open(dump, "w") as f:
+                f.write(f"31 0.5 1\n32 1 {big}\n")
+            done = self.load("--table=wide", f"--dump={dump}", f"--dtype={dtype}")
+            self.assertEqual(done.returncode, 2, done.stdout)
+            self.assertIn(f"{dump}:2: value 2 ({big}) overflows {dtype}", done.stderr)
+            self.assertEqual(self.get("fuserank:wide:31"), b"", "nothing is written")
+        # 65519 rounds to 65504, fp16's largest finite value: stored.
+        with open(dump, "w") as f:
+            f.write("33 65519 -65519\n")
+        done = self.load("--table=wide", f"--dump={dump}", "--dtype=fp16")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.get("fuserank:wide:33"),
+                         np.array([65504, -65504], dtype=np.float16).tobytes())
+
+    def test_dtype_is_checked_against_the_tensor(self):
+        table = np.arange(6, dtype=np.float32).reshape(3, 2)
+        path = os.path.join(self.dir, "d.safetensors")
+        write_safetensors(path, "embeddings.d_id.weight", table, "F32")
+        done = self.load("--table=d_id", f"--safetensors={path}", "--dtype=bogus")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("--dtype: fp32, fp16, bf16 or int8, got 'bogus'", done.stderr)
+        done = self.load("--table=d_id", f"--safetensors={path}", "--dtype=fp16")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("--dtype=fp16: embeddings.d_id.weight is F32, which only a model with "
+                      "embedding_dtype fp32 reads", done.stderr)
+        self.assertEqual(self.get("fuserank:d_id:0"), b"", "nothing is written")
+        done = self.load("--table=d_id", f"--safetensors={path}", "--dtype=fp32")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.get("fuserank:d_id:2"), table[2].tobytes())
+
+    def test_tabs_separate_dump_fields_and_a_bad_key_says_what_is_expected(self):
+        dump = os.path.join(self.dir, "tabs.txt")
+        with open(dump, "w") as f:
+            f.write("41\t0.5\t-2\r\n42 \t 1.5\t0.25\n")
+        done = self.load("--table=tab_id", f"--dump={dump}")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.get("fuserank:tab_id:41"), np.array([0.5, -2], np.float32).tobytes())
+        self.assertEqual(self.get("fuserank:tab_id:42"),
+                         np.array([1.5, 0.25], np.float32).tobytes())
+        with open(dump, "w") as f:
+            f.write("43,0.5,1\n")
+        done = self.load("--table=tab_id", f"--dump={dump}")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(f"{dump}:1: bad key '43,0.5,1': want an int64 id, then the values, "
+                      "separated by spaces or tabs", done.stderr)
+
+    def test_rows_go_out_in_batches_after_the_whole_dump_is_checked(self):
+        dump = os.path.join(self.dir, "many.txt")
+        rows = {k: [k / 4, -k / 8] for k in range(100, 110)}
+        with open(dump, "w") as f:
+            f.write("\n".join(f"{k} {a} {b}" for k, (a, b) in rows.items()) + "\n")
+        done = self.load("--table=many", f"--dump={dump}", "--batch=3")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("3/10 rows", done.stderr)
+        self.assertIn("10/10 rows", done.stderr)
+        for k, values in rows.items():
+            self.assertEqual(self.get(f"fuserank:many:{k}"),
+                             np.array(values, np.float32).tobytes())
+        # A bad last line: the first batches are not written either.
+        with open(dump, "w") as f:
+            f.write("\n".join(f"{k + 100} {a} {b}" for k, (a, b) in rows.items()) + "\nx\n")
+        done = self.load("--table=many", f"--dump={dump}", "--batch=3")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(f"{dump}:11: bad key 'x'", done.stderr)
+        self.assertEqual(self.get("fuserank:many:200"), b"")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,285 @@
+#include "tools/load_redis_rows.h"
+
+#include <cmath>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "engine/cpu/cpu_dtype.h"
+#include "engine/mapped_file.h"
+#include "engine/safetensors.h"
+#include "engine/status_macros.h"
+
+namespace fuserank::tools {
+namespace {
+
+absl::Status ReadKeys(const std::string& path, size_t rows, std::vector<int64_t>* keys) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    int64_t key = 0;
+    if (!absl::SimpleAtoi(line, &key)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", n, ": not an int64"));
+    }
+    keys->push_back(key);
+  }
+  if (keys->size() != rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", keys->size(), " keys for ", rows, " rows"));
+  }
+  return absl::OkStatus();
+}
+
+// The dtype a storage: redis table of each embedding_dtype holds.
+const char* EmbeddingDtypeOf(const std::string& tensor_dtype) {
+  if (tensor_dtype == "F32") return "fp32";
+  if (tensor_dtype == "F16") return "fp16";
+  if (tensor_dtype == "BF16") return "bf16";
+  return "int8";
+}
+
+// An I8 tensor's (scale, bias) pairs.
+absl::StatusOr<const char*> Qparams(const SafetensorsRowsOptions& options,
+                                    const engine::TensorMap& tensors, const engine::TensorView& t) {
+  std::string name = options.qparams;
+  if (name.empty()) {
+    name = options.tensor;
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) {
+      name.resize(name.size() - 7);
+    }
+    name += ".qparams";
+  }
+  const auto q = tensors.find(name);
+  if (q == tensors.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(options.path, ": ", options.tensor,
+                                                   " is I8 but there is no tensor '", name,
+                                                   "' of its (scale, bias) pairs (--qparams)"));
+  }
+  if (q->second.dtype != "F32" || q->second.shape.size() != 2 || q->second.shape[0] != t.shape[0] ||
+      q->second.shape[1] != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": want an F32 [", t.shape[0], ", 2] tensor"));
+  }
+  return reinterpret_cast<const char*>(q->second.data);
+}
+
+// The rows of a tensor of a mapped safetensors file (I8: each row's codes followed by its
+// (scale, bias) from the qparams tensor).
+class SafetensorsRows : public RowSource {
+ public:
+  static absl::StatusOr<std::unique_ptr<RowSource>> Open(const SafetensorsRowsOptions& options);
+
+  size_t rows() const override { return rows_; }
+  absl::Status Next(size_t max, RowBatch* batch) override {
+    batch->Clear();
+    for (; batch->keys.size() < max && next_ < rows_; ++next_) {
+      batch->keys.push_back(keys_.empty() ? static_cast<int64_t>(next_) : keys_[next_]);
+      batch->bytes.append(data_ + next_ * row_bytes_, row_bytes_);
+      if (qparams_ != nullptr) batch->bytes.append(qparams_ + next_ * 8, 8);
+      batch->ends.push_back(batch->bytes.size());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<engine::MappedFile> file_;
+  const char* data_ = nullptr;
+  const char* qparams_ = nullptr;
+  size_t rows_ = 0;
+  size_t row_bytes_ = 0;
+  std::vector<int64_t> keys_;  // empty: the row index
+  size_t next_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<RowSource>> SafetensorsRows::Open(
+    const SafetensorsRowsOptions& options) {
+  auto rows = std::make_unique<SafetensorsRows>();
+  ASSIGN_OR_RETURN(rows->file_, engine::MappedFile::Open(options.path));
+  absl::StatusOr<engine::TensorMap> tensors =
+      engine::ParseSafetensors(rows->file_->data(), rows->file_->size());
+  if (!tensors.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(options.path, ": ", tensors.status().message()));
+  }
+  const auto it = tensors->find(options.tensor);
+  if (it == tensors->end()) {
+    return absl::NotFoundError(absl::StrCat(options.path, ": no tensor '", options.tensor, "'"));
+  }
+  const engine::TensorView& t = it->second;
+  if (t.shape.size() != 2 ||
+      (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16" && t.dtype != "I8")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.tensor, ": want a [rows, dim] F32, F16, BF16 or I8 tensor"));
+  }
+  // A table stored in another dtype than the model's embedding_dtype would be read as
+  // garbage by the server.
+  if (!options.dtype.empty() && options.dtype != EmbeddingDtypeOf(t.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype=", options.dtype, ": ", options.tensor, " is ", t.dtype, ", which ",
+                     "only a model with embedding_dtype ", EmbeddingDtypeOf(t.dtype), " reads"));
+  }
+  rows->rows_ = static_cast<size_t>(t.shape[0]);
+  rows->row_bytes_ = rows->rows_ == 0 ? 0 : t.nbytes / rows->rows_;
+  rows->data_ = reinterpret_cast<const char*>(t.data);
+  if (t.dtype == "I8") {
+    ASSIGN_OR_RETURN(rows->qparams_, Qparams(options, *tensors, t));
+  }
+  if (!options.keys.empty()) RETURN_IF_ERROR(ReadKeys(options.keys, rows->rows_, &rows->keys_));
+  return rows;
+}
+
+// A dump, read twice: Check() reads every line (counting the rows), then Next() from the
+// start again.
+class DumpRows : public RowSource {
+ public:
+  DumpRows(std::string path, std::string dtype)
+      : path_(std::move(path)), dtype_(std::move(dtype)) {}
+
+  absl::Status Check() {
+    RETURN_IF_ERROR(Rewind());
+    RowBatch scratch;
+    do {
+      RETURN_IF_ERROR(Next(4096, &scratch));
+      rows_ += scratch.keys.size();
+    } while (!scratch.keys.empty());
+    return Rewind();
+  }
+
+  size_t rows() const override { return rows_; }
+  absl::Status Next(size_t max, RowBatch* batch) override {
+    batch->Clear();
+    std::string line;
+    while (batch->keys.size() < max && std::getline(in_, line)) {
+      ++line_;
+      int64_t key = 0;
+      const size_t before = batch->bytes.size();
+      RETURN_IF_ERROR(ParseLine(line, &key, &batch->bytes));
+      if (batch->bytes.size() == before) continue;  // a blank line
+      batch->keys.push_back(key);
+      batch->ends.push_back(batch->bytes.size());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Rewind() {
+    in_ = std::ifstream(path_);
+    line_ = 0;
+    if (!in_) return absl::NotFoundError(absl::StrCat(path_, ": cannot open"));
+    return absl::OkStatus();
+  }
+  // Appends the line's value to *value; a blank line appends nothing.
+  absl::Status ParseLine(const std::string& line, int64_t* key, std::string* value);
+  absl::Status ParseCodes(const std::vector<absl::string_view>& fields, std::string* value) const;
+  absl::Status ParseFloats(const std::vector<absl::string_view>& fields, std::string* value) const;
+  absl::Status Error(absl::string_view message) const {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ":", line_, ": ", message));
+  }
+
+  const std::string path_;
+  const std::string dtype_;
+  std::ifstream in_;
+  size_t line_ = 0;
+  size_t dim_ = 0;  // from the first row
+  size_t rows_ = 0;
+};
+
+absl::Status DumpRows::ParseLine(const std::string& line, int64_t* key, std::string* value) {
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+  if (fields.empty()) return absl::OkStatus();
+  if (!absl::SimpleAtoi(fields[0], key)) {
+    return Error(absl::StrCat("bad key '", fields[0].substr(0, 40),
+                              "': want an int64 id, then the values, separated by spaces or "
+                              "tabs"));
+  }
+  // int8: the scale and the bias come first.
+  const size_t first = dtype_ == "int8" ? 3 : 1;
+  if (fields.size() <= first) {
+    return Error(absl::StrCat("no values", first == 3 ? " after scale and bias" : ""));
+  }
+  if (dim_ == 0) dim_ = fields.size() - first;
+  if (fields.size() - first != dim_) {
+    return Error(absl::StrCat(fields.size() - first, " values, want ", dim_));
+  }
+  return first == 3 ? ParseCodes(fields, value) : ParseFloats(fields, value);
+}
+
+absl::Status DumpRows::ParseCodes(const std::vector<absl::string_view>& fields,
+                                  std::string* value) const {
+  float q[2] = {0, 0};
+  for (int j = 0; j < 2; ++j) {
+    if (!absl::SimpleAtof(fields[1 + j], &q[j]) || !std::isfinite(q[j])) {
+      return Error(absl::StrCat(j == 0 ? "scale" : "bias", " is not a finite number"));
+    }
+  }
+  for (size_t j = 3; j < fields.size(); ++j) {
+    int code = 0;
+    if (!absl::SimpleAtoi(fields[j], &code) || code < -128 || code > 127) {
+      return Error(absl::StrCat("code ", j - 2, " is not an integer in -128..127"));
+    }
+    value->push_back(static_cast<char>(static_cast<int8_t>(code)));
+  }
+  value->append(reinterpret_cast<const char*>(q), sizeof(q));
+  return absl::OkStatus();
+}
+
+// fp32 values as they are; fp16 and bf16 rounded to nearest even, and refused when the
+// result is not finite (a value beyond the dtype's range): the server never checks a
+// remote row, so an Inf stored here would be served.
+absl::Status DumpRows::ParseFloats(const std::vector<absl::string_view>& fields,
+                                   std::string* value) const {
+  for (size_t j = 1; j < fields.size(); ++j) {
+    float v = 0;
+    if (!absl::SimpleAtof(fields[j], &v) || !std::isfinite(v)) {
+      return Error(absl::StrCat("value ", j, " is not a finite number"));
+    }
+    if (dtype_ == "fp32") {
+      value->append(reinterpret_cast<const char*>(&v), 4);
+      continue;
+    }
+    const bool fp16 = dtype_ == "fp16";
+    const uint16_t h = fp16 ? engine::FloatToHalf(v) : engine::FloatToBFloat16(v);
+    if (!std::isfinite(fp16 ? engine::HalfToFloat(h) : engine::BFloat16ToFloat(h))) {
+      return Error(absl::StrCat("value ", j, " (", fields[j].substr(0, 40), ") overflows ", dtype_,
+                                " (largest finite ", fp16 ? "65504" : "3.3895e38", ")"));
+    }
+    value->append(reinterpret_cast<const char*>(&h), 2);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RowBatch::Clear() {
+  keys.clear();
+  bytes.clear();
+  ends.clear();
+}
+
+std::string_view RowBatch::value(size_t i) const {
+  const size_t begin = i == 0 ? 0 : ends[i - 1];
+  return std::string_view(bytes).substr(begin, ends[i] - begin);
+}
+
+absl::StatusOr<std::unique_ptr<RowSource>> OpenSafetensorsRows(
+    const SafetensorsRowsOptions& options) {
+  return SafetensorsRows::Open(options);
+}
+
+absl::StatusOr<std::unique_ptr<RowSource>> OpenDumpRows(const std::string& path,
+                                                        const std::string& dtype) {
+  if (dtype != "fp32" && dtype != "fp16" && dtype != "bf16" && dtype != "int8") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype: fp32, fp16, bf16 or int8, got '", dtype, "'"));
+  }
+  auto rows = std::make_unique<DumpRows>(path, dtype);
+  RETURN_IF_ERROR(rows->Check());
+  return rows;
+}
+
+}  // namespace fuserank::tools
