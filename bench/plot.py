@@ -105,7 +105,7 @@ def plot(data, png, title):
             ax.plot(qps, [p["p99_ms"] for p in points], "^--", color=COLORS.get(system), label=f"{label} p99")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("achieved throughput (requests/s, open loop, Poisson arrivals)")
+        ax.set_xlabel("OK answers per second inside the window (open loop, Poisson arrivals)")
         ax.set_ylabel("latency (ms, from the scheduled send)")
         ax.set_title(f"{n} candidates per request")
         ax.grid(True, which="both", alpha=0.3)

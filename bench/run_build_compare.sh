@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Two builds of fuserank side by side on this machine, taking turns (never at once): the
-# CPU engine's Run() at 16, 256 and 1024 candidates on one thread, on the 128-bit
-# baseline ISA in both (a build from before run-time ISA dispatch has no other), and the
-# whole server through gRPC (closed loop, 4 in flight, 16 and 256 candidates) with each
-# build's default engine. Prints a Markdown table of medians, ranges and ratios. For
+# CPU engine's Run() at 16, 256 and 1024 candidates on one thread, on the same ISA in both
+# (ISA=generic, the default: the 128-bit path, forced with FUSERANK_CPU_ISA=generic, or
+# FUSERANK_CPU_GENERIC=1 in trees from before run-time ISA dispatch; ISA=native: each
+# build's own choice, which differs between builds), and the whole server through gRPC
+# (closed loop, 4 in flight, 16 and 256 candidates) with each build's default engine and
+# ISA. Prints a Markdown table of medians, ranges and ratios, and the ISA label each
+# engine run reported (a build without dispatch reports none). For
 # checking that a change of structure left the figures alone (docs/benchmarks.md, "Two
 # builds side by side").
 #
 # usage: BEFORE=<build dir> bench/run_build_compare.sh   (AFTER defaults to build)
 # env:   ROUNDS=3 DURATION=8 MODEL=bench/out/model/bench.yaml (generated when missing)
+#        ISA=generic (or native)
 #        BEFORE needs bin/fuserank-server and bin/fuserank-microbench; AFTER also
 #        bin/fuserank-bench, which drives both servers.
 set -euo pipefail
@@ -19,6 +23,7 @@ AFTER=${AFTER:-build}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-8}
 MODEL=${MODEL:-bench/out/model/bench.yaml}
+ISA=${ISA:-generic}
 PY=/usr/bin/python3
 OUT=bench/out/build_compare
 log() { echo "run_build_compare: $*" >&2; }
@@ -34,14 +39,20 @@ trap '[[ -n "$PID" ]] && kill "$PID" 2>/dev/null || true' EXIT
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-# Without ISA dispatch the argument list ends in real_time; with it, isa:0 is the baseline.
+# Without ISA dispatch the argument list ends in real_time; with it, isa:0 is the
+# process's choice, which the environment below forces to the generic path.
 FILTER='BM_EngineRun/candidates:(16|256|1024)/threads:1/(real_time|isa:0)$'
+case $ISA in
+  generic) ISA_ENV=(FUSERANK_CPU_ISA=generic FUSERANK_CPU_GENERIC=1) ;;
+  native) ISA_ENV=() ;;
+  *) log "ISA must be generic or native, not '$ISA'"; exit 1 ;;
+esac
 
 for round in $(seq "$ROUNDS"); do
   for side in before after; do
     dir=$BEFORE
     [[ $side == after ]] && dir=$AFTER
-    "$dir/bin/fuserank-microbench" --benchmark_filter="$FILTER" --benchmark_min_time=0.5 \
+    env "${ISA_ENV[@]}" "$dir/bin/fuserank-microbench" --benchmark_filter="$FILTER" --benchmark_min_time=0.5 \
       --benchmark_format=json >"$OUT/micro_${side}_$round.json" 2>>"$OUT/micro.err"
     port=$(free_port)
     cat >"$OUT/server_$side.yaml" <<YAML
@@ -70,21 +81,26 @@ YAML
   done
 done
 
-"$PY" - "$OUT" <<'PYEOF'
+"$PY" - "$OUT" "$ISA" <<'PYEOF'
 import glob, json, os, statistics, sys
-out = sys.argv[1]
+out, isa = sys.argv[1:]
 res = {}
+labels = {}
 for side in ("before", "after"):
     for f in sorted(glob.glob(os.path.join(out, "micro_%s_*.json" % side))):
         for b in json.load(open(f))["benchmarks"]:
             c = b["name"].split("candidates:")[1].split("/")[0]
             scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]]
-            res.setdefault(("engine Run() us, baseline ISA", int(c), side), []).append(b["real_time"] * scale)
+            labels.setdefault(side, set()).add(b.get("label") or "no label")
+            res.setdefault(("engine Run() us, ISA=%s" % isa, int(c), side), []).append(b["real_time"] * scale)
     for f in sorted(glob.glob(os.path.join(out, "service_%s_*.json" % side))):
         c = int(os.path.basename(f).split("_")[2])
         j = json.load(open(f))
         res.setdefault(("service requests/s", c, side), []).append(j["qps"])
         res.setdefault(("service p99 ms", c, side), []).append(j["p99_ms"])
+print("Engine ISA as each run reported it: before %s; after %s (FUSERANK_CPU_ISA=%s)." % (
+    ", ".join(sorted(labels.get("before", []))) or "-", ", ".join(sorted(labels.get("after", []))) or "-", isa))
+print()
 print("| measure | candidates | before: median (range) | after: median (range) | after / before |")
 print("| --- | ---: | ---: | ---: | ---: |")
 for m, c in sorted({(k[0], k[1]) for k in res}):

@@ -16,7 +16,8 @@
 # env:   BUILD=build  DURATION=10 WARMUP=3 REPEATS=3  CONCURRENCY=4  SIZES="16 256"
 #        SWEEP_DURATION=6 SWEEP_WARMUP=2 FRACTIONS="0.1 0.3 0.5 0.7 0.9"  MICRO_MIN_TIME=0.2
 #        SYSTEMS="fuserank torch"  ENGINE="{device: cpu, cpu_threads: 2}"
-#        QUICK=1 (a 1-minute smoke run that leaves docs/benchmarks.md alone)
+#        QUICK=1 (a shorter smoke run, several minutes: the other benches still run; leaves
+#        docs/benchmarks.md alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

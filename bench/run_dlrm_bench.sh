@@ -64,6 +64,7 @@ stop() {
 }
 
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 log "generating the DLRM-v2 model (row scale $ROW_SCALE)"
 logged "$GEN" --out="$MODEL" --name=dlrm_v2 --seed=4 --preset=dlrm_v2 --row_scale="$ROW_SCALE" >&2
 
@@ -147,10 +148,11 @@ for system in $SYSTEMS; do
 done
 
 cat >"$OUT/results/run.json" <<JSON
-{"date": "$(date -u +%Y-%m-%d)", "row_scale": $ROW_SCALE, "size": $SIZE,
+{"date": "$(date -u +%Y-%m-%d)", "started": "$STARTED", "ended": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+ "loadavg_at_end": "$(cut -d' ' -f1-3 /proc/loadavg)", "row_scale": $ROW_SCALE, "size": $SIZE,
  "concurrency": $CONCURRENCY, "duration": $DURATION, "repeats": $REPEATS,
  "cpu": "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')",
- "cores": $(nproc), "loadavg_at_start": "$LOADAVG", "commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"}
+ "cores": $(nproc), "loadavg_at_start": "$LOADAVG", "commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)"}
 JSON
 args=(--results="$OUT/results" --model="$MODEL")
 [[ "$WRITE_DOCS" == 1 ]] && args+=(--markdown=docs/benchmarks.md)

@@ -6,8 +6,11 @@
 # capacity first (the median of REPEATS runs at CONCURRENCY calls in flight, on a server
 # with no queue budget: CAPACITY_ENGINE), then, on a server with ENGINE,
 # open-loop Poisson arrivals at each of FACTORS x capacity (OPEN_REPEATS runs of each, in
-# turn; the table shows the run with the median goodput and the range over all), then 0.5x
-# for the first second after the 6x spike. Writes bench/out/overload/*.json and the section of docs/benchmarks.md
+# turn; the table shows the run with the median goodput and the range over all), then one
+# run (one process, one connection) of 0.5x for SPIKE_BEFORE s, 6x for SPIKE s and 0.5x for
+# SPIKE_AFTER s, reported in BUCKET s buckets, so the recovery after the spike is seen
+# by the same sender with no gap. Every row carries the client's held sends and send lag
+# (was the offered rate really sent?). Writes bench/out/overload/*.json and the section of docs/benchmarks.md
 # between the overload-bench markers (WRITE_DOCS=0: neither, only the table on stdout).
 #
 # usage: bench/run_overload_bench.sh        (about 4 minutes)
@@ -15,6 +18,7 @@
 #        DURATION=10 WARMUP=3 REPEATS=3 OPEN_REPEATS=3 CONCURRENCY=64 FACTORS="0.9 1.5 3 6"
 #        SERVER_CPU=0 LOAD_CPU=1  ENGINE="{device: cpu, queue_capacity: 64, max_queue_delay_ms: 150}"
 #        CAPACITY_ENGINE="{device: cpu, queue_capacity: 64}"
+#        SPIKE_BEFORE=2 SPIKE=3 SPIKE_AFTER=3 BUCKET=0.25
 #        LABEL=""
 #        WRITE_DOCS=1
 set -euo pipefail
@@ -35,6 +39,10 @@ SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 ENGINE=${ENGINE:-"{device: cpu, queue_capacity: 64, max_queue_delay_ms: 150}"}
 CAPACITY_ENGINE=${CAPACITY_ENGINE:-"{device: cpu, queue_capacity: 64}"}
+SPIKE_BEFORE=${SPIKE_BEFORE:-2}
+SPIKE=${SPIKE:-3}
+SPIKE_AFTER=${SPIKE_AFTER:-3}
+BUCKET=${BUCKET:-0.25}
 LABEL=${LABEL:-}
 WRITE_DOCS=${WRITE_DOCS:-1}
 PY=/usr/bin/python3
@@ -108,19 +116,20 @@ for r in $(seq "$OPEN_REPEATS"); do
       --seed="$r"
   done
 done
-# The spike, then the first second after it at half the capacity.
-rate=$("$PY" -c "print(round(6 * $CAPACITY, 1))")
-run "$OUT/spike.json" --rate="$rate" --duration=3 --warmup=0
-rate=$("$PY" -c "print(round(0.5 * $CAPACITY, 1))")
-run "$OUT/after.json" --rate="$rate" --duration=1 --warmup=0 --seed=9
+# Half the capacity, the 6x spike, half the capacity again: one run, in buckets.
+base=$("$PY" -c "print(round(0.5 * $CAPACITY, 1))")
+spike=$("$PY" -c "print(round(6 * $CAPACITY, 1))")
+run "$OUT/spike.json" --schedule="$base:$SPIKE_BEFORE,$spike:$SPIKE,$base:$SPIKE_AFTER" \
+  --bucket="$BUCKET" --warmup=1 --seed=9
 LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
 stop_server
 
 "$PY" - "$OUT" "$CAPACITY" "$STARTED" "$LOADAVG_START" "$LOADAVG_END" "$WRITE_DOCS" \
-  "$LABEL" "$ENGINE" "$CONCURRENCY" "$CAPACITY_ENGINE" "$OPEN_REPEATS" <<'EOF'
+  "$LABEL" "$ENGINE" "$CONCURRENCY" "$CAPACITY_ENGINE" "$OPEN_REPEATS" "$SPIKE_BEFORE" "$SPIKE" <<'EOF'
 import glob, json, os, platform, re, subprocess, sys
-out, capacity, started, load_start, load_end, write_docs, label, engine, concurrency, capacity_engine, open_repeats = sys.argv[1:]
+out, capacity, started, load_start, load_end, write_docs, label, engine, concurrency, capacity_engine, open_repeats, spike_before, spike_s = sys.argv[1:]
 capacity = float(capacity)
+spike_before, spike_s = float(spike_before), float(spike_s)
 def cpu():
     try:
         for line in open("/proc/cpuinfo"):
@@ -144,17 +153,41 @@ runs = []
 for i in sorted(points):
     ds = sorted(points[i], key=lambda d: d["qps"])
     runs.append((ds[(len(ds) - 1) // 2], ds[0]["qps"] / capacity, ds[-1]["qps"] / capacity, len(ds)))
-after = load(f"{out}/after.json")
-if after is not None:
-    runs.append((after, None, None, 1))
 rows = []
+def percentile(d, key, q):  # "-" where too few calls for the quantile (10 above it)
+    return "-" if d["ok"] * (1 - q) < 10 - 1e-9 else f"{d[key]:.2f} ms"
 for d, low, high, n in runs:
     factor = d["rate"] / capacity
     refused = d["errors_by_code"]
-    name = "0.5x, first second after a 6x spike" if low is None else f"{factor:.1f}x"
-    spread = "-" if low is None or n < 2 else f"{low:.2f}-{high:.2f} ({n} runs)"
-    rows.append((name, d["rate"], d["qps"], d["qps"] / capacity, spread, d["p50_ms"], d["p99_ms"],
-                 d.get("refused_p99_ms"), ", ".join(f"{n:,} {c}" for c, n in sorted(refused.items())) or "none"))
+    spread = "-" if n < 2 else f"{low:.2f}-{high:.2f} ({n} runs)"
+    # Not sent as scheduled: more than 1% of the sends held, or one 50 ms late.
+    late = d.get("delayed_sends", 0) > 0.01 * (d["ok"] + d["errors"]) or d.get("max_send_lag_ms", 0) > 50
+    rows.append((f"{factor:.1f}x" + (" (not sent on time)" if late else ""), d["rate"], d["qps"], d["qps"] / capacity, spread, d["ok"], d["p50_ms"],
+                 percentile(d, "p99_ms", 0.99), d.get("refused_p99_ms"),
+                 ", ".join(f"{n:,} {c}" for c, n in sorted(refused.items())) or "none",
+                 d.get("delayed_sends", 0), d.get("max_send_lag_ms", 0)))
+# The spike run, bucket by bucket: before, during, after. Back to baseline: the first
+# bucket after the spike with no error and a p50 within 2x the median p50 of the buckets
+# before the spike (a bucket holds ~100 calls: its p99 is its maximum, so not used).
+spike = load(f"{out}/spike.json")
+spike_lines, recovery = [], "the spike run left no result"
+if spike is not None and spike.get("buckets"):
+    buckets = spike["buckets"]
+    before = sorted(b["p50_ms"] for b in buckets if b["start_s"] < spike_before - 1e-9)
+    base_p50 = before[len(before) // 2] if before else float("nan")
+    end = spike_before + spike_s
+    after = [b for b in buckets if b["start_s"] >= end - 1e-9]
+    first = next((b for b in after if b["errors"] == 0 and b["ok"] > 0 and b["p50_ms"] <= 2 * base_p50), None)
+    if first is None:
+        recovery = f"no bucket after the spike had a p50 within 2x the {base_p50:.2f} ms before it, with no error"
+    else:
+        recovery = (f"the first bucket with no error and a p50 within 2x the {base_p50:.2f} ms before the spike "
+                    f"starts {first['start_s'] - end:.2f} s after the spike's last scheduled send (see the rows after it too)")
+    spike_lines = ["| sent from (s) | offered/s | OK | not OK | OK answers in the bucket | p50 of OK | max of OK | held sends | max send lag |",
+                   "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for b in buckets:
+        spike_lines.append(f"| {b['start_s']:.2f} | {b['rate']:,.0f} | {b['ok']:,} | {b['errors']:,} | {b['completed_ok']:,} | "
+                           f"{b['p50_ms']:.2f} ms | {b['max_ms']:.2f} ms | {b['delayed_sends']:,} | {b['max_send_lag_ms']:.1f} ms |")
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0
 lines = [
@@ -164,12 +197,16 @@ lines = [
     f"- Server: `engine: {engine}`, every other key at its default; the bench model, 256 candidates per request, 2 s deadlines.",
     f"- Capacity: {capacity:,.0f} requests/s, the median closed-loop rate at {concurrency} calls in flight on the server with `engine: {capacity_engine}` (no queue budget, which would refuse some of the closed loop's own calls). Goodput is OK answers per second over it; latencies count from the scheduled send (no coordinated omission); \"refused p99\" is the p99 of RESOURCE_EXHAUSTED answers as the client saw them. Each overload row is the run with the median goodput of {open_repeats} runs made in turn (every factor once, then again), with the range of goodput over them.",
     "",
-    "| offered | requests/s | answered OK per s | goodput / capacity | goodput range | p50 of OK | p99 of OK | refused p99 | not OK |",
-    "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+    "- Answered OK per s counts OK answers that arrived inside the measured window (calls sent in it and answered after it are not throughput). Held sends: sends the client held back at `--max_outstanding`; max send lag: the latest send behind its schedule (both counted in latency; a large lag means the offered rate was not sent on time).",
+    "",
+    "| offered | requests/s | answered OK per s | goodput / capacity | goodput range | OK calls | p50 of OK | p99 of OK | refused p99 | not OK | held sends | max send lag |",
+    "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
 ]
-for name, rate, qps, ratio, spread, p50, p99, rp99, refused in rows:
+for name, rate, qps, ratio, spread, ok, p50, p99, rp99, refused, held, lag in rows:
     rp = "-" if rp99 in (None, 0) else f"{rp99:.2f} ms"
-    lines.append(f"| {name} | {rate:,.0f} | {qps:,.0f} | {ratio:.2f} | {spread} | {p50:.2f} ms | {p99:.2f} ms | {rp} | {refused} |")
+    lines.append(f"| {name} | {rate:,.0f} | {qps:,.0f} | {ratio:.2f} | {spread} | {ok:,} | {p50:.2f} ms | {p99} | {rp} | {refused} | {held:,} | {lag:.1f} ms |")
+if spike_lines:
+    lines += ["", f"The spike in one run (one process and connection, no gap): 0.5x for {spike_before:g} s, 6x for {spike_s:g} s, 0.5x again; calls in the bucket of their scheduled send. Recovery: {recovery}.", ""] + spike_lines
 section = "\n".join(lines) + "\n"
 print(section)
 if write_docs == "1":

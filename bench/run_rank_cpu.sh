@@ -6,7 +6,9 @@
 # warm-up inside a run; one warm-up run first, not reported). One JSON line per run
 # (bench/kserve/report.py run), then the medians.
 # usage: bench/run_rank_cpu.sh [BUILD_DIR] (env: CANDIDATES=256 DURATION=10 REPEATS=3;
-# SERVER=<another build's fuserank-server> to measure it under this build's load generator)
+# SERVER=<another build's fuserank-server> to measure it under this build's load generator).
+# To compare builds, pass the same BUILD_DIR and change SERVER only: a different BUILD_DIR
+# also changes fuserank-bench, so the qps would compare two load generators.
 set -euo pipefail
 BUILD=${1:-build}
 CANDIDATES=${CANDIDATES:-256} DURATION=${DURATION:-10} REPEATS=${REPEATS:-3}

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Whether the door recovers after a stall: the server (CPU engine, one worker, queue 64,
 # demo model) pinned to SERVER_CPU under `fuserank-bench` closed-loop load of 1,024-candidate
-# requests on LOAD_CPU. Three windows of DURATION s each: before, during (the server is
-# stopped with SIGSTOP for STALL_S s in its middle, then continued) and after. Two settings:
+# requests on LOAD_CPU. One fuserank-bench run (one process and connection, no gap between
+# windows) of three DURATION s buckets: before, during (the server is stopped with SIGSTOP
+# for STALL_S s about its middle, then continued) and after; calls count in the bucket of
+# their start, answers per second in the bucket they arrive in. Two settings:
 #   budget     engine.max_queue_delay_ms: 30 (refusals RESOURCE_EXHAUSTED);
 #   deadlines  the default budget 0, every call with a 40 ms deadline (DEADLINE_EXCEEDED).
 # A door whose wait model learnt the stall as the new normal refuses most calls in the
 # "after" window; one that recovers serves about as many as before.
 #
-# Prints one line per window (qps, ok, refusals by code) and the JSON lines of
-# fuserank-bench under bench/out/stall/.
+# Prints one line per window (answers/s, ok, not OK; the codes of the whole run) and the
+# JSON lines of fuserank-bench under bench/out/stall/.
 #
 # usage: bench/run_stall_bench.sh       (about 1 minute)
 # env:   BUILD=build DURATION=5 STALL_S=2 CONCURRENCY=32 SERVER_CPU=0 LOAD_CPU=1
@@ -35,18 +37,23 @@ bench_require "$SERVER" "$BENCH"
 PID=""
 trap '[[ -n "$PID" ]] && { kill -CONT $PID; kill $PID; } 2>/dev/null || true' EXIT
 
-# run SETTING WINDOW TIMEOUT_MS: one measured window; prints its line.
+# run SETTING NAME TIMEOUT_MS WINDOWS: WINDOWS buckets of DURATION s in one run; prints a
+# line per bucket (before, stall, after).
 run() {
   taskset -c "$LOAD_CPU" "$BENCH" --target="127.0.0.1:$PORT" --model="$MODEL" \
-    --candidates=1024 --concurrency="$CONCURRENCY" --duration="$DURATION" --warmup=0 \
-    --timeout_ms="$3" --json >"$OUT/$1-$2.txt" 2>&1 || true
+    --candidates=1024 --concurrency="$CONCURRENCY" --duration="$(( DURATION * $4 ))" \
+    --bucket="$DURATION" --warmup=0 --timeout_ms="$3" --json >"$OUT/$1-$2.txt" 2>&1 || true
   tail -1 "$OUT/$1-$2.txt" | "$PY" -c '
 import json, sys
 r = json.loads(sys.stdin.read())
 codes = ", ".join(f"{k} {v}" for k, v in sorted(r["errors_by_code"].items())) or "none"
-qps, ok = r["qps"], r["ok"]
-print(f"{sys.argv[1]:9} {sys.argv[2]:6}  qps {qps:7.1f}  ok {ok:6}  refused: {codes}")
-' "$1" "$2"
+buckets = r["buckets"]
+names = ["before", "stall", "after"] if len(buckets) == 3 else [sys.argv[2]] * len(buckets)
+for name, b in zip(names, buckets):
+    qps, ok, bad = b["completed_ok"] / float(sys.argv[3]), b["ok"], b["errors"]
+    print(f"{sys.argv[1]:9} {name:6}  qps {qps:7.1f}  ok {ok:6}  not OK {bad:6}")
+print(f"{sys.argv[1]:9} whole run, not OK by code: {codes}")
+' "$1" "$2" "$DURATION"
 }
 
 for setting in budget deadlines; do
@@ -63,13 +70,14 @@ YAML
   taskset -c "$SERVER_CPU" "$SERVER" --config "$OUT/$setting.yaml" >"$OUT/$setting.log" 2>&1 &
   PID=$!
   wait_listen "$PID" "$PORT" "$OUT/$setting.log"
-  run "$setting" warmup "$timeout" >/dev/null
-  run "$setting" before "$timeout"
-  ( sleep "$(( DURATION / 2 ))"; kill -STOP "$PID"; sleep "$STALL_S"; kill -CONT "$PID" ) &
+  run "$setting" warmup "$timeout" 1 >/dev/null
+  # The run's window starts once its request pool is built and it has connected (well
+  # under a second for the demo model), so the stall falls inside the middle bucket.
+  ( sleep "$("$PY" -c "print($DURATION * 1.5 - $STALL_S / 2)")"; kill -STOP "$PID"
+    sleep "$STALL_S"; kill -CONT "$PID" ) &
   STALLER=$!
-  run "$setting" stall "$timeout"
+  run "$setting" windows "$timeout" 3
   wait "$STALLER"
-  run "$setting" after "$timeout"
   kill "$PID"; wait "$PID" 2>/dev/null || true
   PID=""
 done

@@ -3,6 +3,11 @@
 // 8 dense) and the load generator's requests (one id per feature, Zipf 1.05, seed 1; a
 // pool of 64 distinct requests cycled). Items processed = requests, so items/s is
 // requests decoded per second and 1e6 / that the microseconds per request.
+// Every benchmark runs twice: sliced = 0 hands each request over as one slice (WireBytes
+// takes its zero-copy view), sliced = 1 as gRPC hands a received message to the server:
+// the slices its transport read, at most kSliceBytes each, so WireBytes copies the
+// message into the thread's buffer first. A live server sees both (a message that
+// landed in one read buffer comes as one slice); neither row alone is the server's.
 //   RankDecode/baseline: the decode before the direct wire parse (baseline_rank_decoder.h):
 //     top-level scan, feature scan over the ByteBuffer, protobuf parse into a per-thread
 //     arena, validation and append from the message.
@@ -21,6 +26,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -47,6 +53,10 @@ namespace {
 
 constexpr int kPool = 64;
 constexpr int kCandidates[] = {16, 256, 1024};
+// The pieces of a received message: gRPC's TCP endpoint reads into 8 KB slices (64 KB
+// ones only when it expects a large read), and HTTP/2 DATA frames carry at most 16 KB by
+// default, so a message above 8 KB reaches the server in several slices.
+constexpr size_t kSliceBytes = 8 << 10;
 
 std::shared_ptr<const engine::Model>& BenchModel() {
   static std::shared_ptr<const engine::Model> model;
@@ -58,30 +68,42 @@ server::DecodeLimits Limits() {
   return limits;
 }
 
-grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
+// `bytes` as one slice, or (sliced) as consecutive slices of at most kSliceBytes.
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes, bool sliced) {
+  if (!sliced) {
+    grpc::Slice slice(bytes);
+    return grpc::ByteBuffer(&slice, 1);
+  }
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += kSliceBytes) {
+    slices.emplace_back(bytes.data() + at, std::min(kSliceBytes, bytes.size() - at));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-// The pool's RankRequests at `n` candidates, as gRPC would hand them over.
-const std::vector<grpc::ByteBuffer>& RankPool(int n) {
-  static std::vector<grpc::ByteBuffer> pools[3];
-  std::vector<grpc::ByteBuffer>& pool = pools[n == 16 ? 0 : n == 256 ? 1 : 2];
+int SizeIndex(int n) { return n == 16 ? 0 : n == 256 ? 1 : 2; }
+
+// The pool's RankRequests at `n` candidates, as one slice each or sliced.
+const std::vector<grpc::ByteBuffer>& RankPool(int n, bool sliced) {
+  static std::vector<grpc::ByteBuffer> pools[2][3];
+  std::vector<grpc::ByteBuffer>& pool = pools[sliced][SizeIndex(n)];
   if (pool.empty()) {
     RequestOptions options;
     options.candidates = n;
     options.seed = 1;
     absl::StatusOr<RequestPool> built = BuildRequestPool(BenchModel()->spec(), options, kPool);
     if (!built.ok()) std::abort();
-    for (const std::string& bytes : built->serialized) pool.push_back(ToByteBuffer(bytes));
+    for (const std::string& bytes : built->serialized) {
+      pool.push_back(ToByteBuffer(bytes, sliced));
+    }
   }
   return pool;
 }
 
 // The pool as ModelInferRequests, raw_input_contents (typed = false) or typed contents.
-const std::vector<grpc::ByteBuffer>& InferPool(int n, bool typed) {
-  static std::vector<grpc::ByteBuffer> pools[2][3];
-  std::vector<grpc::ByteBuffer>& pool = pools[typed][n == 16 ? 0 : n == 256 ? 1 : 2];
+const std::vector<grpc::ByteBuffer>& InferPool(int n, bool typed, bool sliced) {
+  static std::vector<grpc::ByteBuffer> pools[2][2][3];
+  std::vector<grpc::ByteBuffer>& pool = pools[typed][sliced][SizeIndex(n)];
   if (pool.empty()) {
     RequestOptions options;
     options.candidates = n;
@@ -94,7 +116,7 @@ const std::vector<grpc::ByteBuffer>& InferPool(int n, bool typed) {
       const inference::ModelInferRequest infer = ToInferRequest(
           BenchModel()->spec(), request,
           InferRequestOptions{typed ? TensorContents::kTyped : TensorContents::kRaw});
-      pool.push_back(ToByteBuffer(infer.SerializeAsString()));
+      pool.push_back(ToByteBuffer(infer.SerializeAsString(), sliced));
     }
   }
   return pool;
@@ -117,7 +139,8 @@ void Check(const absl::Status& status, benchmark::State& state) {
 }
 
 void BM_RankDecodeBaseline(benchmark::State& state) {
-  const std::vector<grpc::ByteBuffer>& pool = RankPool(static_cast<int>(state.range(0)));
+  const std::vector<grpc::ByteBuffer>& pool =
+      RankPool(static_cast<int>(state.range(0)), state.range(1) != 0);
   const server::RequestDecoder scan_limits_from(BenchModel(), Limits());
   const BaselineRankDecoder decoder(BenchModel(), Limits());
   // The old server's per-thread parse arena: a 1 MB first block.
@@ -154,7 +177,8 @@ void BM_RankDecodeBaseline(benchmark::State& state) {
 // made contiguous, then `decode` (the wire, the decoder, the batch, the item ids).
 template <typename Decode>
 void RunRankDecode(benchmark::State& state, Decode decode) {
-  const std::vector<grpc::ByteBuffer>& pool = RankPool(static_cast<int>(state.range(0)));
+  const std::vector<grpc::ByteBuffer>& pool =
+      RankPool(static_cast<int>(state.range(0)), state.range(1) != 0);
   const server::RequestDecoder decoder(BenchModel(), Limits());
   engine::Batch batch;
   std::vector<int64_t> item_ids;
@@ -204,7 +228,7 @@ void BM_RankDecodeCanonical(benchmark::State& state) {
 // ModelInfer before the scan: the request parsed from the ByteBuffer, then Append.
 void BM_InferDecodeUnscanned(benchmark::State& state) {
   const std::vector<grpc::ByteBuffer>& pool =
-      InferPool(static_cast<int>(state.range(0)), state.range(1) != 0);
+      InferPool(static_cast<int>(state.range(0)), state.range(1) != 0, state.range(2) != 0);
   const server::TensorDecoder decoder(*BenchModel(), Limits());
   inference::ModelInferRequest request;  // reused, as KServeService's pooled calls do
   engine::Batch batch;
@@ -228,7 +252,7 @@ void BM_InferDecodeUnscanned(benchmark::State& state) {
 // the decoder's checks of the inputs' bytes (infer_request_scan.h), the parse, Append.
 void BM_InferDecode(benchmark::State& state) {
   const std::vector<grpc::ByteBuffer>& pool =
-      InferPool(static_cast<int>(state.range(0)), state.range(1) != 0);
+      InferPool(static_cast<int>(state.range(0)), state.range(1) != 0, state.range(2) != 0);
   const server::TensorDecoder decoder(*BenchModel(), Limits());
   inference::ModelInferRequest request;
   engine::Batch batch;
@@ -254,8 +278,10 @@ void BM_InferDecode(benchmark::State& state) {
 }
 
 void Sizes(benchmark::internal::Benchmark* b) {
-  b->ArgName("candidates");
-  for (int n : kCandidates) b->Arg(n);
+  b->ArgNames({"candidates", "sliced"});
+  for (int sliced : {0, 1}) {
+    for (int n : kCandidates) b->Args({n, sliced});
+  }
   b->Unit(benchmark::kMicrosecond);
 }
 
@@ -263,9 +289,11 @@ BENCHMARK(BM_RankDecodeBaseline)->Apply(Sizes);
 BENCHMARK(BM_RankDecodeWire)->Apply(Sizes);
 BENCHMARK(BM_RankDecodeCanonical)->Apply(Sizes);
 void InferSizes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"candidates", "typed"});
-  for (int typed : {0, 1}) {
-    for (int n : kCandidates) b->Args({n, typed});
+  b->ArgNames({"candidates", "typed", "sliced"});
+  for (int sliced : {0, 1}) {
+    for (int typed : {0, 1}) {
+      for (int n : kCandidates) b->Args({n, typed, sliced});
+    }
   }
   b->Unit(benchmark::kMicrosecond);
 }

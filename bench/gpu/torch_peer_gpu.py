@@ -7,7 +7,10 @@ built the way a PyTorch user would: nn.EmbeddingBag per table, nn.Linear MLPs, a
 dot interaction, sigmoid and torch.topk. For 1 request of 16, 256 and 1024 candidates it
 times one batch as fuserank's device time is timed: from the copy of the inputs to the
 device to the copy of the top-K back, with CUDA events, eager and CUDA-graphed
-(torch.cuda.CUDAGraph with static inputs). fp32, TF32 off. One JSON line per figure.
+(torch.cuda.CUDAGraph with static inputs). Like fuserank-gpu-bench (gpu_bench.cc,
+kBatchPool), each size cycles a pool of POOL distinct batches (uniform ids, as there), so
+neither side replays one batch whose rows stay in L2. fp32, TF32 off. One JSON line per
+figure.
 usage: torch_peer_gpu.py [--reps N]
 """
 
@@ -23,6 +26,7 @@ USER_ROWS = [200000] * 4 + [1000] * 4
 ITEM_ROWS = [200000] * 9 + [1000] * 9
 DENSE_USER, DENSE_ITEM = 5, 8
 TOP_K = 100
+POOL = 64  # distinct batches cycled per size: gpu_bench.cc's kBatchPool
 
 
 class BenchDlrm(torch.nn.Module):
@@ -67,7 +71,7 @@ def make_inputs(n, gen):
         torch.rand(n, DENSE_ITEM, generator=gen))]
 
 
-def time_eager(model, host, k, reps):
+def time_eager(model, pool, k, reps):
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out_scores = torch.empty(k).pin_memory()
     out_index = torch.empty(k, dtype=torch.int64).pin_memory()
@@ -75,7 +79,7 @@ def time_eager(model, host, k, reps):
     for i in range(reps + 10):
         t0 = time.perf_counter()
         start.record()
-        dev = [t.to("cuda", non_blocking=True) for t in host]
+        dev = [t.to("cuda", non_blocking=True) for t in pool[i % len(pool)]]
         scores, index = model(*dev, k)
         out_scores.copy_(scores, non_blocking=True)
         out_index.copy_(index, non_blocking=True)
@@ -87,8 +91,8 @@ def time_eager(model, host, k, reps):
     return statistics.median(device_ms) * 1e3, statistics.median(wall_us)
 
 
-def time_graph(model, host, k, reps):
-    static = [t.to("cuda") for t in host]
+def time_graph(model, pool, k, reps):
+    static = [t.to("cuda") for t in pool[0]]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -105,7 +109,7 @@ def time_graph(model, host, k, reps):
     for i in range(reps + 10):
         t0 = time.perf_counter()
         start.record()
-        for dst, src in zip(static, host):
+        for dst, src in zip(static, pool[i % len(pool)]):
             dst.copy_(src, non_blocking=True)
         graph.replay()
         out_scores.copy_(scores, non_blocking=True)
@@ -131,11 +135,11 @@ def main():
                       "torch": torch.__version__}), flush=True)
     with torch.inference_mode():
         for n in (16, 256, 1024):
-            host = make_inputs(n, gen)
+            pool = [make_inputs(n, gen) for _ in range(POOL)]
             k = min(n, TOP_K)
             for mode, fn in (("eager", time_eager), ("graph", time_graph)):
                 try:
-                    device_us, wall_us = fn(model, host, k, args.reps)
+                    device_us, wall_us = fn(model, pool, k, args.reps)
                 except RuntimeError as err:  # e.g. an op that cannot be captured
                     print(json.dumps({"bench": "torch", "mode": mode, "candidates": n,
                                       "error": str(err)[:300]}), flush=True)

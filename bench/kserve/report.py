@@ -73,6 +73,20 @@ def snapshot(args):
     print(json.dumps(out))
 
 
+def perf_analyzer_errors(prefix):
+    """The failed requests perf_analyzer reported in its output (PREFIX.out): the sum of
+    any "... count: N" line that names errors or failures, plus one per "had error" line
+    (a load thread that stopped on an error). None when the output is missing."""
+    try:
+        text = open(prefix + ".out").read()
+    except OSError:
+        return None
+    counted = sum(int(m.group(1)) for m in re.finditer(
+        r"(?:error|fail)\w*(?: request)?s? count:\s*(\d+)", text, re.I))
+    counted += len(re.findall(r"had error", text, re.I))
+    return counted
+
+
 def client_figures(client, prefix):
     """qps and latency percentiles (ms) of one run, or None when it produced none."""
     if client == "rank":
@@ -92,7 +106,8 @@ def client_figures(client, prefix):
     row = dict(zip(rows[0].split(","), rows[1].split(",")))
     us = lambda key: float(row[key]) / 1000.0
     return {"qps": float(row["Inferences/Second"]), "p50_ms": us("p50 latency"),
-            "p90_ms": us("p90 latency"), "p99_ms": us("p99 latency"), "client_errors": 0}
+            "p90_ms": us("p90 latency"), "p99_ms": us("p99 latency"),
+            "client_errors": perf_analyzer_errors(prefix) or 0}
 
 
 def run(args):

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,6 +53,9 @@ struct Lane {
   LatencyHistogram latency;
   LatencyHistogram refused;
   int64_t ok = 0;
+  int64_t completed_ok = 0;      // OK answers that arrived inside the window
+  int64_t last_measured_ns = 0;  // the latest answer of a call sent inside the window
+  std::vector<WindowBucket> buckets;
   std::map<std::string, int64_t> errors;
   absl::Mutex mu;
   LatencyHistogram interval ABSL_GUARDED_BY(mu);
@@ -70,6 +75,11 @@ class Runner {
   void Complete(Lane& lane, const Call& call, int64_t now_ns);
   bool ValidResponse(const grpc::ByteBuffer& buffer) const;
   void Schedule();
+  // The scheduled rate at `t_ns` and the time it next changes (INT64_MAX: never).
+  std::pair<double, int64_t> PhaseAt(int64_t t_ns) const;
+  // The bucket of the window that holds `t_ns`, or -1 outside the window or with none.
+  int BucketOf(int64_t t_ns) const;
+  std::vector<WindowBucket> NewBuckets() const;
   void ReportProgress(absl::Notification& done);
 
   const RunOptions& options_;
@@ -82,10 +92,42 @@ class Runner {
   int64_t start_ns_ = 0;
   int64_t window_start_ns_ = 0;
   int64_t window_end_ns_ = 0;
+  int64_t bucket_ns_ = 0;  // 0: no buckets
   // Written by the open-loop scheduler only; read after it is joined.
   int64_t delayed_sends_ = 0;
   int64_t max_send_lag_ns_ = 0;
+  std::vector<WindowBucket> send_buckets_;  // delayed sends and lag per bucket
 };
+
+std::pair<double, int64_t> Runner::PhaseAt(int64_t t_ns) const {
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  if (options_.schedule.empty()) return {options_.rate, kNever};
+  if (t_ns < window_start_ns_) return {options_.schedule.front().rate, window_start_ns_};
+  int64_t end = window_start_ns_;
+  for (const RatePhase& phase : options_.schedule) {
+    end += static_cast<int64_t>(phase.duration_s * 1e9);
+    if (t_ns < end) return {phase.rate, end};
+  }
+  return {options_.schedule.back().rate, kNever};
+}
+
+int Runner::BucketOf(int64_t t_ns) const {
+  if (bucket_ns_ == 0 || t_ns < window_start_ns_ || t_ns >= window_end_ns_) return -1;
+  const int64_t index = (t_ns - window_start_ns_) / bucket_ns_;
+  return static_cast<int>(std::min<int64_t>(
+      index, static_cast<int64_t>((window_end_ns_ - window_start_ns_ - 1) / bucket_ns_)));
+}
+
+std::vector<WindowBucket> Runner::NewBuckets() const {
+  std::vector<WindowBucket> buckets;
+  if (bucket_ns_ == 0) return buckets;
+  for (int64_t t = window_start_ns_; t < window_end_ns_; t += bucket_ns_) {
+    WindowBucket& bucket = buckets.emplace_back();
+    bucket.start_s = static_cast<double>(t - window_start_ns_) / 1e9;
+    bucket.rate = options_.concurrency > 0 ? 0 : PhaseAt(t).first;
+  }
+  return buckets;
+}
 
 absl::Status Runner::Connect() {
   for (int i = 0; i < options_.channels; ++i) {
@@ -147,15 +189,24 @@ void Runner::Complete(Lane& lane, const Call& call, int64_t now_ns) {
     error = "BAD_RESPONSE";
   }
   const int64_t latency = now_ns - call.start_ns;
+  const int sent_in = BucketOf(call.start_ns);
+  if (measured) lane.last_measured_ns = std::max(lane.last_measured_ns, now_ns);
   if (error.empty()) {
     if (measured) {
       lane.latency.Record(latency);
       ++lane.ok;
     }
+    if (now_ns >= window_start_ns_ && now_ns < window_end_ns_) ++lane.completed_ok;
+    if (sent_in >= 0) {
+      lane.buckets[sent_in].latency.Record(latency);
+      ++lane.buckets[sent_in].ok;
+    }
+    if (const int done_in = BucketOf(now_ns); done_in >= 0) ++lane.buckets[done_in].completed_ok;
     absl::MutexLock lock(&lane.mu);
     lane.interval.Record(latency);
   } else {
     if (measured) ++lane.errors[error];
+    if (sent_in >= 0) ++lane.buckets[sent_in].errors;
     if (measured && call.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       lane.refused.Record(latency);
     }
@@ -188,7 +239,7 @@ void Runner::Poll(Lane& lane) {
 void Runner::Schedule() {
   prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: wake close to each scheduled send
   std::mt19937_64 rng(options_.seed);
-  std::exponential_distribution<double> gap_s(options_.rate);
+  std::exponential_distribution<double> gap(1.0);  // in mean gaps of the current rate
   size_t lane = 0;
   int64_t next = start_ns_;
   while (next < window_end_ns_) {
@@ -203,12 +254,28 @@ void Runner::Schedule() {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     if (next >= window_start_ns_) {
+      const int64_t lag = NowNs() - next;
       delayed_sends_ += delayed ? 1 : 0;
-      max_send_lag_ns_ = std::max(max_send_lag_ns_, NowNs() - next);
+      max_send_lag_ns_ = std::max(max_send_lag_ns_, lag);
+      if (const int b = BucketOf(next); b >= 0) {
+        send_buckets_[b].delayed_sends += delayed ? 1 : 0;
+        send_buckets_[b].max_send_lag_ns = std::max(send_buckets_[b].max_send_lag_ns, lag);
+      }
     }
     Issue(lanes_[lane], next);
     lane = (lane + 1) % lanes_.size();
-    next += static_cast<int64_t>(std::llround(gap_s(rng) * 1e9));
+    // Poisson arrivals are memoryless: a gap that would cross a change of rate restarts
+    // at the change with the new rate.
+    int64_t from = next;
+    for (;;) {
+      const auto [rate, change] = PhaseAt(from);
+      const int64_t arrival = from + static_cast<int64_t>(std::llround(gap(rng) / rate * 1e9));
+      if (arrival < change || change >= window_end_ns_) {
+        next = arrival;
+        break;
+      }
+      from = change;
+    }
   }
   for (Lane& l : lanes_) l.cq.Shutdown();
 }
@@ -243,9 +310,22 @@ void Runner::ReportProgress(absl::Notification& done) {
 }
 
 absl::StatusOr<RunResult> Runner::Run() {
-  if ((options_.concurrency > 0) == (options_.rate > 0)) {
+  const bool open_loop = options_.rate > 0 || !options_.schedule.empty();
+  if ((options_.concurrency > 0) == open_loop) {
     return absl::InvalidArgumentError("give exactly one of --concurrency and --rate");
   }
+  double window_s = options_.duration_s;
+  if (!options_.schedule.empty()) {
+    window_s = 0;
+    for (const RatePhase& phase : options_.schedule) {
+      if (!(phase.rate > 0) || !(phase.duration_s > 0)) {
+        return absl::InvalidArgumentError(
+            "every phase of --schedule needs a rate and a duration > 0");
+      }
+      window_s += phase.duration_s;
+    }
+  }
+  if (options_.bucket_s < 0) return absl::InvalidArgumentError("--bucket must be >= 0");
   if (pool_.serialized.empty()) return absl::InvalidArgumentError("empty request pool");
   if (options_.channels < 1 || options_.threads < 1 || options_.duration_s <= 0 ||
       options_.warmup_s < 0 || options_.timeout_ms < 1 || options_.max_outstanding < 1) {
@@ -269,7 +349,10 @@ absl::StatusOr<RunResult> Runner::Run() {
   }
   start_ns_ = NowNs();
   window_start_ns_ = start_ns_ + static_cast<int64_t>(options_.warmup_s * 1e9);
-  window_end_ns_ = window_start_ns_ + static_cast<int64_t>(options_.duration_s * 1e9);
+  window_end_ns_ = window_start_ns_ + static_cast<int64_t>(window_s * 1e9);
+  bucket_ns_ = static_cast<int64_t>(options_.bucket_s * 1e9);
+  send_buckets_ = NewBuckets();
+  for (Lane& lane : lanes_) lane.buckets = NewBuckets();
 
   absl::Notification done;
   std::thread progress;
@@ -280,23 +363,34 @@ absl::StatusOr<RunResult> Runner::Run() {
   std::vector<std::thread> pollers;
   for (Lane& lane : lanes_) pollers.emplace_back([&] { Poll(lane); });
   std::thread scheduler;
-  if (options_.rate > 0) scheduler = std::thread([&] { Schedule(); });
+  if (open_loop) scheduler = std::thread([&] { Schedule(); });
   if (scheduler.joinable()) scheduler.join();
   for (std::thread& t : pollers) t.join();
   done.Notify();
   if (progress.joinable()) progress.join();
 
   RunResult result;
-  result.window_s = options_.duration_s;
+  result.window_s = window_s;
+  result.buckets = std::move(send_buckets_);
+  int64_t last_measured_ns = 0;
   for (Lane& lane : lanes_) {
     result.latency.Merge(lane.latency);
     result.refused.Merge(lane.refused);
     result.ok += lane.ok;
+    result.completed_ok += lane.completed_ok;
+    last_measured_ns = std::max(last_measured_ns, lane.last_measured_ns);
+    for (size_t b = 0; b < lane.buckets.size(); ++b) {
+      result.buckets[b].latency.Merge(lane.buckets[b].latency);
+      result.buckets[b].ok += lane.buckets[b].ok;
+      result.buckets[b].errors += lane.buckets[b].errors;
+      result.buckets[b].completed_ok += lane.buckets[b].completed_ok;
+    }
     for (const auto& [code, n] : lane.errors) {
       result.errors_by_code[code] += n;
       result.errors += n;
     }
   }
+  result.drain_ns = std::max<int64_t>(0, last_measured_ns - window_end_ns_);
   result.delayed_sends = delayed_sends_;
   result.max_send_lag_ns = max_send_lag_ns_;
   return result;

@@ -15,6 +15,8 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "bench/loadgen/load_runner.h"
 #include "bench/loadgen/report.h"
 #include "bench/loadgen/request_pool.h"
@@ -31,6 +33,10 @@ ABSL_FLAG(bool, scatter, true, "scatter Zipf ranks over the rows (hot rows not c
 ABSL_FLAG(bool, weights, false, "send per-id weights (uniform in [0.5, 1.5))");
 ABSL_FLAG(int32_t, concurrency, 0, "closed loop: calls in flight (4 when --rate is not given)");
 ABSL_FLAG(double, rate, 0, "open loop: requests per second, Poisson arrivals");
+ABSL_FLAG(std::string, schedule, "",
+          "open loop in phases, RATE:SECONDS,RATE:SECONDS,... (the measured window; "
+          "--duration is ignored and the warm-up runs at the first rate)");
+ABSL_FLAG(double, bucket, 0, "> 0: also report the window in buckets of this many seconds");
 ABSL_FLAG(double, duration, 10, "measured seconds");
 ABSL_FLAG(double, warmup, 2, "seconds of load before the measured window");
 ABSL_FLAG(int32_t, requests_pool, 512, "distinct pre-built requests, cycled");
@@ -58,6 +64,20 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::st
   std::vector<char*> out;
   for (std::string& arg : storage) out.push_back(arg.data());
   return out;
+}
+
+// "RATE:SECONDS,..." into phases; false on a malformed phase.
+bool ParseSchedule(const std::string& text, std::vector<fuserank::bench::RatePhase>* phases) {
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    const std::vector<absl::string_view> fields = absl::StrSplit(part, ':');
+    fuserank::bench::RatePhase phase;
+    if (fields.size() != 2 || !absl::SimpleAtod(fields[0], &phase.rate) ||
+        !absl::SimpleAtod(fields[1], &phase.duration_s)) {
+      return false;
+    }
+    phases->push_back(phase);
+  }
+  return true;
 }
 
 int Fail(const std::string& message) {
@@ -108,9 +128,17 @@ int main(int argc, char** argv) {
   run.target = absl::GetFlag(FLAGS_target);
   run.rate = absl::GetFlag(FLAGS_rate);
   run.concurrency = absl::GetFlag(FLAGS_concurrency);
+  if (!ParseSchedule(absl::GetFlag(FLAGS_schedule), &run.schedule)) {
+    return Fail("--schedule takes RATE:SECONDS,RATE:SECONDS,...");
+  }
+  if (!run.schedule.empty()) {
+    if (run.rate > 0) return Fail("give --rate or --schedule, not both");
+    run.rate = run.schedule.front().rate;
+  }
   if (run.rate > 0 && run.concurrency > 0) return Fail("give --concurrency or --rate, not both");
   if (run.rate <= 0 && run.concurrency <= 0) run.concurrency = 4;
   run.duration_s = absl::GetFlag(FLAGS_duration);
+  run.bucket_s = absl::GetFlag(FLAGS_bucket);
   run.warmup_s = absl::GetFlag(FLAGS_warmup);
   run.channels = absl::GetFlag(FLAGS_channels);
   run.threads = absl::GetFlag(FLAGS_threads);

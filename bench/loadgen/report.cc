@@ -18,9 +18,28 @@ std::string Number(double value, int decimals) {
 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
+// OK answers per second that arrived inside the window: calls sent in the window and
+// answered after it (up to the deadline) are not throughput inside it.
 double Qps(const BenchReport& report) {
   const double window = report.result.window_s;
-  return window > 0 ? static_cast<double>(report.result.ok) / window : 0.0;
+  return window > 0 ? static_cast<double>(report.result.completed_ok) / window : 0.0;
+}
+
+// The quantile of `h`, or "-" when it has too few values for one (under 10 / (1 - q)
+// values the quantile is within a value or two of the maximum).
+std::string Quantile(const LatencyHistogram& h, double q) {
+  if (static_cast<double>(h.count()) * (1.0 - q) < 10.0 - 1e-9) return "-";
+  return absl::StrFormat("%.3f", Ms(h.ValueAtQuantile(q)));
+}
+
+std::string BucketJson(const WindowBucket& b) {
+  return absl::StrCat(
+      "{\"start_s\":", Number(b.start_s, 3), ",\"rate\":", Number(b.rate, 3), ",\"ok\":", b.ok,
+      ",\"errors\":", b.errors, ",\"completed_ok\":", b.completed_ok,
+      ",\"p50_ms\":", Number(Ms(b.latency.ValueAtQuantile(0.5)), 4),
+      ",\"p99_ms\":", Number(Ms(b.latency.ValueAtQuantile(0.99)), 4),
+      ",\"max_ms\":", Number(Ms(b.latency.max()), 4), ",\"delayed_sends\":", b.delayed_sends,
+      ",\"max_send_lag_ms\":", Number(Ms(b.max_send_lag_ns), 4), "}");
 }
 
 }  // namespace
@@ -60,6 +79,12 @@ std::string ReportJson(const BenchReport& report) {
   for (const auto& [code, n] : r.errors_by_code) {
     codes.push_back(absl::StrCat(JsonQuote(code), ":", n));
   }
+  std::vector<std::string> buckets;
+  for (const WindowBucket& b : r.buckets) buckets.push_back(BucketJson(b));
+  std::vector<std::string> phases;
+  for (const RatePhase& p : report.run.schedule) {
+    phases.push_back(absl::StrCat("[", Number(p.rate, 3), ",", Number(p.duration_s, 3), "]"));
+  }
   std::vector<std::pair<std::string, std::string>> fields = {
       {"target", JsonQuote(report.target)},
       {"model", JsonQuote(report.model)},
@@ -80,6 +105,8 @@ std::string ReportJson(const BenchReport& report) {
       {"ok", absl::StrCat(r.ok)},
       {"errors", absl::StrCat(r.errors)},
       {"errors_by_code", absl::StrCat("{", absl::StrJoin(codes, ","), "}")},
+      {"completed_ok", absl::StrCat(r.completed_ok)},
+      {"drain_ms", Number(Ms(r.drain_ns), 4)},
       {"qps", Number(Qps(report), 2)},
       {"candidates_per_s", Number(Qps(report) * report.request.candidates, 1)},
       {"mean_ms", Number(h.mean() / 1e6, 4)},
@@ -93,6 +120,8 @@ std::string ReportJson(const BenchReport& report) {
       {"refused_p99_ms", Number(Ms(r.refused.ValueAtQuantile(0.99)), 4)},
       {"delayed_sends", absl::StrCat(r.delayed_sends)},
       {"max_send_lag_ms", Number(Ms(r.max_send_lag_ns), 4)},
+      {"schedule", absl::StrCat("[", absl::StrJoin(phases, ","), "]")},
+      {"buckets", absl::StrCat("[", absl::StrJoin(buckets, ","), "]")},
   };
   std::vector<std::string> parts;
   for (const auto& [key, value] : fields) parts.push_back(absl::StrCat(JsonQuote(key), ":", value));
@@ -109,13 +138,19 @@ std::string ReportText(const BenchReport& report) {
       "fuserank-bench %s model %s: %s, %d candidates, top_k %u, %.1f s (+%.1f s warmup)\n",
       report.target, report.model, load, report.request.candidates, report.request.top_k,
       r.window_s, report.run.warmup_s);
-  absl::StrAppendFormat(&text, "  ok %d  errors %d  qps %.1f  candidates/s %.0f\n", r.ok, r.errors,
-                        Qps(report), Qps(report) * report.request.candidates);
   absl::StrAppendFormat(&text,
-                        "  latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  "
-                        "max %.3f\n",
-                        h.mean() / 1e6, Ms(h.ValueAtQuantile(0.5)), Ms(h.ValueAtQuantile(0.9)),
-                        Ms(h.ValueAtQuantile(0.99)), Ms(h.ValueAtQuantile(0.999)), Ms(h.max()));
+                        "  ok %d  errors %d  qps %.1f (OK answers inside the window)  "
+                        "candidates/s %.0f\n",
+                        r.ok, r.errors, Qps(report), Qps(report) * report.request.candidates);
+  if (r.drain_ns > 0) {
+    absl::StrAppendFormat(&text, "  last answer of a call sent in the window: %.3f ms after it\n",
+                          Ms(r.drain_ns));
+  }
+  absl::StrAppendFormat(&text,
+                        "  latency ms of %d OK calls: mean %.3f  p50 %.3f  p90 %s  p99 %s  "
+                        "p99.9 %s  max %.3f\n",
+                        h.count(), h.mean() / 1e6, Ms(h.ValueAtQuantile(0.5)), Quantile(h, 0.9),
+                        Quantile(h, 0.99), Quantile(h, 0.999), Ms(h.max()));
   for (const auto& [code, n] : r.errors_by_code) {
     absl::StrAppendFormat(&text, "  error %s: %d\n", code, n);
   }
@@ -128,6 +163,14 @@ std::string ReportText(const BenchReport& report) {
                           "  open loop: %d sends held by --max_outstanding, latest send %.3f ms "
                           "behind schedule (counted in latency)\n",
                           r.delayed_sends, Ms(r.max_send_lag_ns));
+  }
+  for (const WindowBucket& b : r.buckets) {
+    absl::StrAppendFormat(&text,
+                          "  at %6.2f s  rate %8.1f  ok %6d  errors %5d  answered %6d  "
+                          "p50 %8.3f  p99 %8.3f  max %8.3f ms  held %d  lag %.3f ms\n",
+                          b.start_s, b.rate, b.ok, b.errors, b.completed_ok,
+                          Ms(b.latency.ValueAtQuantile(0.5)), Ms(b.latency.ValueAtQuantile(0.99)),
+                          Ms(b.latency.max()), b.delayed_sends, Ms(b.max_send_lag_ns));
   }
   return text;
 }

@@ -1,9 +1,12 @@
 #include "bench/loadgen/load_runner.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "engine/model_spec.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -18,10 +21,15 @@ class FakeRanker final : public fuserank::v1::Ranker::Service {
   std::atomic<int> fail_every{0};     // > 0: every n-th call returns RESOURCE_EXHAUSTED
   std::atomic<bool> drop_one{false};  // return one item too few
   std::atomic<int> calls{0};
+  std::atomic<int> serial_ms{0};  // > 0: serve one call at a time, each taking this long
 
   grpc::Status Rank(grpc::ServerContext*, const fuserank::v1::RankRequest* request,
                     fuserank::v1::RankResponse* response) override {
     const int call = ++calls;
+    if (serial_ms > 0) {
+      absl::MutexLock lock(&serial_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(serial_ms.load()));
+    }
     if (fail_every > 0 && call % fail_every == 0) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
     }
@@ -36,6 +44,9 @@ class FakeRanker final : public fuserank::v1::Ranker::Service {
     }
     return grpc::Status::OK;
   }
+
+ private:
+  absl::Mutex serial_;
 };
 
 class LoadRunnerTest : public ::testing::Test {
@@ -96,6 +107,60 @@ TEST_F(LoadRunnerTest, OpenLoopSendsAtTheRate) {
   EXPECT_GT(result->ok, 300);
   EXPECT_LT(result->ok, 500);
   EXPECT_EQ(result->errors, 0);
+}
+
+// A server that answers 50 calls/s, offered 100/s for 0.5 s: a sender that waited for
+// answers (coordinated omission) would see about 20 ms per call. The open loop times each
+// call from its scheduled send, so the queue that builds up shows in the latency, and
+// only the answers that arrived inside the window count as throughput.
+TEST_F(LoadRunnerTest, OpenLoopLatencyIncludesTheQueueOfASlowServer) {
+  service_.serial_ms = 20;
+  options_.rate = 100;
+  options_.duration_s = 0.5;
+  options_.warmup_s = 0;
+  options_.threads = 2;
+  options_.timeout_ms = 5000;
+  absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->errors, 0);
+  ASSERT_GT(result->ok, 35);  // Poisson, 50 expected (seed 1)
+  EXPECT_EQ(result->latency.count(), result->ok);
+  // The last calls waited for every call before them: about ok * 20 ms - 0.5 s.
+  const double queue_ms = result->ok * 20.0 - 500.0;
+  EXPECT_GT(result->latency.max() / 1e6, 0.7 * queue_ms) << result->ok << " calls";
+  EXPECT_GT(result->latency.ValueAtQuantile(0.9) / 1e6, 0.5 * queue_ms);
+  // At most 0.5 s / 20 ms answers fit in the window; the rest drained after it.
+  EXPECT_LE(result->completed_ok, 26);
+  EXPECT_LT(result->completed_ok, result->ok);
+  EXPECT_GT(result->drain_ns / 1e6, 0.7 * queue_ms);
+}
+
+TEST_F(LoadRunnerTest, ScheduleChangesTheRateInOneRun) {
+  options_.schedule = {{200, 0.4}, {800, 0.2}, {200, 0.4}};
+  options_.bucket_s = 0.2;
+  options_.threads = 2;
+  absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_DOUBLE_EQ(result->window_s, 1.0);
+  ASSERT_EQ(result->buckets.size(), 5u);
+  int64_t ok = 0;
+  for (size_t b = 0; b < 5; ++b) {
+    const WindowBucket& bucket = result->buckets[b];
+    EXPECT_NEAR(bucket.start_s, 0.2 * b, 1e-9);
+    EXPECT_DOUBLE_EQ(bucket.rate, b == 2 ? 800 : 200);
+    // Poisson: 40 expected (sd 6.3) at 200/s, 160 (sd 12.6) at 800/s.
+    if (b == 2) {
+      EXPECT_GT(bucket.ok, 110) << b;
+      EXPECT_LT(bucket.ok, 210) << b;
+    } else {
+      EXPECT_GT(bucket.ok, 15) << b;
+      EXPECT_LT(bucket.ok, 70) << b;
+    }
+    EXPECT_EQ(bucket.latency.count(), bucket.ok);
+    ok += bucket.ok;
+  }
+  EXPECT_EQ(ok, result->ok);
+  EXPECT_FALSE(RunLoad(RunOptions{.target = options_.target, .schedule = {{0, 1}}}, pool_).ok());
 }
 
 TEST_F(LoadRunnerTest, CountsErrorsByCode) {

@@ -16,10 +16,22 @@ BenchReport SampleReport() {
   report.requests_pool = 8;
   report.result.window_s = 2.0;
   report.result.ok = 200;
+  report.result.completed_ok = 200;
   report.result.errors = 3;
   report.result.errors_by_code = {{"UNAVAILABLE", 2}, {"BAD_RESPONSE", 1}};
   for (int i = 1; i <= 100; ++i) report.result.latency.Record(i * 10000);  // 0.01 .. 1 ms
   return report;
+}
+
+// True when `json` holds `"key":value` with the whole value: followed by ',' or the
+// object's end, so "p90_ms":0.9 does not match 0.99.
+bool HasField(const std::string& json, const std::string& field) {
+  for (size_t at = json.find(field); at != std::string::npos; at = json.find(field, at + 1)) {
+    const bool starts = at > 0 && (json[at - 1] == '{' || json[at - 1] == ',');
+    const size_t end = at + field.size();
+    if (starts && end < json.size() && (json[end] == ',' || json[end] == '}')) return true;
+  }
+  return false;
 }
 
 TEST(ReportTest, JsonIsOneLineWithTheContractKeys) {
@@ -27,20 +39,53 @@ TEST(ReportTest, JsonIsOneLineWithTheContractKeys) {
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
   EXPECT_EQ(json.find('\n'), std::string::npos);
-  for (const char* key :
-       {"\"qps\":100.00", "\"p50_ms\":0.5", "\"p90_ms\":0.9", "\"p99_ms\":0.99", "\"p999_ms\":1.0",
-        "\"errors\":3", "\"ok\":200", "\"candidates\":16", "\"concurrency\":4", "\"rate\":null",
-        "\"duration_s\":2.000", "\"candidates_per_s\":1600.0", "\"mode\":\"closed\"",
-        "\"errors_by_code\":{\"BAD_RESPONSE\":1,\"UNAVAILABLE\":2}", "\"model\":\"m\\\"x\""}) {
-    EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
+  // The histogram rounds a quantile up to its bucket's upper bound (within 1/256).
+  for (const char* field :
+       {"\"qps\":100.00", "\"p50_ms\":0.5007", "\"p90_ms\":0.9011", "\"p99_ms\":0.9912",
+        "\"p999_ms\":1.0000", "\"errors\":3", "\"ok\":200", "\"completed_ok\":200",
+        "\"candidates\":16", "\"concurrency\":4", "\"rate\":null", "\"duration_s\":2.000",
+        "\"candidates_per_s\":1600.0", "\"mode\":\"closed\"",
+        "\"errors_by_code\":{\"BAD_RESPONSE\":1,\"UNAVAILABLE\":2}", "\"model\":\"m\\\"x\"",
+        "\"buckets\":[]"}) {
+    EXPECT_TRUE(HasField(json, field)) << field << " in " << json;
   }
+  EXPECT_FALSE(HasField(json, "\"p90_ms\":0.9")) << "a prefix is not a value";
+}
+
+TEST(ReportTest, QpsCountsAnswersInsideTheWindowOnly) {
+  BenchReport report = SampleReport();
+  report.result.completed_ok = 150;  // 50 of the 200 calls sent in the window answered later
+  report.result.drain_ns = 1500000000;
+  const std::string json = ReportJson(report);
+  EXPECT_TRUE(HasField(json, "\"qps\":75.00")) << json;
+  EXPECT_TRUE(HasField(json, "\"ok\":200")) << json;
+  EXPECT_TRUE(HasField(json, "\"drain_ms\":1500.0000")) << json;
+  EXPECT_NE(ReportText(report).find("1500.000 ms after it"), std::string::npos);
+}
+
+TEST(ReportTest, BucketsCarryTheirRateAndLag) {
+  BenchReport report = SampleReport();
+  WindowBucket& b = report.result.buckets.emplace_back();
+  b.start_s = 0.5;
+  b.rate = 600;
+  b.ok = 7;
+  b.completed_ok = 6;
+  b.delayed_sends = 2;
+  b.max_send_lag_ns = 3000000;
+  b.latency.Record(4000000);
+  const std::string json = ReportJson(report);
+  EXPECT_NE(json.find("\"buckets\":[{\"start_s\":0.500,\"rate\":600.000,\"ok\":7,\"errors\":0,"
+                      "\"completed_ok\":6,\"p50_ms\":4.0000,\"p99_ms\":4.0000,\"max_ms\":4.0000,"
+                      "\"delayed_sends\":2,\"max_send_lag_ms\":3.0000}]"),
+            std::string::npos)
+      << json;
 }
 
 TEST(ReportTest, RefusalsAreTimedApart) {
   BenchReport report = SampleReport();
   report.result.refused.Record(2000000);  // 2 ms
   const std::string json = ReportJson(report);
-  EXPECT_NE(json.find("\"refused_p50_ms\":2.0"), std::string::npos) << json;
+  EXPECT_TRUE(HasField(json, "\"refused_p50_ms\":2.0000")) << json;
   EXPECT_NE(ReportText(report).find("RESOURCE_EXHAUSTED answered in ms: p50 2.0"),
             std::string::npos);
 }
@@ -50,15 +95,25 @@ TEST(ReportTest, OpenLoopReportsTheRate) {
   report.run.concurrency = 0;
   report.run.rate = 250;
   const std::string json = ReportJson(report);
-  EXPECT_NE(json.find("\"rate\":250.000"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"concurrency\":null"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"mode\":\"open\""), std::string::npos) << json;
+  EXPECT_TRUE(HasField(json, "\"rate\":250.000")) << json;
+  EXPECT_TRUE(HasField(json, "\"concurrency\":null")) << json;
+  EXPECT_TRUE(HasField(json, "\"mode\":\"open\"")) << json;
 }
 
-TEST(ReportTest, TextNamesErrorsAndPercentiles) {
+TEST(ReportTest, TextNamesErrorsAndPercentilesWithTheirCount) {
   const std::string text = ReportText(SampleReport());
   EXPECT_NE(text.find("error UNAVAILABLE: 2"), std::string::npos) << text;
-  EXPECT_NE(text.find("p99 0.991"), std::string::npos) << text;
+  // 100 calls: p90 has 10 above it; p99 and p99.9 would be the maximum, so not printed.
+  EXPECT_NE(text.find("latency ms of 100 OK calls"), std::string::npos) << text;
+  EXPECT_NE(text.find("p90 0.901  p99 -  p99.9 -  max 1.000"), std::string::npos) << text;
+}
+
+TEST(ReportTest, TextPrintsP99FromAThousandCalls) {
+  BenchReport report = SampleReport();
+  report.result.latency.Reset();
+  for (int i = 1; i <= 1000; ++i) report.result.latency.Record(i * 1000);  // 0.001 .. 1 ms
+  const std::string text = ReportText(report);
+  EXPECT_NE(text.find("p99 0.991  p99.9 -"), std::string::npos) << text;
 }
 
 TEST(ReportTest, JsonQuoteEscapes) {
