@@ -38,6 +38,14 @@ std::string Describe(const ServedModel& served, const engine::HotRowsStatus& sta
                       "; hot-row version ", status.version);
 }
 
+// `result` of a hot-row call on `served`, an error naming the model as it is served (what
+// the call's `model` addressed; the engine knows only its spec's name).
+absl::StatusOr<engine::HotRowsStatus> OfModel(const ServedModel& served,
+                                              absl::StatusOr<engine::HotRowsStatus> result) {
+  if (result.ok()) return result;
+  return WithContext(result.status(), absl::StrCat("model '", served.name, "'"));
+}
+
 absl::Status NeedsCache(const ServedModel& served) {
   if (served.hot_rows != nullptr) return absl::OkStatus();
   return absl::FailedPreconditionError(
@@ -174,7 +182,7 @@ grpc::ServerUnaryReactor* AdminService::SetHotRows(grpc::CallbackServerContext* 
         for (const v1::TableHotRows& t : request->tables()) {
           tables.push_back({t.table(), absl::MakeConstSpan(t.ids().data(), t.ids().size())});
         }
-        return served.hot_rows->Set(tables);
+        return OfModel(served, served.hot_rows->Set(tables));
       });
 }
 
@@ -189,7 +197,8 @@ grpc::ServerUnaryReactor* AdminService::GetHotRows(grpc::CallbackServerContext* 
     if (status.ok()) status = NeedsCache(**served);
     if (status.ok()) {
       const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
-      absl::StatusOr<engine::HotRowsStatus> result = (*served)->hot_rows->Get(tables);
+      absl::StatusOr<engine::HotRowsStatus> result =
+          OfModel(**served, (*served)->hot_rows->Get(tables));
       status = result.status();
       if (result.ok()) ToProto(*result, response);
     }
@@ -206,14 +215,14 @@ grpc::ServerUnaryReactor* AdminService::RebuildHotRows(grpc::CallbackServerConte
         const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
         if (!served.hot_rows->samples_accesses()) {
           // Unknown tables are NOT_FOUND whatever the policy (SPEC section 3).
-          RETURN_IF_ERROR(served.hot_rows->Get(tables).status());
+          RETURN_IF_ERROR(OfModel(served, served.hot_rows->Get(tables)).status());
           // The static policy observes no accesses: a rebuild would empty every set.
           return absl::FailedPreconditionError(absl::StrCat(
               "model '", served.name,
               "': cache.policy is static, so no access frequencies are observed to rebuild "
               "from; set cache.policy: frequency, or install sets with SetHotRows"));
         }
-        return served.hot_rows->Rebuild(tables);
+        return OfModel(served, served.hot_rows->Rebuild(tables));
       });
 }
 

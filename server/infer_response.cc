@@ -9,6 +9,9 @@
 namespace fuserank::server {
 namespace {
 
+// The output parameter of Triton's classification extension (class_count in tritonclient).
+constexpr absl::string_view kClassification = "classification";
+
 // Appends one output tensor of `count` elements of T, written by `value(i)`.
 template <typename T, typename ValueFn>
 void AddOutput(absl::string_view name, absl::string_view datatype, size_t count, ValueFn value,
@@ -47,6 +50,17 @@ absl::Status SelectOutputs(const google::protobuf::RepeatedPtrField<
       return absl::InvalidArgumentError(absl::StrCat(
           "outputs[", i, "]: model '", model, "' has no output named '",
           engine::EscapeText(requested[i].name(), 64), "' (outputs: scores, indices, item_ids)"));
+    }
+    // Triton's classification extension answers BYTES "score:index" labels; fuserank has
+    // no classes to name. Scoring it as plain scores would hand such a client numbers
+    // where it reads strings, so it is refused. Other output parameters (binary_data,
+    // which only HTTP reads) are ignored, as request parameters other than top_k are.
+    if (requested[i].parameters().contains(std::string(kClassification))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "outputs[", i, "].parameters.classification: output '", requested[i].name(),
+          "' has no classification form; fuserank returns scores (FP32) and ids only "
+          "(scores, indices, item_ids, best first): leave classification out and ask for the "
+          "top K with the request parameter top_k"));
     }
     if ((seen & (1u << found)) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -24,7 +24,9 @@ struct RequestedOutputs {
 };
 
 // `requested` is the request's `outputs` field; `model` names the model in messages.
-// INVALID_ARGUMENT for a name that is no output or one asked twice.
+// INVALID_ARGUMENT for a name that is no output, one asked twice, or one with the
+// parameter `classification` (Triton's classification extension, which fuserank does not
+// serve); other output parameters are ignored.
 absl::Status SelectOutputs(const google::protobuf::RepeatedPtrField<
                                inference::ModelInferRequest::InferRequestedOutputTensor>& requested,
                            absl::string_view model, RequestedOutputs* selected);

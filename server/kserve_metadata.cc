@@ -2,6 +2,7 @@
 // metadata, Triton's ModelConfig and RepositoryIndex. They answer from the served models'
 // current versions and never touch a batcher.
 #include <chrono>
+#include <string>
 
 #include "server/grpc_status.h"
 #include "server/kserve_service.h"
@@ -54,7 +55,7 @@ grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext*
                                                     inference::ModelReadyResponse* response) {
   const Clock::time_point start = Clock::now();
   // As Triton: an unknown model or version is not ready, and that is no error.
-  const absl::StatusOr<ModelHandle> found = FindModel(request->name(), request->version());
+  const absl::StatusOr<ModelHandle> found = FindModel(request->name(), request->version(), "name");
   response->set_ready(found.ok() && (*found)->backend->health().ok() &&
                       !shutting_down_.load(std::memory_order_relaxed));
   return Reply(context, Rpc::kModelReady, start, absl::OkStatus());
@@ -75,7 +76,7 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(
     grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<ModelHandle> model = FindModel(request->name(), request->version());
+  absl::StatusOr<ModelHandle> model = FindModel(request->name(), request->version(), "name");
   if (model.ok()) FillModelMetadata((*model)->name, (*model)->model->spec(), response);
   return Reply(context, Rpc::kModelMetadata, start, model.status());
 }
@@ -84,7 +85,7 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext
                                                      const inference::ModelConfigRequest* request,
                                                      inference::ModelConfigResponse* response) {
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<ModelHandle> model = FindModel(request->name(), request->version());
+  absl::StatusOr<ModelHandle> model = FindModel(request->name(), request->version(), "name");
   if (model.ok()) {
     FillModelConfig((*model)->name, (*model)->model->spec(), response->mutable_config());
   }
@@ -92,15 +93,23 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* KServeService::RepositoryIndex(
-    grpc::CallbackServerContext* context, const inference::RepositoryIndexRequest*,
+    grpc::CallbackServerContext* context, const inference::RepositoryIndexRequest* request,
     inference::RepositoryIndexResponse* response) {
   const Clock::time_point start = Clock::now();
-  // One repository: the `models:` of the config. Every served model is ready.
+  // One repository: the `models:` of the config. A model is READY when ModelReady says
+  // ready; else UNAVAILABLE with the reason (a failed device's health, or the drain).
+  // `ready`: only the ready ones, as Triton.
+  const bool shutting_down = shutting_down_.load(std::memory_order_relaxed);
   for (const ModelHandle& model : models_->Current()) {
+    const absl::Status health = shutting_down
+                                    ? absl::UnavailableError("the server is shutting down")
+                                    : model->backend->health();
+    if (request->ready() && !health.ok()) continue;
     inference::RepositoryIndexResponse::ModelIndex* index = response->add_models();
     index->set_name(model->name);
     index->set_version(model->version());
-    index->set_state("READY");
+    index->set_state(health.ok() ? "READY" : "UNAVAILABLE");
+    if (!health.ok()) index->set_reason(std::string(health.message()));
   }
   return Reply(context, Rpc::kRepositoryIndex, start, absl::OkStatus());
 }

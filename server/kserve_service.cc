@@ -3,6 +3,7 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -33,6 +34,9 @@ constexpr size_t kMaxPooledCallBytes = size_t{1} << 20;
 // A call done with a request this large (wire bytes and parsed values) asks the trimmer to
 // give memory back.
 constexpr size_t kTrimAfterBytes = size_t{1} << 20;
+
+constexpr char kNoMessage[] = "the call carried no inference.ModelInferRequest message";
+constexpr char kCancelledFirst[] = "the call was cancelled before its request arrived";
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -79,6 +83,14 @@ struct KServeService::Call {
   TensorDecoder::WireInputs scanned;  // where CheckWire found each input
   RequestedOutputs outputs;
   std::string model_name;  // as the request names it (the scan's), for the access log
+  // For the access log: the candidates the request holds, from item_ids' shape once it is
+  // parsed (0 for a call refused before its parse).
+  int64_t candidates = 0;
+  // gRPC handed the call over without its message: counted (metrics, access log) when it is
+  // done, as CANCELLED if the client cancelled it by then -- which gRPC may report only
+  // after ModelInfer() has run -- else as the INVALID_ARGUMENT it was answered (as Rank).
+  bool no_message = false;
+  double finished_seconds = 0;
   std::atomic<bool> cancelled{false};
   bool accepted = false;
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
@@ -161,6 +173,8 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   call->request.Clear();
   call->info = InferRequestInfo{};
   call->model_name.clear();
+  call->candidates = 0;
+  call->no_message = false;
   call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
@@ -172,10 +186,14 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
         "too many calls in flight (server.max_inflight_requests = ", options_.limiter->limit(),
         "); retry with backoff"));
   } else if (request == nullptr || !request->Valid()) {
-    status =
-        context->IsCancelled()
-            ? absl::CancelledError("the call was cancelled before its request arrived")
-            : absl::InvalidArgumentError("the call carried no inference.ModelInferRequest message");
+    // gRPC hands over calls whose message never arrived, most often because the client
+    // cancelled first: that is no bad request.
+    if (context->IsCancelled()) {
+      status = absl::CancelledError(kCancelledFirst);
+    } else {
+      call->no_message = true;
+      status = absl::InvalidArgumentError(kNoMessage);
+    }
   } else {
     status = Start(context, *request, call);
   }
@@ -184,8 +202,9 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
 }
 
 absl::StatusOr<ModelHandle> KServeService::FindModel(const std::string& name,
-                                                     const std::string& version) const {
-  ASSIGN_OR_RETURN(ModelHandle model, models_->Acquire(name));
+                                                     const std::string& version,
+                                                     absl::string_view field) const {
+  ASSIGN_OR_RETURN(ModelHandle model, models_->Acquire(name, field));
   if (!version.empty() && version != model->version()) {
     return absl::NotFoundError(absl::StrCat("model '", model->name, "' has no version '", version,
                                             "' (serving version '", model->version(),
@@ -203,7 +222,7 @@ std::shared_ptr<const TensorDecoder> KServeService::DecoderFor(const ServedModel
     }
   }
   // The first request of a version (or of a reload's new one): build outside the lock.
-  auto decoder = std::make_shared<const TensorDecoder>(*model.model, options_.limits);
+  auto decoder = std::make_shared<const TensorDecoder>(*model.model, options_.limits, model.name);
   absl::MutexLock lock(&decoders_mu_);
   decoders_[model.name] = CachedDecoder{model.model, decoder};
   return decoder;
@@ -213,10 +232,7 @@ absl::StatusOr<engine::AdmissionTicket> KServeService::Admit(const Call& call,
                                                              Clock::time_point deadline) {
   // Overloaded: refuse before spending a decode on a request the queue cannot take. The
   // candidate count is the shape of `item_ids` (the decoder checks it against the rest).
-  int64_t candidates = 0;
-  for (const auto& input : call.request.inputs()) {
-    if (input.name() == "item_ids" && input.shape_size() >= 1) candidates = input.shape(0);
-  }
+  const int64_t candidates = call.candidates;
   if (candidates <= 0) return engine::AdmissionTicket();  // no candidates: nothing queues
   if (candidates > options_.limits.max_candidates) {
     // The decoder refuses it with the limit's message; hold no room for it meanwhile.
@@ -247,8 +263,8 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
   InferRequestTop top;
   RETURN_IF_ERROR(ScanInferTop(wire.view(), &top));
   call->model_name.assign(top.model_name.data(), top.model_name.size());  // for the access log
-  ASSIGN_OR_RETURN(call->model,
-                   FindModel(std::string(top.model_name), std::string(top.model_version)));
+  ASSIGN_OR_RETURN(call->model, FindModel(std::string(top.model_name),
+                                          std::string(top.model_version), "model_name"));
   call->decoder = DecoderFor(*call->model);
   RETURN_IF_ERROR(call->decoder->CheckWire(wire.view(), &top, &call->scanned));
   // 1-byte varints parse into 8-byte values: large enough to give back after it is done.
@@ -257,6 +273,7 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
     return absl::InvalidArgumentError(
         "the request is not a valid inference.ModelInferRequest: protobuf cannot parse it");
   }
+  call->candidates = ItemIdsShape(call->request);
   RETURN_IF_ERROR(SelectOutputs(call->request.outputs(), call->model->name, &call->outputs));
   engine::Batcher& batcher = *call->model->batcher;
   ASSIGN_OR_RETURN(engine::AdmissionTicket ticket, Admit(*call, deadline));
@@ -264,6 +281,7 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
   absl::Status decoded = call->decoder->Append(call->request, call->model->model, batch.get(),
                                                &call->info, &call->scanned);
   metrics_->RecordStage(Stage::kDecode, SecondsSince(call->start));
+  if (decoded.ok()) call->candidates = call->info.num_candidates;
   if (decoded.ok() && ticket.valid()) {
     decoded = batcher.AddIds(
         &ticket, static_cast<int64_t>(batch->user.rows.size() + batch->item.rows.size()));
@@ -329,20 +347,28 @@ absl::Status KServeService::Encode(Call* call, const engine::RequestResult& resu
   return absl::OkStatus();
 }
 
-void KServeService::Finish(Call* call, const grpc::Status& status) {
-  const double seconds = SecondsSince(call->start);
-  metrics_->RecordRequest(Rpc::kModelInfer, status.error_code(), seconds);
+void KServeService::Record(const Call& call, grpc::StatusCode code, const std::string& message,
+                           double seconds) {
+  metrics_->RecordRequest(Rpc::kModelInfer, code, seconds);
   if (AccessLogSampled(options_.access_log_sample)) {
     // As Rank's line (ranker_service.cc); the id is empty for a call refused before its
-    // request was parsed, the model for one refused before its bytes were scanned.
+    // request was parsed, the model for one refused before its bytes were scanned, and
+    // the candidates are 0 for a call refused before its parse.
     spdlog::info("infer request_id='{}' model='{}' candidates={} code={} ms={:.3f}",
-                 LogQuoted(call->request.id(), 128), LogQuoted(call->model_name, 128),
-                 call->info.num_candidates, std::string(GrpcCodeName(status.error_code())),
-                 seconds * 1e3);
-    if (!status.ok()) {
-      spdlog::debug("infer request_id='{}' error={}", LogQuoted(call->request.id(), 128),
-                    LogSafe(status.error_message(), 512));
+                 LogQuoted(call.request.id(), 128), LogQuoted(call.model_name, 128),
+                 call.candidates, std::string(GrpcCodeName(code)), seconds * 1e3);
+    if (code != grpc::StatusCode::OK) {
+      spdlog::debug("infer request_id='{}' error={}", LogQuoted(call.request.id(), 128),
+                    LogSafe(message, 512));
     }
+  }
+}
+
+void KServeService::Finish(Call* call, const grpc::Status& status) {
+  if (call->no_message) {
+    call->finished_seconds = SecondsSince(call->start);  // recorded in OnCallDone
+  } else {
+    Record(*call, status.error_code(), status.error_message(), SecondsSince(call->start));
   }
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
@@ -351,6 +377,11 @@ void KServeService::Finish(Call* call, const grpc::Status& status) {
 void KServeService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
   call->reactor.reset();        // inside its OnDone: nothing touches it after this
+  if (call->no_message) {
+    const bool cancelled = call->cancelled.load(std::memory_order_acquire);
+    Record(*call, cancelled ? grpc::StatusCode::CANCELLED : grpc::StatusCode::INVALID_ARGUMENT,
+           cancelled ? kCancelledFirst : kNoMessage, call->finished_seconds);
+  }
   const bool accepted = call->accepted;
   if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
   ReleaseCall(std::unique_ptr<Call>(call));

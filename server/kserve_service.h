@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/batcher.h"
@@ -96,8 +97,11 @@ class KServeService final : public KServeBase {
   struct Call;  // one ModelInfer's state and its reactor; pooled so protos keep capacity
 
   // The current version of model `name` ("" = default); `version` must be "" or its
-  // version, else NOT_FOUND naming the version served.
-  absl::StatusOr<ModelHandle> FindModel(const std::string& name, const std::string& version) const;
+  // version, else NOT_FOUND naming the version served. `field`: the request's field that
+  // names the model ("model_name" in ModelInfer, "name" in the metadata calls), which an
+  // unknown name's NOT_FOUND says to leave empty for the default.
+  absl::StatusOr<ModelHandle> FindModel(const std::string& name, const std::string& version,
+                                        absl::string_view field) const;
   // The tensor decoder of `model`'s version, built on its first request.
   std::shared_ptr<const TensorDecoder> DecoderFor(const ServedModel& model);
 
@@ -105,15 +109,20 @@ class KServeService final : public KServeBase {
   absl::Status Start(grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
                      Call* call);
   // Queue admission of one parsed, not yet decoded request, as Rank's: room for its
-  // candidates in the model's batcher (or, at once, RESOURCE_EXHAUSTED naming the limit or
-  // DEADLINE_EXCEEDED for a predicted deadline miss).
+  // candidates (call.candidates) in the model's batcher (or, at once, RESOURCE_EXHAUSTED
+  // naming the limit or DEADLINE_EXCEEDED for a predicted deadline miss).
   absl::StatusOr<engine::AdmissionTicket> Admit(const Call& call,
                                                 engine::BatcherClock::time_point deadline);
   absl::Status Accept(Call* call);
   void Unaccept(Call* call);
   void OnScored(Call* call, const absl::Status& status, const engine::RequestResult& result);
   absl::Status Encode(Call* call, const engine::RequestResult& result);
+  // The call's line in the metrics and the access log.
+  void Record(const Call& call, grpc::StatusCode code, const std::string& message, double seconds);
+  // Records the call (a call without a message: when it is done) and sends its status;
+  // `call` belongs to gRPC until OnCallDone.
   void Finish(Call* call, const grpc::Status& status);
+  // gRPC is done with the call: recorded if it had no message, back to the pool.
   void OnCallDone(Call* call);
   std::unique_ptr<Call> AcquireCall();
   void ReleaseCall(std::unique_ptr<Call> call);

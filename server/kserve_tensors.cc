@@ -1,5 +1,7 @@
 #include "server/kserve_tensors.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace fuserank::server {
@@ -100,6 +102,14 @@ void FillModelConfig(const std::string& name, const engine::ModelSpec& spec,
   (*out->mutable_parameters())["version"].set_string_value(spec.version);
   (*out->mutable_parameters())["interaction"].set_string_value(
       std::string(engine::InteractionName(spec.interaction)));
+}
+
+int64_t ItemIdsShape(const inference::ModelInferRequest& request) {
+  int64_t candidates = 0;
+  for (const auto& input : request.inputs()) {
+    if (input.name() == kItemIds && input.shape_size() >= 1) candidates = input.shape(0);
+  }
+  return std::max<int64_t>(candidates, 0);
 }
 
 }  // namespace fuserank::server

@@ -51,6 +51,10 @@ absl::string_view DatatypeName(inference::DataType type);
 std::vector<TensorSpec> ModelInputs(const engine::ModelSpec& spec);
 std::vector<TensorSpec> ModelOutputs();
 
+// The candidates a parsed request says it holds: the first dimension of its `item_ids`
+// input (0 when it has none, or a negative one). The decoder checks it against the rest.
+int64_t ItemIdsShape(const inference::ModelInferRequest& request);
+
 // `name` is the served model's name (models[].name, or the spec's name).
 void FillModelMetadata(const std::string& name, const engine::ModelSpec& spec,
                        inference::ModelMetadataResponse* out);

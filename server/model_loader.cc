@@ -120,7 +120,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   policy.on_failed = options.on_device_failed;
   served->backend = std::make_unique<GuardedBackend>(std::move(served->backend), served->model,
                                                      std::move(policy));
-  served->decoder = std::make_unique<RequestDecoder>(served->model, options.limits);
+  served->decoder = std::make_unique<RequestDecoder>(served->model, options.limits, served->name);
   served->batcher = std::make_unique<engine::Batcher>(served->backend.get(), options.batcher);
   served->hot_rows->StartServing(previous_cache);
   return served;

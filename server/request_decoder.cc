@@ -49,7 +49,8 @@ absl::Status AppendDense(absl::Span<const float> values, int expected, absl::str
 
 }  // namespace
 
-RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, DecodeLimits limits)
+RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, DecodeLimits limits,
+                               std::string served_name)
     : model_(std::move(model)), limits_(limits) {
   const auto& user = model_->user_tables();
   const auto& item = model_->item_tables();
@@ -58,7 +59,7 @@ RequestDecoder::RequestDecoder(std::shared_ptr<const engine::Model> model, Decod
   scan_limits_.max_ids = limits_.max_ids;
   scan_limits_.user_tables = static_cast<int>(user.size());
   scan_limits_.item_tables = static_cast<int>(item.size());
-  scan_limits_.model_name = model_->spec().name;
+  scan_limits_.model_name = served_name.empty() ? model_->spec().name : std::move(served_name);
   parse_bounds_ = ParseBoundsOf(scan_limits_);
   keyed_ = model_->spec().has_remote_tables();
   // AppendCanonical knows a table by its name's bytes, which must also pass the parse's
@@ -132,12 +133,12 @@ absl::Status RequestDecoder::AppendImpl(const RankRequestView& request,
                                                    limits_.max_candidates, ")"));
   }
   const size_t ids_before = batch->user.rows.size() + batch->item.rows.size();
-  RETURN_IF_ERROR(
-      AppendDense(request.user_dense, spec.dense_user, "user", -1, spec.name, &batch->user_dense));
+  RETURN_IF_ERROR(AppendDense(request.user_dense, spec.dense_user, "user", -1, model_name(),
+                              &batch->user_dense));
   RETURN_IF_ERROR(AppendBags(request, request.user_features, Side::kUser, -1, &batch->user));
   for (int c = 0; c < n; ++c) {
     const CandidateView& candidate = request.candidates[c];
-    RETURN_IF_ERROR(AppendDense(request.dense(candidate), spec.dense_item, "item", c, spec.name,
+    RETURN_IF_ERROR(AppendDense(request.dense(candidate), spec.dense_item, "item", c, model_name(),
                                 &batch->item_dense));
     RETURN_IF_ERROR(AppendBags(request, request.features(candidate), Side::kItem, c, &batch->item));
   }
@@ -191,10 +192,10 @@ absl::Status RequestDecoder::CheckFeature(Features features, int k, Side side, i
   } else if (auto it = tables_.find(feature.name); it != tables_.end()) {
     found = &it->second;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        FeaturePath(candidate, k), ": model '", model_->spec().name, "' has no table named '",
-        LogSafe(feature.name), "' (", side == Side::kUser ? "user" : "item",
-        "-side tables: ", TableNames(side), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(FeaturePath(candidate, k), ": model '", model_name(), "' has no table named '",
+                     LogSafe(feature.name), "' (", side == Side::kUser ? "user" : "item",
+                     "-side tables: ", TableNames(side), ")"));
   }
   const TableRef& ref = *found;
   if (ref.side != side) {

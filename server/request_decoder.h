@@ -43,7 +43,10 @@ struct CanonicalRequest {
 
 class RequestDecoder {
  public:
-  RequestDecoder(std::shared_ptr<const engine::Model> model, DecodeLimits limits);
+  // `served_name`: the name the model is served under, which messages name (a client
+  // addresses it so); "" = the spec's own name.
+  RequestDecoder(std::shared_ptr<const engine::Model> model, DecodeLimits limits,
+                 std::string served_name = "");
 
   // Appends `request` (parsed by ParseRankRequest) as the next request of `batch`, and its
   // candidates' item ids to `item_ids` (when not null). An empty batch takes this
@@ -73,6 +76,8 @@ class RequestDecoder {
 
   const std::shared_ptr<const engine::Model>& model() const { return model_; }
   const DecodeLimits& limits() const { return limits_; }
+  // The model's name in messages: the served name given, else the spec's.
+  const std::string& model_name() const { return scan_limits_.model_name; }
   // The same limits, and the model's table counts, for the wire scan before parsing, and
   // as the bounds of the parse (ParseBoundsOf).
   const ScanLimits& scan_limits() const { return scan_limits_; }

@@ -82,7 +82,8 @@ absl::Status ServedModels::Add(std::unique_ptr<ServedModel> model, bool is_defau
   return absl::OkStatus();
 }
 
-absl::StatusOr<ServedModels::Slot*> ServedModels::FindSlot(absl::string_view name) const {
+absl::StatusOr<ServedModels::Slot*> ServedModels::FindSlot(absl::string_view name,
+                                                           absl::string_view field) const {
   if (name.empty()) {
     if (slots_.empty()) return absl::UnavailableError("no model is loaded");
     return slots_[default_].get();
@@ -93,11 +94,12 @@ absl::StatusOr<ServedModels::Slot*> ServedModels::FindSlot(absl::string_view nam
   for (const auto& slot : slots_) names.push_back(slot->name);
   return absl::NotFoundError(absl::StrCat(
       "model '", LogSafe(name), "' is not loaded; loaded models: ", absl::StrJoin(names, ", "),
-      " (leave `model` empty for the default, '", default_name(), "')"));
+      " (leave `", field, "` empty for the default, '", default_name(), "')"));
 }
 
-absl::StatusOr<ModelHandle> ServedModels::Acquire(absl::string_view name) const {
-  absl::StatusOr<Slot*> slot = FindSlot(name);
+absl::StatusOr<ModelHandle> ServedModels::Acquire(absl::string_view name,
+                                                  absl::string_view field) const {
+  absl::StatusOr<Slot*> slot = FindSlot(name, field);
   if (!slot.ok()) return slot.status();
   return ModelHandle((*slot)->current.load());
 }

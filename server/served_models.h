@@ -102,8 +102,11 @@ class ServedModels {
   absl::Status Add(std::unique_ptr<ServedModel> model, bool is_default = false);
 
   // The current version of `name`; "" -> the default model; an unknown name: NOT_FOUND
-  // naming the loaded models. Hold the handle until the response is sent.
-  absl::StatusOr<ModelHandle> Acquire(absl::string_view name) const;
+  // naming the loaded models, and the request field (`field`: "model" in RankRequest and
+  // the admin calls, "model_name" in ModelInferRequest) to leave empty for the default.
+  // Hold the handle until the response is sent.
+  absl::StatusOr<ModelHandle> Acquire(absl::string_view name,
+                                      absl::string_view field = "model") const;
 
   // Loads a new version of `name` ("" = default) from `path` ("" = its current spec),
   // warms it up, then swaps it in. On failure the current version keeps serving and the
@@ -145,8 +148,9 @@ class ServedModels {
   // Reload() but the publish hook.
   absl::StatusOr<ReloadResult> Swap(absl::string_view name, const std::string& path,
                                     const ServedModel* expected);
-  // The slot of `name` ("" = default) or NOT_FOUND naming the loaded models.
-  absl::StatusOr<Slot*> FindSlot(absl::string_view name) const;
+  // The slot of `name` ("" = default) or NOT_FOUND naming the loaded models and saying
+  // to leave the request's `field` empty for the default.
+  absl::StatusOr<Slot*> FindSlot(absl::string_view name, absl::string_view field = "model") const;
   // Shares `version` with a deleter that hands it to the reaper.
   std::shared_ptr<ServedModel> Share(std::unique_ptr<ServedModel> version) const;
   void RecordInfo(const ServedModel& version) const;

@@ -54,8 +54,9 @@ absl::Status TensorDecoder::GivenTwice(absl::string_view name, int first, int se
                    second, "]); send each input once"));
 }
 
-TensorDecoder::TensorDecoder(const engine::Model& model, DecodeLimits limits)
-    : model_name_(model.spec().name),
+TensorDecoder::TensorDecoder(const engine::Model& model, DecodeLimits limits,
+                             std::string served_name)
+    : model_name_(served_name.empty() ? model.spec().name : std::move(served_name)),
       dense_user_(model.spec().dense_user),
       dense_item_(model.spec().dense_item),
       limits_(limits) {

@@ -39,7 +39,9 @@ struct InferRequestInfo {
 class TensorDecoder {
  public:
   // Keeps what it needs of `model` (names, rows, oov policies, dense widths), not `model`.
-  TensorDecoder(const engine::Model& model, DecodeLimits limits);
+  // `served_name`: the name the model is served under, which messages name (a client
+  // addresses it so); "" = the spec's own name.
+  TensorDecoder(const engine::Model& model, DecodeLimits limits, std::string served_name = "");
 
   class WireInputs;
 
@@ -139,7 +141,7 @@ class TensorDecoder {
   static TensorType TypeOf(const InputRef& ref);
   std::string WhyMax(const InputRef& ref) const;
 
-  std::string model_name_;
+  std::string model_name_;  // the served name, for messages
   int dense_user_ = 0;
   int dense_item_ = 0;
   DecodeLimits limits_;

@@ -108,8 +108,8 @@ absl::StatusOr<std::vector<int>> HotRowManager::Resolve(
     if (index < 0) {
       std::vector<std::string> available;
       for (const EmbeddingTable& t : model_->tables()) available.push_back(t.name);
-      return absl::NotFoundError(absl::StrCat("no table '", std::string(name), "' in model '",
-                                              model_->spec().name,
+      // The caller names the model: the server serves it under a name of its own.
+      return absl::NotFoundError(absl::StrCat("no table '", std::string(name),
                                               "'; its tables: ", absl::StrJoin(available, ", ")));
     }
     if (!seen.insert(index).second) {

@@ -123,7 +123,8 @@ class HotRowManager {
   // storage: redis table the distinct ids' values are fetched from the cluster first,
   // HotSet::FromRemote); other tables keep theirs. All or nothing: on any error nothing
   // changes. Errors (besides the fetch's UNAVAILABLE):
-  //   NOT_FOUND         a table the model does not have (lists the model's tables);
+  //   NOT_FOUND         a table the model does not have (lists the model's tables; the
+  //                     caller adds which model, by the name it is served under);
   //   INVALID_ARGUMENT  a table listed twice; more ids than capacity (repeats and ids
   //                     that map to one row included: SPEC section 3); an out-of-range
   //                     id in an oov: reject table.

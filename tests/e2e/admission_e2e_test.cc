@@ -1,6 +1,7 @@
-// Admission on the real server in-process on 127.0.0.1:0: a call whose message
-// never arrived is CANCELLED (or, when the client half-closed without one, INVALID_ARGUMENT
-// saying so), never "not a valid RankRequest", and the metrics count it so; the bound on
+// Admission on the real server in-process on 127.0.0.1:0: a Rank or ModelInfer call whose
+// message never arrived is CANCELLED (or, when the client half-closed without one,
+// INVALID_ARGUMENT saying so), never "not a valid RankRequest", and the metrics count it
+// so, even when gRPC reports the cancellation only after the handler ran; the bound on
 // calls in flight on the ranking port (Rank and ModelInfer together) refuses at once with
 // RESOURCE_EXHAUSTED naming server.max_inflight_requests while the calls it holds finish.
 #include <grpcpp/generic/generic_stub.h>
@@ -8,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,19 +35,22 @@ using testing::AsyncCall;
 using ::testing::HasSubstr;
 using testing::Started;
 
-constexpr char kRankMethod[] = "/fuserank.v1.Ranker/Rank";
+// One RPC of the ranking port, opened raw.
+struct RawRpc {
+  std::string name;     // its `rpc` label
+  std::string method;   // its gRPC path
+  std::string message;  // its INVALID_ARGUMENT for a half-closed call without a message
+};
 
-double RankCount(const std::string& scrape, const std::string& code) {
-  return testing::RequestCount(scrape, "Rank", code);
-}
+void PrintTo(const RawRpc& rpc, std::ostream* os) { *os << rpc.name; }
 
-// Opens a raw Rank call, sends no message, and either cancels it or half-closes it.
-void CallWithoutAMessage(grpc::GenericStub* stub, bool cancel) {
+// Opens a raw call of `rpc`, sends no message, and either cancels it or half-closes it.
+void CallWithoutAMessage(grpc::GenericStub* stub, const RawRpc& rpc, bool cancel) {
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
-      stub->PrepareCall(&context, kRankMethod, &cq);
+      stub->PrepareCall(&context, rpc.method, &cq);
   void* tag = nullptr;
   bool ok = false;
   call->StartCall(reinterpret_cast<void*>(1));
@@ -64,35 +69,56 @@ void CallWithoutAMessage(grpc::GenericStub* stub, bool cancel) {
   }
   if (!cancel) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-    EXPECT_THAT(status.error_message(), HasSubstr("carried no fuserank.v1.RankRequest message"));
+    EXPECT_THAT(status.error_message(), HasSubstr(rpc.message));
   }
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
 }
 
-TEST(AdmissionE2eTest, ACallWhoseMessageNeverArrivedIsCancelledNotInvalid) {
+class NoMessageE2eTest : public ::testing::TestWithParam<RawRpc> {};
+
+// Rank's since 9865cf0; ModelInfer counted these INVALID_ARGUMENT until it did the same.
+TEST_P(NoMessageE2eTest, ACallWhoseMessageNeverArrivedIsCancelledNotInvalid) {
+  const RawRpc& rpc = GetParam();
   Started started = testing::StartAdmissionServer("nomessage", "");
   ASSERT_NE(started.server, nullptr);
   grpc::GenericStub stub(started.channel);
+  auto count = [&rpc](const std::string& scrape, const std::string& code) {
+    return testing::RequestCount(scrape, rpc.name, code);
+  };
   const std::string before = started.server->metrics().Scrape();
   constexpr int kCalls = 10;
-  for (int i = 0; i < kCalls; ++i) CallWithoutAMessage(&stub, /*cancel=*/true);
+  for (int i = 0; i < kCalls; ++i) CallWithoutAMessage(&stub, rpc, /*cancel=*/true);
   // The server counts a call once gRPC reports it done, a moment after the client.
   std::string after;
   for (int i = 0; i < 200; ++i) {
     after = started.server->metrics().Scrape();
-    if (RankCount(after, "CANCELLED") - RankCount(before, "CANCELLED") >= kCalls) break;
+    if (count(after, "CANCELLED") - count(before, "CANCELLED") >= kCalls) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(RankCount(after, "INVALID_ARGUMENT") - RankCount(before, "INVALID_ARGUMENT"), 0);
-  EXPECT_EQ(RankCount(after, "CANCELLED") - RankCount(before, "CANCELLED"), kCalls);
+  EXPECT_EQ(count(after, "INVALID_ARGUMENT") - count(before, "INVALID_ARGUMENT"), 0);
+  EXPECT_EQ(count(after, "CANCELLED") - count(before, "CANCELLED"), kCalls);
 
-  CallWithoutAMessage(&stub, /*cancel=*/false);  // no message, not cancelled: a bad call
+  CallWithoutAMessage(&stub, rpc, /*cancel=*/false);  // no message, not cancelled: a bad call
+  for (int i = 0; i < 200; ++i) {
+    after = started.server->metrics().Scrape();
+    if (count(after, "INVALID_ARGUMENT") - count(before, "INVALID_ARGUMENT") >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(count(after, "INVALID_ARGUMENT") - count(before, "INVALID_ARGUMENT"), 1);
   const v1::RankRequest request = testing::RandomRequest(started.model, 3, 8);
   testing::ExpectMatchesReference(
       started.model, request, testing::Rank(v1::Ranker::NewStub(started.channel).get(), request));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    RankingPort, NoMessageE2eTest,
+    ::testing::Values(RawRpc{"Rank", "/fuserank.v1.Ranker/Rank",
+                             "the call carried no fuserank.v1.RankRequest message"},
+                      RawRpc{"ModelInfer", "/inference.GRPCInferenceService/ModelInfer",
+                             "the call carried no inference.ModelInferRequest message"}),
+    [](const ::testing::TestParamInfo<RawRpc>& info) { return info.param.name; });
 
 TEST(AdmissionE2eTest, TheInflightBoundRefusesAtOnceNamingItsKey) {
   // A top MLP of 2048 x 2048: two calls of 4096 candidates take a few hundred ms each on

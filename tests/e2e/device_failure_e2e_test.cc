@@ -1,8 +1,9 @@
 // A backend whose device fails after start, injected into the real server
 // (ServerHooks::create_backend): with engine.on_device_failure fail, the model's Rank and
 // ModelInfer calls get UNAVAILABLE naming the device and the error, health turns
-// NOT_SERVING and the failure is counted; with cpu, the model goes on serving and scores
-// exactly as the CPU engine did before the fault.
+// NOT_SERVING, ModelReady false and RepositoryIndex UNAVAILABLE, and the failure is
+// counted; with cpu, the model goes on serving and scores exactly as the CPU engine did
+// before the fault.
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -120,6 +121,16 @@ class DeviceFailureE2eTest : public ::testing::Test {
     return testing::Infer(infer_.get(), infer);
   }
 
+  inference::RepositoryIndexResponse RepositoryIndex(bool ready_only) {
+    grpc::ClientContext context;
+    inference::RepositoryIndexRequest request;
+    request.set_ready(ready_only);
+    inference::RepositoryIndexResponse response;
+    const grpc::Status status = infer_->RepositoryIndex(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
   int Health(const std::string& service) {
     absl::StatusOr<int> health = testing::HealthCheck(channel_, service);
     EXPECT_TRUE(health.ok()) << health.status();
@@ -169,6 +180,29 @@ TEST_F(DeviceFailureE2eTest, FailByDefaultAnswersUnavailableAndTurnsHealthNotSer
   EXPECT_FALSE(model_ready.ready());
   EXPECT_THAT(server_->metrics().Scrape(),
               HasSubstr("fuserank_backend_failures_total{device=\"fake:0\",model=\"ranker\"} 1"));
+}
+
+// RepositoryIndex said READY for a failed model while ModelReady said not ready.
+TEST_F(DeviceFailureE2eTest, RepositoryIndexListsAFailedModelUnavailableWithTheFault) {
+  Start("fail");
+  ASSERT_NE(server_, nullptr);
+  inference::RepositoryIndexResponse index = RepositoryIndex(false);
+  ASSERT_EQ(index.models_size(), 1);
+  EXPECT_EQ(index.models(0).name(), "ranker");
+  EXPECT_EQ(index.models(0).state(), "READY");
+  EXPECT_EQ(index.models(0).reason(), "");
+  EXPECT_EQ(RepositoryIndex(true).models_size(), 1);
+
+  plan_->FailNextBatch();
+  EXPECT_EQ(testing::Rank(rank_.get(), Request(3)).status.error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  index = RepositoryIndex(false);
+  ASSERT_EQ(index.models_size(), 1);
+  EXPECT_EQ(index.models(0).name(), "ranker");
+  EXPECT_EQ(index.models(0).state(), "UNAVAILABLE");
+  EXPECT_THAT(index.models(0).reason(), HasSubstr(absl::StrCat("device ", kDevice)));
+  EXPECT_THAT(index.models(0).reason(), HasSubstr("cudaErrorIllegalAddress"));
+  EXPECT_EQ(RepositoryIndex(true).models_size(), 0) << "ready: only the models ready to score";
 }
 
 TEST_F(DeviceFailureE2eTest, AReloadedHealthyVersionServesAgain) {

@@ -1,6 +1,7 @@
 // The hot-row Admin methods through the real server on 127.0.0.1: SetHotRows / GetHotRows
 // round trips, version + 1 per swap, refused calls (unknown table or model, over
-// capacity, a table twice, an id an `oov: reject` table refuses) that change nothing,
+// capacity, a table twice, an id an `oov: reject` table refuses) that change nothing and
+// name the model as it is served,
 // RebuildHotRows from observed traffic (cache.policy: frequency) and refused for static,
 // hits counted in GetHotRows and on /metrics, requests counted per method, and hot sets
 // that survive a ReloadModel.
@@ -67,7 +68,8 @@ v1::RankRequest SkewedRequest(std::mt19937_64& rng) {
 
 class HotRowsE2eTest : public ::testing::Test {
  protected:
-  void Start(const std::string& policy) {
+  // `second_as`: the name the second model (spec name "second") is served under; "" its own.
+  void Start(const std::string& policy, const std::string& second_as = "") {
     dir_ = testing::TempDir(absl::StrCat(
         "hot_rows_e2e_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
     absl::StatusOr<std::string> hot = testing::WriteTestModel(HotModel(), dir_ + "/hot");
@@ -93,7 +95,8 @@ model: {watch_interval_seconds: 0}
 models:
   - {path: ")",
                      hot_path_, R"(", default: true}
-  - {path: ")",
+  - {)",
+                     second_as.empty() ? "" : absl::StrCat("name: ", second_as, ", "), R"(path: ")",
                      *second_path, R"("}
 )");
     absl::StatusOr<server::Config> config = server::ParseConfig(yaml, "hot_rows_e2e.yaml");
@@ -278,6 +281,28 @@ TEST_F(HotRowsE2eTest, TheModelFieldPicksTheModel) {
   const std::string text = Scrape();
   EXPECT_EQ(SeriesValue(text, R"(fuserank_hot_rows{table="item_0"})"), 5);
   EXPECT_EQ(SeriesValue(text, "fuserank_hot_rows_version"), 2);
+}
+
+// The engine knows the model by its spec's name ('second'); the caller addressed 'ctr'.
+TEST_F(HotRowsE2eTest, RefusalsNameTheModelByItsServedName) {
+  Start("frequency", "ctr");
+  const std::string unknown = "model 'ctr': no table 'nope'; its tables: user_0, item_0";
+  const AdminReply set = admin_->Set({{"nope", {1}}}, "ctr");
+  EXPECT_EQ(set.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(set.status.error_message(), unknown);
+  const AdminReply get = admin_->Get({"nope"}, "ctr");
+  EXPECT_EQ(get.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(get.status.error_message(), unknown);
+  const AdminReply rebuild = admin_->Rebuild({"nope"}, "ctr");
+  EXPECT_EQ(rebuild.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(rebuild.status.error_message(), unknown);
+  const AdminReply twice = admin_->Set({{"item_0", {1}}, {"item_0", {2}}}, "ctr");
+  EXPECT_EQ(twice.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(twice.status.error_message(), HasSubstr("model 'ctr': table 'item_0'"));
+  const AdminReply by_spec_name = admin_->Get({}, "second");
+  EXPECT_EQ(by_spec_name.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(by_spec_name.status.error_message(), HasSubstr("loaded models: hot, ctr"));
+  EXPECT_TRUE(admin_->Set({{"item_0", {1}}}, "ctr").status.ok());
 }
 
 TEST_F(HotRowsE2eTest, HitsAreCountedInGetHotRowsAndOnMetrics) {

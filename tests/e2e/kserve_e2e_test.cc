@@ -158,6 +158,7 @@ TEST_F(KServeE2eTest, NoCandidatesIsOkWithEmptyOutputs) {
   }
 }
 
+// Rank's message, but for the field its hint names: ModelInfer's is model_name.
 TEST_F(KServeE2eTest, AnUnknownModelIsNotFoundWithRanksMessage) {
   v1::RankRequest request = RankRequestFor(models_->front(), 4, 5);
   request.set_model("nope");
@@ -165,8 +166,39 @@ TEST_F(KServeE2eTest, AnUnknownModelIsNotFoundWithRanksMessage) {
   const InferReply inferred = Infer(infer_.get(), InferFor(models_->front(), request));
   EXPECT_EQ(ranked.status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(inferred.status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(inferred.status.error_message(), ranked.status.error_message());
-  EXPECT_THAT(inferred.status.error_message(), HasSubstr("ranker_a, concat16, linear_nodense"));
+  const std::string loaded =
+      "model 'nope' is not loaded; loaded models: ranker_a, concat16, linear_nodense (leave ";
+  EXPECT_EQ(ranked.status.error_message(),
+            absl::StrCat(loaded, "`model` empty for the default, 'ranker_a')"));
+  EXPECT_EQ(inferred.status.error_message(),
+            absl::StrCat(loaded, "`model_name` empty for the default, 'ranker_a')"));
+}
+
+// Messages name the model as the client addressed it (ranker_a), not as its spec (dot32).
+TEST_F(KServeE2eTest, MessagesNameTheModelByItsServedName) {
+  const NamedModel& m = models_->front();
+  ASSERT_EQ(ServedName(m), "ranker_a");
+  ASSERT_EQ(m.model.spec.name, "dot32");
+  v1::RankRequest request = RankRequestFor(m, 12, 5);
+  testing::AddFeature(request.mutable_user_features(), "nope", {1});
+  const testing::Reply ranked = testing::Rank(rank_.get(), request);
+  EXPECT_EQ(ranked.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ranked.status.error_message(),
+              HasSubstr("]: model 'ranker_a' has no table named 'nope'"));
+  request = RankRequestFor(m, 12, 5);
+  request.add_user_dense(1.0f);
+  const testing::Reply dense = testing::Rank(rank_.get(), request);
+  EXPECT_THAT(dense.status.error_message(), HasSubstr("user_dense: model 'ranker_a' takes"));
+  for (int i = 0; i < 30; ++i) request.add_user_features();  // refused by the wire scan
+  const testing::Reply scanned = testing::Rank(rank_.get(), request);
+  EXPECT_THAT(scanned.status.error_message(), HasSubstr("features, but model 'ranker_a' has"));
+
+  ModelInferRequest infer = InferFor(m, RankRequestFor(m, 12, 5));
+  infer.mutable_inputs(0)->set_name("nope");
+  const InferReply inferred = Infer(infer_.get(), infer);
+  EXPECT_EQ(inferred.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(inferred.status.error_message(),
+              HasSubstr("nope: model 'ranker_a' has no table named 'nope'"));
 }
 
 TEST_F(KServeE2eTest, AVersionNotServedIsNotFoundNamingTheServedOne) {
@@ -242,7 +274,7 @@ INSTANTIATE_TEST_SUITE_P(
                    in->set_datatype("INT64");
                    in->add_shape(0);
                  },
-                 "item_z: model 'dot32' has no table named 'item_z'"},
+                 "item_z: model 'ranker_a' has no table named 'item_z'"},
         BadInfer{"WrongDatatype", [](auto* r) { r->mutable_inputs(0)->set_datatype("INT32"); },
                  "datatype 'INT32', expected INT64"},
         BadInfer{"UnknownOutput", [](auto* r) { r->add_outputs()->set_name("logits"); },
@@ -254,7 +286,16 @@ INSTANTIATE_TEST_SUITE_P(
                  [](auto* r) {
                    for (int i = 0; i < 30000; ++i) r->add_inputs();
                  },
-                 "input tensors, but model 'dot32' takes at most"},
+                 "input tensors, but model 'ranker_a' takes at most"},
+        // Triton's classification extension (tritonclient's class_count): no such form.
+        BadInfer{"ClassificationOnAnOutput",
+                 [](auto* r) {
+                   auto* out = r->add_outputs();
+                   out->set_name("scores");
+                   (*out->mutable_parameters())["classification"].set_int64_param(2);
+                 },
+                 "outputs[0].parameters.classification: output 'scores' has no classification "
+                 "form; fuserank returns scores (FP32) and ids only"},
         BadInfer{"MoreThan64Parameters",
                  [](auto* r) {
                    for (int i = 0; i < 65; ++i) {

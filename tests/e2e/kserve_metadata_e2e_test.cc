@@ -152,6 +152,13 @@ TEST_F(KServeMetadataE2eTest, UnknownModelsAndVersionsAreNotFound) {
   const grpc::Status unknown = Call(&Stub::ModelMetadata, request, &response);
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(unknown.error_message(), HasSubstr("model 'nope' is not loaded"));
+  // The hint names this request's field (Rank's is `model`).
+  EXPECT_THAT(unknown.error_message(), HasSubstr("(leave `name` empty for the default, "));
+  inference::ModelConfigRequest unknown_config;
+  unknown_config.set_name("nope");
+  inference::ModelConfigResponse unknown_config_response;
+  EXPECT_THAT(Call(&Stub::ModelConfig, unknown_config, &unknown_config_response).error_message(),
+              HasSubstr("(leave `name` empty for the default, "));
   request.set_name("concat16");
   request.set_version("3");
   inference::ModelConfigRequest config_request;
@@ -194,6 +201,11 @@ TEST_F(KServeMetadataE2eTest, RepositoryIndexListsEveryServedModel) {
   }
   EXPECT_THAT(models, ElementsAre("ranker_a dot32-v2 READY", "concat16 concat16-v2 READY",
                                   "linear_nodense linear_nodense-v2 READY"));
+  for (const auto& m : response.models()) EXPECT_EQ(m.reason(), "") << m.name();
+  inference::RepositoryIndexRequest ready_only;
+  ready_only.set_ready(true);
+  ASSERT_TRUE(Call(&Stub::RepositoryIndex, ready_only, &response).ok());
+  EXPECT_EQ(response.models_size(), 3);
 }
 
 TEST_F(KServeMetadataE2eTest, HealthAndReflectionListTheService) {

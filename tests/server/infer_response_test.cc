@@ -54,6 +54,34 @@ TEST(SelectOutputsTest, RefusesAnUnknownOrRepeatedName) {
   EXPECT_THAT(twice.message(), HasSubstr("output 'indices' is requested twice"));
 }
 
+// tritonclient's InferRequestedOutput(name, class_count=2) asks for Triton's BYTES
+// "score:index" labels; answering FP32 scores instead was silent.
+TEST(SelectOutputsTest, RefusesClassificationNamingTheOutputAndTopK) {
+  for (const int64_t class_count : {2, 0}) {
+    SCOPED_TRACE(class_count);
+    inference::ModelInferRequest request = AskFor({"item_ids", "scores"});
+    (*request.mutable_outputs(1)->mutable_parameters())["classification"].set_int64_param(
+        class_count);
+    RequestedOutputs selected;
+    const absl::Status refused = SelectOutputs(request.outputs(), "m", &selected);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.message(),
+                HasSubstr("outputs[1].parameters.classification: output 'scores' has no "
+                          "classification form; fuserank returns scores (FP32) and ids only"));
+    EXPECT_THAT(refused.message(), HasSubstr("request parameter top_k"));
+  }
+}
+
+// As request parameters other than top_k: binary_data (which only HTTP reads) and the like.
+TEST(SelectOutputsTest, IgnoresOtherOutputParameters) {
+  inference::ModelInferRequest request = AskFor({"scores"});
+  (*request.mutable_outputs(0)->mutable_parameters())["binary_data"].set_bool_param(true);
+  RequestedOutputs selected;
+  ASSERT_TRUE(SelectOutputs(request.outputs(), "m", &selected).ok());
+  ASSERT_EQ(selected.count, 1);
+  EXPECT_EQ(selected.outputs[0], Output::kScores);
+}
+
 TEST(FillInferResponseTest, WritesTheSelectedOutputsBestFirst) {
   const std::vector<int64_t> ids = {100, 200, 300};
   const Column<int64_t> item_ids(reinterpret_cast<const char*>(ids.data()), 3);

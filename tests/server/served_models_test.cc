@@ -1,4 +1,5 @@
-// ServedModels: the default model, lookup by name, NOT_FOUND naming the loaded models,
+// ServedModels: the default model, lookup by name, NOT_FOUND naming the loaded models
+// (and the caller's field to leave empty), decoders that name the model as served,
 // reloads that swap a version in while holders of the old one finish on it, the old
 // version freed once its last holder (here a request completing on a batcher thread) lets
 // go, and the model-info series of a retired version dropped. Refused versions:
@@ -71,6 +72,37 @@ TEST_F(ServedModelsTest, AnUnknownNameIsNotFoundListingTheLoadedModels) {
       AllOf(HasSubstr("'nope'"), HasSubstr("loaded models: m, other"), HasSubstr("default, 'm'")));
   absl::StatusOr<ReloadResult> reload = models.Reload("nope", "");
   EXPECT_EQ(reload.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ServedModelsTest, TheNotFoundHintNamesTheCallersField) {
+  ServedModels models(FileLoader());
+  ASSERT_TRUE(models.Load("", v1_path_, false).ok());
+  EXPECT_THAT(models.Acquire("nope").status().message(),
+              HasSubstr("(leave `model` empty for the default, 'm')"));
+  EXPECT_THAT(models.Acquire("nope", "model_name").status().message(),
+              HasSubstr("(leave `model_name` empty for the default, 'm')"));
+}
+
+// A decoder's messages name the model as requests address it, in every version.
+TEST_F(ServedModelsTest, DecodersNameTheModelByItsServedName) {
+  ServedModels models(FileLoader());
+  ASSERT_TRUE(models.Load("ranker-a", v1_path_, false).ok());
+  ASSERT_TRUE(models.Load("", other_path_, false).ok());
+  v1::RankRequest request = Request();
+  request.add_user_features()->set_name("nope");
+  auto message = [&](const std::string& name) {
+    absl::StatusOr<ModelHandle> handle = models.Acquire(name);
+    EXPECT_TRUE(handle.ok()) << handle.status();
+    if (!handle.ok()) return std::string();
+    EXPECT_EQ((*handle)->decoder->model_name(), name);
+    engine::Batch batch;
+    return std::string((*handle)->decoder->Append(request, &batch).message());
+  };
+  EXPECT_THAT(message("ranker-a"), HasSubstr("model 'ranker-a' has no table named 'nope'"));
+  EXPECT_THAT(message("other"), HasSubstr("model 'other' has no table named 'nope'"));
+  ASSERT_TRUE(models.Reload("ranker-a", v2_path_).ok());
+  EXPECT_EQ((*models.Acquire("ranker-a"))->version(), "v2");
+  EXPECT_THAT(message("ranker-a"), HasSubstr("model 'ranker-a' has no table named 'nope'"));
 }
 
 TEST_F(ServedModelsTest, RefusesTwoModelsOfOneNameAndTwoDefaults) {

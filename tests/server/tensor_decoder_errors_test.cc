@@ -1,7 +1,7 @@
 // TensorDecoder's refusals: every bad input of SPEC section 3 and every shape, datatype
 // and content error of a tensor is INVALID_ARGUMENT naming the tensor, leaves the batch as
 // it was, and (parity tests) gives the reason RequestDecoder gives for the same mistake
-// in a RankRequest.
+// in a RankRequest; both decoders name the model by the name it is served under.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -349,6 +349,44 @@ std::vector<ParityCase> ParityCases() {
        },
        ""},
   };
+}
+
+// A model served under a name of its own (models[].name) is named so in every message,
+// not by its spec's name ('small'): that is the name the client addressed.
+TEST(DecoderMessagesTest, NameTheModelByTheNameItIsServedUnder) {
+  const std::shared_ptr<const engine::Model> model = testing::BuildInferTestModel();
+  const RequestDecoder rank_decoder(model, DecodeLimits{8, 4}, "ctr");
+  const TensorDecoder infer_decoder(*model, DecodeLimits{8, 4}, "ctr");
+  EXPECT_EQ(rank_decoder.model_name(), "ctr");
+  EXPECT_EQ(rank_decoder.scan_limits().model_name, "ctr");  // the wire scan's messages
+  EXPECT_EQ(RequestDecoder(model, DecodeLimits{8, 4}).model_name(), "small");
+
+  v1::RankRequest rank = testing::GoodRankRequest();
+  rank.add_user_features()->set_name("nope");
+  engine::Batch batch;
+  absl::Status status = rank_decoder.Append(rank, &batch);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("model 'ctr' has no table named 'nope'"));
+  rank = testing::GoodRankRequest();
+  rank.add_user_dense(1.0f);
+  status = rank_decoder.Append(rank, &batch);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("user_dense: model 'ctr' takes 2"));
+
+  ModelInferRequest infer = testing::GoodInferRequest();
+  SetInt64(&infer, "nope", {1}, {1});
+  InferRequestInfo info;
+  status = infer_decoder.Append(infer, model, &batch, &info);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("nope: model 'ctr' has no table named 'nope'"));
+  infer = testing::GoodInferRequest();
+  SetFp32(&infer, "item_dense", {2, 2}, {1, 2, 3, 4});
+  status = infer_decoder.Append(infer, model, &batch, &info);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("item_dense: model 'ctr' takes 3"));
+  for (int i = 0; i < 20; ++i) infer.add_inputs();
+  InferRequestTop top;
+  const std::string wire = infer.SerializeAsString();
+  ASSERT_TRUE(ScanInferTop(wire, &top).ok());
+  status = infer_decoder.CheckWire(wire, &top);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("input tensors, but model 'ctr' takes"));
 }
 
 INSTANTIATE_TEST_SUITE_P(SectionThreeRows, TensorDecoderParityTest,
