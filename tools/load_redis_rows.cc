@@ -1,7 +1,10 @@
 #include "tools/load_redis_rows.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -132,25 +135,75 @@ absl::StatusOr<std::unique_ptr<RowSource>> SafetensorsRows::Open(
   return rows;
 }
 
-// A dump, read twice: Check() reads every line (counting the rows), then Next() from the
-// start again.
+// What says a regular file is the one that was checked: a rewrite in place changes the
+// size or the modification time, a replacement the inode.
+struct FileIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+
+  bool operator==(const FileIdentity& other) const {
+    return dev == other.dev && ino == other.ino && size == other.size && mtime_ns == other.mtime_ns;
+  }
+};
+
+// The path's identity, or nullopt when it is no regular file (a pipe, stdin, a FIFO).
+std::optional<FileIdentity> RegularFileIdentity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return FileIdentity{st.st_dev, st.st_ino, st.st_size,
+                      int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+// A dump. Check() reads every line; a regular file is then read again from the start, one
+// batch at a time, and must still be the file that was checked (same inode, size and
+// modification time, as many rows); any other input (a pipe, stdin) can be read once
+// only, so its rows are kept from the check.
 class DumpRows : public RowSource {
  public:
   DumpRows(std::string path, std::string dtype)
       : path_(std::move(path)), dtype_(std::move(dtype)) {}
 
   absl::Status Check() {
-    RETURN_IF_ERROR(Rewind());
-    RowBatch scratch;
-    do {
-      RETURN_IF_ERROR(Next(4096, &scratch));
-      rows_ += scratch.keys.size();
-    } while (!scratch.keys.empty());
-    return Rewind();
+    identity_ = RegularFileIdentity(path_);
+    RETURN_IF_ERROR(Open());
+    for (;;) {
+      RowBatch batch;
+      RETURN_IF_ERROR(Read(4096, &batch));
+      if (batch.keys.empty()) break;
+      rows_ += batch.keys.size();
+      if (!identity_.has_value()) held_.push_back(std::move(batch));
+    }
+    if (identity_.has_value() && RegularFileIdentity(path_) != identity_) return Changed();
+    if (identity_.has_value()) RETURN_IF_ERROR(Open());
+    return absl::OkStatus();
   }
 
   size_t rows() const override { return rows_; }
   absl::Status Next(size_t max, RowBatch* batch) override {
+    batch->Clear();
+    if (!identity_.has_value()) {  // kept from the check
+      if (next_held_ < held_.size()) *batch = std::move(held_[next_held_++]);
+      return absl::OkStatus();
+    }
+    if (RegularFileIdentity(path_) != identity_) return Changed();
+    RETURN_IF_ERROR(Read(max, batch));
+    sent_ += batch->keys.size();
+    // More rows than were checked (the file grew between the stat and the read), or
+    // fewer at the end: not the input that was checked.
+    if (sent_ > rows_ || (batch->keys.empty() && sent_ != rows_)) return Changed();
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Open() {
+    in_ = std::ifstream(path_);
+    line_ = 0;
+    if (!in_) return absl::NotFoundError(absl::StrCat(path_, ": cannot open"));
+    return absl::OkStatus();
+  }
+  absl::Status Read(size_t max, RowBatch* batch) {
     batch->Clear();
     std::string line;
     while (batch->keys.size() < max && std::getline(in_, line)) {
@@ -164,13 +217,10 @@ class DumpRows : public RowSource {
     }
     return absl::OkStatus();
   }
-
- private:
-  absl::Status Rewind() {
-    in_ = std::ifstream(path_);
-    line_ = 0;
-    if (!in_) return absl::NotFoundError(absl::StrCat(path_, ": cannot open"));
-    return absl::OkStatus();
+  absl::Status Changed() const {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": changed after it was checked (", rows_,
+                     " rows then); load it again once nothing writes to it"));
   }
   // Appends the line's value to *value; a blank line appends nothing.
   absl::Status ParseLine(const std::string& line, int64_t* key, std::string* value);
@@ -186,6 +236,10 @@ class DumpRows : public RowSource {
   size_t line_ = 0;
   size_t dim_ = 0;  // from the first row
   size_t rows_ = 0;
+  std::optional<FileIdentity> identity_;  // nullopt: no regular file, rows in held_
+  std::vector<RowBatch> held_;
+  size_t next_held_ = 0;
+  size_t sent_ = 0;  // rows Next() handed out
 };
 
 absl::Status DumpRows::ParseLine(const std::string& line, int64_t* key, std::string* value) {

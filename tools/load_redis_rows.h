@@ -1,6 +1,7 @@
 // The rows fuserank-load-redis writes: one table read from a safetensors tensor or a
 // key-value dump, checked whole when opened (so bad input writes nothing) and then handed
-// out one batch at a time (so memory holds one batch, not the table). Each value is a
+// out one batch at a time (so memory holds one batch, not the table; a dump read from a
+// pipe or stdin, which cannot be read twice, is held whole). Each value is a
 // row's bytes in the model's embedding_dtype (int8: the codes, then scale and bias as
 // float32), as storage: redis tables read them (docs/remote-tables.md).
 // A RowSource is used by one thread.

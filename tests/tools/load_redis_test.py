@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -265,6 +266,32 @@ class LoadRedisTest(unittest.TestCase):
         self.assertEqual(done.returncode, 2)
         self.assertIn(f"{dump}:11: bad key 'x'", done.stderr)
         self.assertEqual(self.get("fuserank:many:200"), b"")
+
+    def test_a_dump_read_once_from_stdin_or_a_fifo_is_written_whole(self):
+        rows = {k: [k / 2, -k / 4] for k in range(300, 307)}
+        text = "".join(f"{k} {a} {b}\n" for k, (a, b) in rows.items())
+        done = subprocess.run([TOOL, f"--seed_nodes={self.seeds}", "--table=piped",
+                               "--dump=/dev/stdin", "--batch=3"],
+                              input=text, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("7 rows written", done.stdout)
+        for k, values in rows.items():
+            self.assertEqual(self.get(f"fuserank:piped:{k}"),
+                             np.array(values, np.float32).tobytes())
+        # A FIFO gives its content to one open only: the rows come from the check's read.
+        fifo = os.path.join(self.dir, "rows.fifo")
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=lambda: open(fifo, "w").write(text.replace(
+            "30", "40")))
+        writer.start()
+        done = subprocess.run([TOOL, f"--seed_nodes={self.seeds}", "--table=fifo",
+                               f"--dump={fifo}", "--batch=3"],
+                              capture_output=True, text=True, timeout=60)
+        writer.join(timeout=5)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("7 rows written", done.stdout)
+        self.assertEqual(self.get("fuserank:fifo:406"),
+                         np.array(rows[306], np.float32).tobytes())
 
 
 if __name__ == "__main__":
