@@ -19,6 +19,7 @@
 #include "server/infer_response.h"
 #include "server/kserve_tensors.h"
 #include "server/logging.h"
+#include "server/missing_message.h"
 #include "server/tsan_handoff.h"
 #include "server/wire_bytes.h"
 #include "spdlog/spdlog.h"
@@ -34,9 +35,6 @@ constexpr size_t kMaxPooledCallBytes = size_t{1} << 20;
 // A call done with a request this large (wire bytes and parsed values) asks the trimmer to
 // give memory back.
 constexpr size_t kTrimAfterBytes = size_t{1} << 20;
-
-constexpr char kNoMessage[] = "the call carried no inference.ModelInferRequest message";
-constexpr char kCancelledFirst[] = "the call was cancelled before its request arrived";
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -86,11 +84,7 @@ struct KServeService::Call {
   // For the access log: the candidates the request holds, from item_ids' shape once it is
   // parsed (0 for a call refused before its parse).
   int64_t candidates = 0;
-  // gRPC handed the call over without its message: counted (metrics, access log) when it is
-  // done, as CANCELLED if the client cancelled it by then -- which gRPC may report only
-  // after ModelInfer() has run -- else as the INVALID_ARGUMENT it was answered (as Rank).
-  bool no_message = false;
-  double finished_seconds = 0;
+  MissingMessage missing{"inference.ModelInferRequest"};
   std::atomic<bool> cancelled{false};
   bool accepted = false;
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
@@ -174,7 +168,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   call->info = InferRequestInfo{};
   call->model_name.clear();
   call->candidates = 0;
-  call->no_message = false;
+  call->missing.Reset();
   call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
@@ -186,14 +180,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
         "too many calls in flight (server.max_inflight_requests = ", options_.limiter->limit(),
         "); retry with backoff"));
   } else if (request == nullptr || !request->Valid()) {
-    // gRPC hands over calls whose message never arrived, most often because the client
-    // cancelled first: that is no bad request.
-    if (context->IsCancelled()) {
-      status = absl::CancelledError(kCancelledFirst);
-    } else {
-      call->no_message = true;
-      status = absl::InvalidArgumentError(kNoMessage);
-    }
+    status = call->missing.Answer(context->IsCancelled());  // most often: cancelled first
   } else {
     status = Start(context, *request, call);
   }
@@ -368,11 +355,10 @@ void KServeService::Record(const Call& call, grpc::StatusCode code, const std::s
 }
 
 void KServeService::Finish(Call* call, const grpc::Status& status) {
-  if (call->no_message) {
-    call->finished_seconds = SecondsSince(call->start);  // recorded in OnCallDone
-  } else {
-    Record(*call, status.error_code(), status.error_message(), SecondsSince(call->start));
-  }
+  const double seconds = SecondsSince(call->start);
+  if (call->missing.CountAtFinish(seconds)) {
+    Record(*call, status.error_code(), status.error_message(), seconds);
+  }  // else counted in OnCallDone
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
 }
@@ -380,10 +366,10 @@ void KServeService::Finish(Call* call, const grpc::Status& status) {
 void KServeService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
   call->reactor.reset();        // inside its OnDone: nothing touches it after this
-  if (call->no_message) {
+  if (call->missing.pending()) {
     const bool cancelled = call->cancelled.load(std::memory_order_acquire);
-    Record(*call, cancelled ? grpc::StatusCode::CANCELLED : grpc::StatusCode::INVALID_ARGUMENT,
-           cancelled ? kCancelledFirst : kNoMessage, call->finished_seconds);
+    Record(*call, call->missing.code(cancelled), call->missing.message(cancelled),
+           call->missing.seconds());
   }
   const bool accepted = call->accepted;
   if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();

@@ -17,6 +17,7 @@
 #include "engine/status_macros.h"
 #include "server/grpc_status.h"
 #include "server/logging.h"
+#include "server/missing_message.h"
 #include "server/rank_request_fault.h"
 #include "server/rank_request_view.h"
 #include "server/request_decoder.h"
@@ -102,11 +103,7 @@ struct RankerService::Call {
   int candidates = 0;
   uint32_t top_k = 0;
   size_t request_bytes = 0;
-  // gRPC handed the call over without its message: counted (metrics, access log) when it is
-  // done, as CANCELLED if the client cancelled it by then -- which gRPC may report only
-  // after Rank() has run -- else as the INVALID_ARGUMENT it was answered.
-  bool no_message = false;
-  double finished_seconds = 0;
+  MissingMessage missing{"fuserank.v1.RankRequest"};
   std::optional<Reactor> reactor;
   grpc::ByteBuffer* response_buffer = nullptr;
   ModelHandle model;  // the version that decodes, scores and answers this call
@@ -148,7 +145,7 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->candidates = 0;
   call->top_k = 0;
   call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
-  call->no_message = false;
+  call->missing.Reset();
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
   // The first bound, before anything reads the request: calls handed over and not done
@@ -176,13 +173,7 @@ absl::Status RankerService::CheckCall(grpc::CallbackServerContext* context,
     return absl::UnavailableError("the server is shutting down; retry on another replica");
   }
   if (request == nullptr || !request->Valid()) {
-    // gRPC hands over calls whose message never arrived, most often because the client
-    // cancelled first: that is no bad request.
-    if (context->IsCancelled()) {
-      return absl::CancelledError("the call was cancelled before its request arrived");
-    }
-    call->no_message = true;
-    return absl::InvalidArgumentError("the call carried no fuserank.v1.RankRequest message");
+    return call->missing.Answer(context->IsCancelled());  // most often: cancelled first
   }
   *deadline = SteadyDeadline(*context);
   if (*deadline <= call->start) {
@@ -346,11 +337,10 @@ void RankerService::Record(const Call& call, grpc::StatusCode code, const std::s
 }
 
 void RankerService::Finish(Call* call, const grpc::Status& status) {
-  if (call->no_message) {
-    call->finished_seconds = SecondsSince(call->start);  // recorded in OnCallDone
-  } else {
-    Record(*call, status.error_code(), status.error_message(), SecondsSince(call->start));
-  }
+  const double seconds = SecondsSince(call->start);
+  if (call->missing.CountAtFinish(seconds)) {
+    Record(*call, status.error_code(), status.error_message(), seconds);
+  }  // else counted in OnCallDone
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
 }
@@ -358,12 +348,10 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
 void RankerService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
   call->reactor.reset();        // we are inside its OnDone: nothing touches it after this
-  if (call->no_message) {
+  if (call->missing.pending()) {
     const bool cancelled = call->cancelled.load(std::memory_order_acquire);
-    Record(*call, cancelled ? grpc::StatusCode::CANCELLED : grpc::StatusCode::INVALID_ARGUMENT,
-           cancelled ? "the call was cancelled before its request arrived"
-                     : "the call carried no fuserank.v1.RankRequest message",
-           call->finished_seconds);
+    Record(*call, call->missing.code(cancelled), call->missing.message(cancelled),
+           call->missing.seconds());
   }
   const bool accepted = call->accepted;
   if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
