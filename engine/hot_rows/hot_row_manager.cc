@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/escape_text.h"
 #include "engine/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -109,12 +110,13 @@ absl::StatusOr<std::vector<int>> HotRowManager::Resolve(
       std::vector<std::string> available;
       for (const EmbeddingTable& t : model_->tables()) available.push_back(t.name);
       // The caller names the model: the server serves it under a name of its own.
-      return absl::NotFoundError(absl::StrCat("no table '", std::string(name),
-                                              "'; its tables: ", absl::StrJoin(available, ", ")));
+      return absl::NotFoundError(
+          absl::StrCat("no table '", EscapeText(absl::string_view(name.data(), name.size())),
+                       "'; its tables: ", absl::StrJoin(available, ", ")));
     }
     if (!seen.insert(index).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("table '", std::string(name), "' is listed twice"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", EscapeText(absl::string_view(name.data(), name.size())), "' is listed twice"));
     }
     indices.push_back(index);
   }

@@ -130,6 +130,8 @@ TEST(HotRowManagerTest, RefusedSwapsChangeNothing) {
        absl::StatusCode::kInvalidArgument,
        {"item_1", "id 100"}},
       {{{"item_0", ok}, {"item_0", ok}}, absl::StatusCode::kInvalidArgument, {"item_0", "twice"}},
+      // A name a client sent is escaped in the message (which the admin log prints).
+      {{{"a\nb\\c", ok}}, absl::StatusCode::kNotFound, {"no table 'a\\nb\\\\c'"}},
   };
   for (const Case& c : cases) {
     auto result = manager->Set(c.tables);
