@@ -47,7 +47,8 @@ def export(src: SourceModel, out: str, name: Optional[str] = None, version: str 
     """Validates `src` and writes `out` (NAME.yaml) and NAME.safetensors beside it.
     Returns (spec path, weights path). Both files are written to temporary names first and
     renamed into place only when both are complete (the weights first); on any failure
-    the temporary files are removed and nothing already there is replaced."""
+    the temporary files are removed and nothing already there is replaced (but for a
+    failed rename of the spec after the weights' one: docs/export.md)."""
     check_choice(dtype, DTYPES, "--dtype")
     if not isinstance(out, str) or not out.endswith((".yaml", ".yml")):
         raise ExportError(f"--out {out}: must name the spec file, ending in .yaml")
