@@ -15,6 +15,7 @@
 #
 # usage: bench/run_stall_bench.sh       (about 1 minute)
 # env:   BUILD=build DURATION=5 STALL_S=2 CONCURRENCY=32 SERVER_CPU=0 LOAD_CPU=1
+#        (DURATION and STALL_S in seconds, fractions allowed; STALL_S at most DURATION)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -31,6 +32,14 @@ OUT=bench/out/stall
 mkdir -p "$OUT"
 
 log() { echo "run_stall_bench: $*" >&2; }
+# Seconds are decimals (DURATION=2.5): every sum on them is awk's, never bash's integers.
+is_seconds() { [[ $1 =~ ^([0-9]+([.][0-9]*)?|[.][0-9]+)$ ]]; }
+is_seconds "$DURATION" && awk -v d="$DURATION" 'BEGIN { exit !(d > 0) }' ||
+  { log "DURATION must be a number of seconds > 0, not '$DURATION'"; exit 2; }
+is_seconds "$STALL_S" && awk -v s="$STALL_S" -v d="$DURATION" 'BEGIN { exit !(s <= d) }' ||
+  { log "STALL_S must be a number of seconds from 0 to DURATION ($DURATION), not '$STALL_S'"
+    exit 2; }
+seconds() { awk "BEGIN { printf \"%.17g\", $1 }"; }
 source bench/bench_server_util.sh
 bench_require "$SERVER" "$BENCH"
 [[ -f "$MODEL" ]] || { log "$MODEL is missing: build first (make build)"; exit 1; }
@@ -41,7 +50,7 @@ trap '[[ -n "$PID" ]] && { kill -CONT $PID; kill $PID; } 2>/dev/null || true' EX
 # line per bucket (before, stall, after).
 run() {
   taskset -c "$LOAD_CPU" "$BENCH" --target="127.0.0.1:$PORT" --model="$MODEL" \
-    --candidates=1024 --concurrency="$CONCURRENCY" --duration="$(( DURATION * $4 ))" \
+    --candidates=1024 --concurrency="$CONCURRENCY" --duration="$(seconds "$DURATION * $4")" \
     --bucket="$DURATION" --warmup=0 --timeout_ms="$3" --json >"$OUT/$1-$2.txt" 2>&1 || true
   tail -1 "$OUT/$1-$2.txt" | "$PY" -c '
 import json, sys
@@ -73,7 +82,7 @@ YAML
   run "$setting" warmup "$timeout" 1 >/dev/null
   # The run's window starts once its request pool is built and it has connected (well
   # under a second for the demo model), so the stall falls inside the middle bucket.
-  ( sleep "$("$PY" -c "print($DURATION * 1.5 - $STALL_S / 2)")"; kill -STOP "$PID"
+  ( sleep "$(seconds "$DURATION * 1.5 - $STALL_S / 2")"; kill -STOP "$PID"
     sleep "$STALL_S"; kill -CONT "$PID" ) &
   STALLER=$!
   run "$setting" windows "$timeout" 3

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
-#include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -69,18 +69,15 @@ class Runner {
   absl::StatusOr<RunResult> Run();
 
  private:
+  void Start(const RunPlan& plan);
   absl::Status Connect();
   void Issue(Lane& lane, int64_t start_ns);
   void Poll(Lane& lane);
   void Complete(Lane& lane, const Call& call, int64_t now_ns);
   bool ValidResponse(const grpc::ByteBuffer& buffer) const;
   void Schedule();
-  // The scheduled rate at `t_ns` and the time it next changes (INT64_MAX: never).
-  std::pair<double, int64_t> PhaseAt(int64_t t_ns) const;
-  // The bucket of the window that holds `t_ns`, or -1 outside the window or with none.
-  int BucketOf(int64_t t_ns) const;
-  std::vector<WindowBucket> NewBuckets() const;
   void ReportProgress(absl::Notification& done);
+  RunResult Collect(double window_s);
 
   const RunOptions& options_;
   const RequestPool& pool_;
@@ -92,42 +89,13 @@ class Runner {
   int64_t start_ns_ = 0;
   int64_t window_start_ns_ = 0;
   int64_t window_end_ns_ = 0;
-  int64_t bucket_ns_ = 0;  // 0: no buckets
+  std::optional<RateSchedule> schedule_;  // open loop
+  std::optional<WindowGrid> grid_;
   // Written by the open-loop scheduler only; read after it is joined.
   int64_t delayed_sends_ = 0;
   int64_t max_send_lag_ns_ = 0;
   std::vector<WindowBucket> send_buckets_;  // delayed sends and lag per bucket
 };
-
-std::pair<double, int64_t> Runner::PhaseAt(int64_t t_ns) const {
-  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-  if (options_.schedule.empty()) return {options_.rate, kNever};
-  if (t_ns < window_start_ns_) return {options_.schedule.front().rate, window_start_ns_};
-  int64_t end = window_start_ns_;
-  for (const RatePhase& phase : options_.schedule) {
-    end += static_cast<int64_t>(phase.duration_s * 1e9);
-    if (t_ns < end) return {phase.rate, end};
-  }
-  return {options_.schedule.back().rate, kNever};
-}
-
-int Runner::BucketOf(int64_t t_ns) const {
-  if (bucket_ns_ == 0 || t_ns < window_start_ns_ || t_ns >= window_end_ns_) return -1;
-  const int64_t index = (t_ns - window_start_ns_) / bucket_ns_;
-  return static_cast<int>(std::min<int64_t>(
-      index, static_cast<int64_t>((window_end_ns_ - window_start_ns_ - 1) / bucket_ns_)));
-}
-
-std::vector<WindowBucket> Runner::NewBuckets() const {
-  std::vector<WindowBucket> buckets;
-  if (bucket_ns_ == 0) return buckets;
-  for (int64_t t = window_start_ns_; t < window_end_ns_; t += bucket_ns_) {
-    WindowBucket& bucket = buckets.emplace_back();
-    bucket.start_s = static_cast<double>(t - window_start_ns_) / 1e9;
-    bucket.rate = options_.concurrency > 0 ? 0 : PhaseAt(t).first;
-  }
-  return buckets;
-}
 
 absl::Status Runner::Connect() {
   for (int i = 0; i < options_.channels; ++i) {
@@ -189,7 +157,7 @@ void Runner::Complete(Lane& lane, const Call& call, int64_t now_ns) {
     error = "BAD_RESPONSE";
   }
   const int64_t latency = now_ns - call.start_ns;
-  const int sent_in = BucketOf(call.start_ns);
+  const int sent_in = grid_->Of(call.start_ns);
   if (measured) lane.last_measured_ns = std::max(lane.last_measured_ns, now_ns);
   if (error.empty()) {
     if (measured) {
@@ -201,7 +169,7 @@ void Runner::Complete(Lane& lane, const Call& call, int64_t now_ns) {
       lane.buckets[sent_in].latency.Record(latency);
       ++lane.buckets[sent_in].ok;
     }
-    if (const int done_in = BucketOf(now_ns); done_in >= 0) ++lane.buckets[done_in].completed_ok;
+    if (const int done_in = grid_->Of(now_ns); done_in >= 0) ++lane.buckets[done_in].completed_ok;
     absl::MutexLock lock(&lane.mu);
     lane.interval.Record(latency);
   } else {
@@ -257,7 +225,7 @@ void Runner::Schedule() {
       const int64_t lag = NowNs() - next;
       delayed_sends_ += delayed ? 1 : 0;
       max_send_lag_ns_ = std::max(max_send_lag_ns_, lag);
-      if (const int b = BucketOf(next); b >= 0) {
+      if (const int b = grid_->Of(next); b >= 0) {
         send_buckets_[b].delayed_sends += delayed ? 1 : 0;
         send_buckets_[b].max_send_lag_ns = std::max(send_buckets_[b].max_send_lag_ns, lag);
       }
@@ -265,13 +233,19 @@ void Runner::Schedule() {
     Issue(lanes_[lane], next);
     lane = (lane + 1) % lanes_.size();
     // Poisson arrivals are memoryless: a gap that would cross a change of rate restarts
-    // at the change with the new rate.
+    // at the change with the new rate. A gap past the window's end ends the sends; it is
+    // never added to a time (at a tiny rate it overflowed int64 and wrapped to the past).
     int64_t from = next;
     for (;;) {
-      const auto [rate, change] = PhaseAt(from);
-      const int64_t arrival = from + static_cast<int64_t>(std::llround(gap(rng) / rate * 1e9));
-      if (arrival < change || change >= window_end_ns_) {
-        next = arrival;
+      const auto [rate, change] = schedule_->PhaseAt(from);
+      const double gap_ns = gap(rng) / rate * 1e9;
+      const int64_t until = std::min(change, window_end_ns_);
+      if (gap_ns < static_cast<double>(until - from)) {
+        next = from + std::llround(gap_ns);
+        break;
+      }
+      if (change >= window_end_ns_) {
+        next = window_end_ns_;
         break;
       }
       from = change;
@@ -310,49 +284,15 @@ void Runner::ReportProgress(absl::Notification& done) {
 }
 
 absl::StatusOr<RunResult> Runner::Run() {
-  const bool open_loop = options_.rate > 0 || !options_.schedule.empty();
-  if ((options_.concurrency > 0) == open_loop) {
-    return absl::InvalidArgumentError("give exactly one of --concurrency and --rate");
-  }
-  double window_s = options_.duration_s;
-  if (!options_.schedule.empty()) {
-    window_s = 0;
-    for (const RatePhase& phase : options_.schedule) {
-      if (!(phase.rate > 0) || !(phase.duration_s > 0)) {
-        return absl::InvalidArgumentError(
-            "every phase of --schedule needs a rate and a duration > 0");
-      }
-      window_s += phase.duration_s;
-    }
-  }
-  if (options_.bucket_s < 0) return absl::InvalidArgumentError("--bucket must be >= 0");
+  absl::StatusOr<RunPlan> plan = PlanRun(options_);
+  if (!plan.ok()) return plan.status();
   if (pool_.serialized.empty()) return absl::InvalidArgumentError("empty request pool");
-  if (options_.channels < 1 || options_.threads < 1 || options_.duration_s <= 0 ||
-      options_.warmup_s < 0 || options_.timeout_ms < 1 || options_.max_outstanding < 1) {
-    return absl::InvalidArgumentError(
-        "channels, threads, duration, timeout_ms and max_outstanding must be positive");
-  }
   for (const std::string& bytes : pool_.serialized) {
     grpc::Slice slice(bytes);
     requests_.emplace_back(&slice, 1);
   }
   if (absl::Status status = Connect(); !status.ok()) return status;
-
-  int lanes = options_.threads;
-  if (options_.concurrency > 0) lanes = std::min(lanes, options_.concurrency);
-  for (int i = 0; i < lanes; ++i) {
-    Lane& lane = lanes_.emplace_back();
-    lane.stub = stubs_[i % stubs_.size()].get();
-    if (options_.concurrency > 0) {
-      lane.slots = options_.concurrency / lanes + (i < options_.concurrency % lanes ? 1 : 0);
-    }
-  }
-  start_ns_ = NowNs();
-  window_start_ns_ = start_ns_ + static_cast<int64_t>(options_.warmup_s * 1e9);
-  window_end_ns_ = window_start_ns_ + static_cast<int64_t>(window_s * 1e9);
-  bucket_ns_ = static_cast<int64_t>(options_.bucket_s * 1e9);
-  send_buckets_ = NewBuckets();
-  for (Lane& lane : lanes_) lane.buckets = NewBuckets();
+  Start(*plan);
 
   absl::Notification done;
   std::thread progress;
@@ -363,12 +303,39 @@ absl::StatusOr<RunResult> Runner::Run() {
   std::vector<std::thread> pollers;
   for (Lane& lane : lanes_) pollers.emplace_back([&] { Poll(lane); });
   std::thread scheduler;
-  if (open_loop) scheduler = std::thread([&] { Schedule(); });
+  if (schedule_.has_value()) scheduler = std::thread([&] { Schedule(); });
   if (scheduler.joinable()) scheduler.join();
   for (std::thread& t : pollers) t.join();
   done.Notify();
   if (progress.joinable()) progress.join();
+  return Collect(plan->window_s);
+}
 
+// The lanes, the clock of the run and its buckets, before the first call.
+void Runner::Start(const RunPlan& plan) {
+  int lanes = options_.threads;
+  if (options_.concurrency > 0) lanes = std::min(lanes, options_.concurrency);
+  for (int i = 0; i < lanes; ++i) {
+    Lane& lane = lanes_.emplace_back();
+    lane.stub = stubs_[i % stubs_.size()].get();
+    if (options_.concurrency > 0) {
+      lane.slots = options_.concurrency / lanes + (i < options_.concurrency % lanes ? 1 : 0);
+    }
+  }
+  start_ns_ = NowNs();
+  window_start_ns_ = start_ns_ + std::llround(options_.warmup_s * 1e9);
+  window_end_ns_ = window_start_ns_ + std::max<int64_t>(1, std::llround(plan.window_s * 1e9));
+  if (options_.concurrency == 0) {
+    schedule_.emplace(options_.rate, options_.schedule, window_start_ns_);
+  }
+  grid_.emplace(window_start_ns_, window_end_ns_, plan.bucket_ns);
+  const RateSchedule* schedule = schedule_.has_value() ? &*schedule_ : nullptr;
+  send_buckets_ = grid_->NewBuckets(schedule);
+  for (Lane& lane : lanes_) lane.buckets = grid_->NewBuckets(schedule);
+}
+
+// The lanes' records merged, after every thread is joined.
+RunResult Runner::Collect(double window_s) {
   RunResult result;
   result.window_s = window_s;
   result.buckets = std::move(send_buckets_);
@@ -380,10 +347,7 @@ absl::StatusOr<RunResult> Runner::Run() {
     result.completed_ok += lane.completed_ok;
     last_measured_ns = std::max(last_measured_ns, lane.last_measured_ns);
     for (size_t b = 0; b < lane.buckets.size(); ++b) {
-      result.buckets[b].latency.Merge(lane.buckets[b].latency);
-      result.buckets[b].ok += lane.buckets[b].ok;
-      result.buckets[b].errors += lane.buckets[b].errors;
-      result.buckets[b].completed_ok += lane.buckets[b].completed_ok;
+      MergeCalls(lane.buckets[b], &result.buckets[b]);
     }
     for (const auto& [code, n] : lane.errors) {
       result.errors_by_code[code] += n;

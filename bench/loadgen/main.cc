@@ -6,6 +6,7 @@
 // once a second when stdout is a terminal.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,10 +15,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "bench/loadgen/load_runner.h"
+#include "bench/loadgen/rate_schedule.h"
 #include "bench/loadgen/report.h"
 #include "bench/loadgen/request_pool.h"
 #include "engine/model_spec.h"
@@ -66,23 +67,16 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::st
   return out;
 }
 
-// "RATE:SECONDS,..." into phases; false on a malformed phase.
-bool ParseSchedule(const std::string& text, std::vector<fuserank::bench::RatePhase>* phases) {
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    const std::vector<absl::string_view> fields = absl::StrSplit(part, ':');
-    fuserank::bench::RatePhase phase;
-    if (fields.size() != 2 || !absl::SimpleAtod(fields[0], &phase.rate) ||
-        !absl::SimpleAtod(fields[1], &phase.duration_s)) {
-      return false;
-    }
-    phases->push_back(phase);
-  }
-  return true;
+// A flag out of range: exit 2, as the other bench tools.
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "fuserank-bench: %s\n", message.c_str());
+  return 2;
 }
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "fuserank-bench: %s\n", message.c_str());
-  return 1;
+// Exit 2 for what the flags asked (InvalidArgument), 1 for the rest (no connection, ...).
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "fuserank-bench: %s\n", std::string(status.message()).c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
 }  // namespace
@@ -104,14 +98,14 @@ int main(int argc, char** argv) {
   using fuserank::bench::RunOptions;
 
   const std::string model_path = absl::GetFlag(FLAGS_model);
-  if (model_path.empty()) return Fail("--model=MODEL.yaml is required");
+  if (model_path.empty()) return Usage("--model=MODEL.yaml is required");
   absl::StatusOr<fuserank::engine::ModelSpec> spec =
       fuserank::engine::ParseModelSpecFile(model_path);
-  if (!spec.ok()) return Fail(std::string(spec.status().message()));
+  if (!spec.ok()) return Fail(spec.status());
 
   RequestOptions request;
   request.candidates = absl::GetFlag(FLAGS_candidates);
-  if (absl::GetFlag(FLAGS_top_k) < 0) return Fail("--top_k must be >= 0");
+  if (absl::GetFlag(FLAGS_top_k) < 0) return Usage("--top_k must be >= 0");
   request.top_k = static_cast<uint32_t>(absl::GetFlag(FLAGS_top_k));
   request.bag = absl::GetFlag(FLAGS_bag);
   request.zipf_alpha = absl::GetFlag(FLAGS_zipf);
@@ -122,20 +116,25 @@ int main(int argc, char** argv) {
   const int pool_size = absl::GetFlag(FLAGS_requests_pool);
   absl::StatusOr<fuserank::bench::RequestPool> pool =
       fuserank::bench::BuildRequestPool(*spec, request, pool_size);
-  if (!pool.ok()) return Fail(std::string(pool.status().message()));
+  if (!pool.ok()) return Fail(pool.status());
 
   RunOptions run;
   run.target = absl::GetFlag(FLAGS_target);
   run.rate = absl::GetFlag(FLAGS_rate);
   run.concurrency = absl::GetFlag(FLAGS_concurrency);
-  if (!ParseSchedule(absl::GetFlag(FLAGS_schedule), &run.schedule)) {
-    return Fail("--schedule takes RATE:SECONDS,RATE:SECONDS,...");
-  }
+  // SimpleAtod takes "inf" and "nan"; a negative or NaN rate must not turn into the
+  // closed-loop default below.
+  if (!std::isfinite(run.rate) || run.rate < 0) return Usage("--rate must be finite and >= 0");
+  if (run.concurrency < 0) return Usage("--concurrency must be >= 0");
+  absl::StatusOr<std::vector<fuserank::bench::RatePhase>> schedule =
+      fuserank::bench::ParseSchedule(absl::GetFlag(FLAGS_schedule));
+  if (!schedule.ok()) return Fail(schedule.status());
+  run.schedule = *std::move(schedule);
   if (!run.schedule.empty()) {
-    if (run.rate > 0) return Fail("give --rate or --schedule, not both");
+    if (run.rate > 0) return Usage("give --rate or --schedule, not both");
     run.rate = run.schedule.front().rate;
   }
-  if (run.rate > 0 && run.concurrency > 0) return Fail("give --concurrency or --rate, not both");
+  if (run.rate > 0 && run.concurrency > 0) return Usage("give --concurrency or --rate, not both");
   if (run.rate <= 0 && run.concurrency <= 0) run.concurrency = 4;
   run.duration_s = absl::GetFlag(FLAGS_duration);
   run.bucket_s = absl::GetFlag(FLAGS_bucket);
@@ -150,7 +149,7 @@ int main(int argc, char** argv) {
   run.progress = isatty(STDOUT_FILENO) != 0;
 
   absl::StatusOr<fuserank::bench::RunResult> result = fuserank::bench::RunLoad(run, *pool);
-  if (!result.ok()) return Fail(std::string(result.status().message()));
+  if (!result.ok()) return Fail(result.status());
 
   fuserank::bench::BenchReport report;
   report.target = run.target;

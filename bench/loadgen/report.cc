@@ -25,11 +25,23 @@ double Qps(const BenchReport& report) {
   return window > 0 ? static_cast<double>(report.result.completed_ok) / window : 0.0;
 }
 
-// The quantile of `h`, or "-" when it has too few values for one (under 10 / (1 - q)
-// values the quantile is within a value or two of the maximum).
+// Whether `h` holds enough values for its quantile `q`: at least 10 above it (under
+// 10 / (1 - q) values the quantile is within a value or two of the maximum), so p99 needs
+// 1,000 values and p99.9 10,000.
+bool HasQuantile(const LatencyHistogram& h, double q) {
+  return static_cast<double>(h.count()) * (1.0 - q) >= 10.0 - 1e-9;
+}
+
+// The quantile of `h` in ms for text, or "-" when it has too few values for one.
 std::string Quantile(const LatencyHistogram& h, double q) {
-  if (static_cast<double>(h.count()) * (1.0 - q) < 10.0 - 1e-9) return "-";
+  if (!HasQuantile(h, q)) return "-";
   return absl::StrFormat("%.3f", Ms(h.ValueAtQuantile(q)));
+}
+
+// The same for JSON: null when too few.
+std::string QuantileJson(const LatencyHistogram& h, double q) {
+  if (!HasQuantile(h, q)) return "null";
+  return Number(Ms(h.ValueAtQuantile(q)), 4);
 }
 
 std::string BucketJson(const WindowBucket& b) {
@@ -37,8 +49,8 @@ std::string BucketJson(const WindowBucket& b) {
       "{\"start_s\":", Number(b.start_s, 3), ",\"rate\":", Number(b.rate, 3), ",\"ok\":", b.ok,
       ",\"errors\":", b.errors, ",\"completed_ok\":", b.completed_ok,
       ",\"p50_ms\":", Number(Ms(b.latency.ValueAtQuantile(0.5)), 4),
-      ",\"p99_ms\":", Number(Ms(b.latency.ValueAtQuantile(0.99)), 4),
-      ",\"max_ms\":", Number(Ms(b.latency.max()), 4), ",\"delayed_sends\":", b.delayed_sends,
+      ",\"p99_ms\":", QuantileJson(b.latency, 0.99), ",\"max_ms\":", Number(Ms(b.latency.max()), 4),
+      ",\"delayed_sends\":", b.delayed_sends,
       ",\"max_send_lag_ms\":", Number(Ms(b.max_send_lag_ns), 4), "}");
 }
 
@@ -155,8 +167,9 @@ std::string ReportText(const BenchReport& report) {
     absl::StrAppendFormat(&text, "  error %s: %d\n", code, n);
   }
   if (r.refused.count() > 0) {
-    absl::StrAppendFormat(&text, "  RESOURCE_EXHAUSTED answered in ms: p50 %.3f  p99 %.3f\n",
-                          Ms(r.refused.ValueAtQuantile(0.5)), Ms(r.refused.ValueAtQuantile(0.99)));
+    absl::StrAppendFormat(
+        &text, "  RESOURCE_EXHAUSTED answered in ms: p50 %.3f  p99 %s (%d calls)\n",
+        Ms(r.refused.ValueAtQuantile(0.5)), Quantile(r.refused, 0.99), r.refused.count());
   }
   if (report.run.rate > 0 && (r.delayed_sends > 0 || r.max_send_lag_ns > 1000000)) {
     absl::StrAppendFormat(&text,
@@ -167,9 +180,9 @@ std::string ReportText(const BenchReport& report) {
   for (const WindowBucket& b : r.buckets) {
     absl::StrAppendFormat(&text,
                           "  at %6.2f s  rate %8.1f  ok %6d  errors %5d  answered %6d  "
-                          "p50 %8.3f  p99 %8.3f  max %8.3f ms  held %d  lag %.3f ms\n",
+                          "p50 %8.3f  p99 %8s  max %8.3f ms  held %d  lag %.3f ms\n",
                           b.start_s, b.rate, b.ok, b.errors, b.completed_ok,
-                          Ms(b.latency.ValueAtQuantile(0.5)), Ms(b.latency.ValueAtQuantile(0.99)),
+                          Ms(b.latency.ValueAtQuantile(0.5)), Quantile(b.latency, 0.99),
                           Ms(b.latency.max()), b.delayed_sends, Ms(b.max_send_lag_ns));
   }
   return text;

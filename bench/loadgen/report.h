@@ -22,9 +22,11 @@ struct BenchReport {
   RunResult result;
 };
 
-// One line, no newline: {"qps":..., "p50_ms":..., ...}. Keys are stable.
+// One line, no newline: {"qps":..., "p50_ms":..., ...}. Keys are stable. A bucket's
+// p99_ms is null under 1,000 calls (too few for one: see ReportText).
 std::string ReportJson(const BenchReport& report);
-// A few lines for people.
+// A few lines for people, with call counts; "-" for a p99 or p99.9 of fewer than 1,000 or
+// 10,000 calls (the top line, the refusals and each bucket).
 std::string ReportText(const BenchReport& report);
 
 // JSON string literal for `text` (quotes included).

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -192,6 +193,78 @@ TEST_F(LoadRunnerTest, RejectsBadOptionsAndUnreachableTargets) {
   options_.connect_timeout_ms = 200;
   absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+}
+
+// Option errors come before the connection: the target here never answers, so an error
+// other than InvalidArgument means the options were taken.
+class LoadRunnerOptionsTest : public LoadRunnerTest {
+ protected:
+  void SetUp() override {
+    LoadRunnerTest::SetUp();
+    options_.target = "127.0.0.1:1";
+    options_.connect_timeout_ms = 200;
+  }
+  // The error of a run with `options_`, InvalidArgument expected.
+  std::string OptionError() {
+    absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+    return std::string(result.status().message());
+  }
+};
+
+// --bucket=0.001 --duration=10 needed ~2.3 GB of histograms; it was taken.
+TEST_F(LoadRunnerOptionsTest, RefusesTooManyBuckets) {
+  options_.rate = 100;
+  options_.duration_s = 2;
+  options_.bucket_s = 0.0005;  // 4,000 buckets
+  const std::string message = OptionError();
+  EXPECT_NE(message.find("--bucket"), std::string::npos) << message;
+  EXPECT_NE(message.find("--duration"), std::string::npos) << message;
+  options_.bucket_s = 0.002;  // 1,000 buckets: taken, then the target does not connect
+  EXPECT_EQ(RunLoad(options_, pool_).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// A bucket under half a nanosecond was silently no bucket.
+TEST_F(LoadRunnerOptionsTest, RefusesABucketThatRoundsToZero) {
+  options_.concurrency = 1;
+  options_.bucket_s = 1e-10;
+  EXPECT_NE(OptionError().find("rounds to 0 ns"), std::string::npos);
+}
+
+// inf and nan were taken as a phase's rate or duration (an inf rate sends with no gap).
+TEST_F(LoadRunnerOptionsTest, RefusesAPhaseThatIsNotFiniteNamingIt) {
+  options_.schedule = {{100, 0.5}, {std::numeric_limits<double>::infinity(), 0.5}};
+  EXPECT_NE(OptionError().find("--schedule phase 2 of 2: the rate must be finite"),
+            std::string::npos);
+  options_.schedule = {{100, std::numeric_limits<double>::quiet_NaN()}};
+  EXPECT_NE(OptionError().find("--schedule phase 1 of 1: the duration must be finite"),
+            std::string::npos);
+  // A phase's rate of 0 is the schedule's error, not "give one of --concurrency and --rate".
+  options_.schedule = {{0, 1}};
+  EXPECT_NE(OptionError().find("--schedule phase 1 of 1: the rate"), std::string::npos);
+}
+
+TEST_F(LoadRunnerOptionsTest, RefusesARateOrWindowThatIsNotFinite) {
+  options_.rate = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(OptionError().find("--rate must be finite"), std::string::npos);
+  options_.rate = 100;
+  options_.duration_s = std::numeric_limits<double>::infinity();
+  EXPECT_NE(OptionError().find("--duration must be > 0 and at most"), std::string::npos);
+  options_.duration_s = 1;
+  options_.warmup_s = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(OptionError().find("--warmup must be >= 0"), std::string::npos);
+}
+
+// A mean gap beyond int64 nanoseconds (1e-12/s: 1e21 ns) wrapped round to a time long past
+// and sent without pause; it ends the sends instead.
+TEST_F(LoadRunnerTest, ATinyRateSendsOnlyTheFirstCall) {
+  options_.rate = 1e-12;
+  options_.duration_s = 0.3;
+  options_.warmup_s = 0;
+  absl::StatusOr<RunResult> result = RunLoad(options_, pool_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_LE(result->ok + result->errors, 1);
+  EXPECT_LE(service_.calls.load(), 1);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ TEST(ReportTest, BucketsCarryTheirRateAndLag) {
   b.latency.Record(4000000);
   const std::string json = ReportJson(report);
   EXPECT_NE(json.find("\"buckets\":[{\"start_s\":0.500,\"rate\":600.000,\"ok\":7,\"errors\":0,"
-                      "\"completed_ok\":6,\"p50_ms\":4.0000,\"p99_ms\":4.0000,\"max_ms\":4.0000,"
+                      "\"completed_ok\":6,\"p50_ms\":4.0000,\"p99_ms\":null,\"max_ms\":4.0000,"
                       "\"delayed_sends\":2,\"max_send_lag_ms\":3.0000}]"),
             std::string::npos)
       << json;
@@ -114,6 +114,44 @@ TEST(ReportTest, TextPrintsP99FromAThousandCalls) {
   for (int i = 1; i <= 1000; ++i) report.result.latency.Record(i * 1000);  // 0.001 .. 1 ms
   const std::string text = ReportText(report);
   EXPECT_NE(text.find("p99 0.991  p99.9 -"), std::string::npos) << text;
+}
+
+// A bucket of ~100 calls printed a p99 that was its maximum: bucket lines and their JSON
+// follow the top line's rule (p99 from 1,000 calls).
+TEST(ReportTest, BucketsPrintP99FromAThousandCalls) {
+  BenchReport report = SampleReport();
+  WindowBucket& few = report.result.buckets.emplace_back();
+  for (int i = 1; i <= 999; ++i) few.latency.Record(i * 1000);  // 0.001 .. 0.999 ms
+  few.ok = 999;
+  WindowBucket& enough = report.result.buckets.emplace_back();
+  enough.start_s = 1;
+  for (int i = 1; i <= 1000; ++i) enough.latency.Record(i * 1000);  // 0.001 .. 1 ms
+  enough.ok = 1000;
+  const std::string json = ReportJson(report);
+  EXPECT_NE(json.find("\"ok\":999,\"errors\":0,\"completed_ok\":0,\"p50_ms\":0.5007,"
+                      "\"p99_ms\":null,\"max_ms\":0.9990,"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"ok\":1000,\"errors\":0,\"completed_ok\":0,\"p50_ms\":0.5007,"
+                      "\"p99_ms\":0.9912,\"max_ms\":1.0000,"),
+            std::string::npos)
+      << json;
+  const std::string text = ReportText(report);
+  EXPECT_NE(text.find("ok    999  errors     0  answered      0  p50    0.501  p99        -  "
+                      "max    0.999 ms"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ok   1000  errors     0  answered      0  p50    0.501  p99    0.991  "
+                      "max    1.000 ms"),
+            std::string::npos)
+      << text;
+}
+
+TEST(ReportTest, RefusalsPrintP99FromAThousand) {
+  BenchReport report = SampleReport();
+  for (int i = 1; i <= 100; ++i) report.result.refused.Record(i * 10000);
+  EXPECT_NE(ReportText(report).find("p50 0.501  p99 - (100 calls)"), std::string::npos)
+      << ReportText(report);
 }
 
 TEST(ReportTest, JsonQuoteEscapes) {
