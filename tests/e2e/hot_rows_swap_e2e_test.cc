@@ -36,7 +36,14 @@ constexpr int kCapacity = 32;
 constexpr int kRows = 300;
 constexpr int kClients = 4;
 constexpr int kRequests = 24;
+// Load runs at least kLoadTime and until the swaps and answers below are reached (the
+// counts, not the time, are what the test needs), or kPatience has passed: a machine
+// slow enough to miss them in that time fails the test.
 constexpr auto kLoadTime = std::chrono::milliseconds(1500);
+constexpr auto kPatience = std::chrono::seconds(120);
+constexpr int kMinSwaps = 50;
+constexpr int kMinRefused = 5;
+constexpr int64_t kMinAnswers = 100;
 
 // user_0, user_1 (mean), item_0, item_1 (oov: reject), item_2 (mean) in `dtype`.
 testing::TestModel SwapModel(engine::DType dtype) {
@@ -50,16 +57,17 @@ testing::TestModel SwapModel(engine::DType dtype) {
   return testing::MakeRandomModel(spec, 41);
 }
 
-// What the swapping thread saw.
+// What the swapping thread saw (the counts read while it runs).
 struct SwapTally {
-  int swaps = 0;
-  int refused = 0;
-  std::string problem;  // the first thing that went wrong
+  std::atomic<int> swaps{0};
+  std::atomic<int> refused{0};
+  std::atomic<bool> ended{false};  // it returned early: a problem
+  std::string problem;             // the first thing that went wrong
 };
 
-// What one client saw.
+// What one client saw (`ok` read while it runs).
 struct ClientTally {
-  int64_t ok = 0;
+  std::atomic<int64_t> ok{0};
   int64_t failed = 0;
   int64_t changed = 0;
   std::string problem;
@@ -115,6 +123,7 @@ model: {path: ")",
     uint64_t version = 0;
     auto problem = [&](const std::string& what) {
       if (tally->problem.empty()) tally->problem = absl::StrCat("seed ", seed, ": ", what);
+      tally->ended = true;
     };
     while (!stop.load()) {
       const int kind = static_cast<int>(rng() % 10);
@@ -207,29 +216,46 @@ TEST_P(HotRowsSwapE2eTest, SwapsUnderLoadFailNothingAndChangeNoScoreBit) {
     threads.emplace_back([&, c] { Client(c, expected, stop, &clients[c]); });
   }
   threads.emplace_back([&] { Swap(seed, stop, &swaps); });
-  std::this_thread::sleep_for(kLoadTime);
+  auto answers = [&] {
+    int64_t ok = 0;
+    for (const ClientTally& c : clients) ok += c.ok.load();
+    return ok;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool enough = swaps.swaps.load() >= kMinSwaps && swaps.refused.load() >= kMinRefused &&
+                        answers() >= kMinAnswers;
+    if ((enough && now >= start + kLoadTime) || swaps.ended.load() || now >= start + kPatience) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   stop.store(true);
   for (std::thread& t : threads) t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   SCOPED_TRACE(absl::StrCat("swap ", testing::SeedTrace(seed)));
   EXPECT_EQ(swaps.problem, "");
-  EXPECT_GE(swaps.swaps, 50) << "too few swaps to prove anything";
-  EXPECT_GE(swaps.refused, 5);
-  int64_t ok = 0;
+  EXPECT_GE(swaps.swaps.load(), kMinSwaps)
+      << "too few swaps to prove anything in " << seconds << " s";
+  EXPECT_GE(swaps.refused.load(), kMinRefused) << "in " << seconds << " s";
+  const int64_t ok = answers();
   for (const ClientTally& c : clients) {
     EXPECT_EQ(c.failed, 0) << c.problem;
     EXPECT_EQ(c.changed, 0) << c.problem;
-    ok += c.ok;
   }
-  EXPECT_GE(ok, 100);
+  EXPECT_GE(ok, kMinAnswers) << "in " << seconds << " s";
   // The swaps were live: lookups were served from the hot sets.
   const AdminReply status = HotRowsAdmin(server_->admin_port()).Get();
   ASSERT_TRUE(status.status.ok()) << status.status.error_message();
   uint64_t hits = 0;
   for (const v1::TableHotRowsStatus& t : status.response.tables()) hits += t.hits();
   EXPECT_GT(hits, 0u) << "no lookup hit a hot set";
-  std::printf("%d swaps, %d refused, %lld requests, %llu hits\n", swaps.swaps, swaps.refused,
-              static_cast<long long>(ok), static_cast<unsigned long long>(hits));
+  std::printf("%d swaps, %d refused, %lld requests, %llu hits in %.1f s\n", swaps.swaps.load(),
+              swaps.refused.load(), static_cast<long long>(ok),
+              static_cast<unsigned long long>(hits), seconds);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, HotRowsSwapE2eTest,

@@ -1,23 +1,17 @@
 #include "tests/e2e/rank_check_util.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/reference_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace fuserank::testing {
 
-std::string TempDir(const std::string& name) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid());
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::string TempDir(const std::string& name) { return MakeTempDir(name); }
 
 std::string E2eServerYaml(const std::string& admin_listen) {
   return absl::StrCat(R"(

@@ -28,7 +28,8 @@ Reply Rank(v1::Ranker::Stub* stub, const v1::RankRequest& request);
 void ExpectMatchesReference(const TestModel& model, const v1::RankRequest& request,
                             const Reply& reply);
 
-// A fresh directory under the test temp dir, unique to this process.
+// A new empty directory under the test temp dir, removed at exit unless its test failed
+// (tests/testing/temp_dir.h: MakeTempDir). Each call makes another one.
 std::string TempDir(const std::string& name);
 
 // A config's server and engine sections, up to a "models:" line for the caller to fill:

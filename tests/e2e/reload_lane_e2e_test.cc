@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -25,7 +24,6 @@
 namespace fuserank {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 // A reload answered asynchronously: started, then polled without blocking.
@@ -69,8 +67,6 @@ class ReloadLaneE2eTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::TempDir(absl::StrCat(
         "reload_lane_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     spec_ = dir_ + "/big.yaml";
     const std::string command = testing::LargeModelCommand(spec_);
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
@@ -92,7 +88,6 @@ class ReloadLaneE2eTest : public ::testing::Test {
 
   void TearDown() override {
     if (server_ != nullptr) server_->Shutdown();
-    fs::remove_all(dir_);
   }
 
   // A reload that the checks refuse (a path outside the model roots) unless the reload

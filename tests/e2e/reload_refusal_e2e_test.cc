@@ -57,7 +57,6 @@ class ReloadRefusalE2eTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::TempDir(absl::StrCat(
         "reload_refusal_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
     live_ = dir_ + "/live";
     ASSERT_TRUE(testing::WriteTestModel(Version("v1", 1), live_).ok());
     ASSERT_TRUE(testing::WriteTestModel(Version("v2", 2), dir_ + "/outside").ok());

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -43,6 +44,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kRows = 300;
 constexpr int kRemote = 2;  // item_1 of SmallSpec(1, 2, ...)
+// How long a test waits for what should take a moment (service back after a failure,
+// traffic through a migration step): generous, as CI runs these under TSan on 2 cores.
+constexpr auto kPatience = std::chrono::seconds(60);
+// OK replies in a row, across the load threads, taken as service back.
+constexpr int kStreak = 40;
 
 v1::RankRequest RandomRequest(std::mt19937_64& rng, int candidates = 24) {
   return testing::RandomSmallSpecRequest(rng, kRows, candidates);
@@ -112,13 +118,23 @@ model: {path: ")",
   }
 
   // Sends requests from `threads` threads until `stop`; counts OK and UNAVAILABLE replies
-  // (the latter must name item_1) and any other status as `other`.
+  // (the latter must name item_1) and any other status as `other`; `streak` counts the
+  // OK replies since the last one that was not. Its destructor stops and joins the
+  // threads, so a test that ends early (an ASSERT) does not leave them running.
   struct Load {
+    ~Load() { Stop(); }
+    void Stop() {
+      stop = true;
+      for (std::thread& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
     std::atomic<bool> stop{false};
     std::atomic<int> ok{0};
     std::atomic<int> unavailable{0};
     std::atomic<int> other{0};
     std::atomic<int> unnamed{0};
+    std::atomic<int> streak{0};
     std::vector<std::thread> threads;
   };
   void StartLoad(v1::Ranker::Stub* stub, Load* load, int threads = 4) {
@@ -129,7 +145,11 @@ model: {path: ")",
           const testing::Reply reply = testing::Rank(stub, RandomRequest(rng));
           if (reply.status.ok()) {
             ++load->ok;
-          } else if (reply.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+            ++load->streak;
+            continue;
+          }
+          load->streak = 0;
+          if (reply.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
             ++load->unavailable;
             if (reply.status.error_message().find("'item_1'") == std::string::npos) ++load->unnamed;
           } else {
@@ -139,9 +159,22 @@ model: {path: ")",
       });
     }
   }
-  static void StopLoad(Load* load) {
-    load->stop = true;
-    for (std::thread& t : load->threads) t.join();
+
+  // Polls `done()` until it is true (then true) or kPatience has passed (then false),
+  // rather than sleeping a fixed time: a loaded machine (4 load threads on 2 cores, under
+  // TSan) takes longer.
+  static bool WaitFor(const std::function<bool()>& done) {
+    const auto deadline = Clock::now() + kPatience;
+    while (!done()) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+  // Waits until `load` has had `n` more OK replies than now.
+  static bool WaitForMoreOks(const Load& load, int n) {
+    const int from = load.ok.load();
+    return WaitFor([&] { return load.ok.load() >= from + n; });
   }
 
   std::unique_ptr<RedisCluster> cluster_;
@@ -154,8 +187,8 @@ model: {path: ")",
 };
 
 TEST_F(RemoteTablesE2eTest, EveryScoreIsTheLocalTablesBitForBitAndTheTiersAreExported) {
-  StartCluster(0);
-  LoadTable();
+  ASSERT_NO_FATAL_FAILURE(StartCluster(0));
+  ASSERT_NO_FATAL_FAILURE(LoadTable());
   auto local = StartServer(local_path_, "");
   ASSERT_TRUE(local.ok()) << local.status();
   auto remote = StartServer(
@@ -190,8 +223,8 @@ TEST_F(RemoteTablesE2eTest, EveryScoreIsTheLocalTablesBitForBitAndTheTiersAreExp
 }
 
 TEST_F(RemoteTablesE2eTest, AKilledMasterFailsOnlyTheRequestsThatNeededItAndServiceReturns) {
-  StartCluster(0);
-  LoadTable();
+  ASSERT_NO_FATAL_FAILURE(StartCluster(0));
+  ASSERT_NO_FATAL_FAILURE(LoadTable());
   auto remote =
       StartServer(remote_path_, absl::StrCat("remote: {seed_nodes: ", Seeds(),
                                              ", near_cache_rows: 0, fetch_deadline_ms: 2000}"));
@@ -199,30 +232,33 @@ TEST_F(RemoteTablesE2eTest, AKilledMasterFailsOnlyTheRequestsThatNeededItAndServ
   v1::Ranker::Stub* stub = Stub(*Keep(std::move(*remote)));
   Load load;
   StartLoad(stub, &load);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(WaitFor([&] { return load.streak.load() >= kStreak; }))
+      << "no " << kStreak << " OK replies in a row before the kill: " << load.ok.load() << " OK, "
+      << load.unavailable.load() << " UNAVAILABLE, " << load.other.load() << " other";
   const int victim = cluster_->MasterOfSlot(remote::KeySlot("fuserank:item_1:0"));
   ASSERT_TRUE(cluster_->Kill(victim).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const int unavailable_while_down = load.unavailable.load();
+  // Requests that need the dead master fail (it owns a third of the slots: most requests).
+  EXPECT_TRUE(WaitFor([&] { return load.unavailable.load() > 0; }))
+      << "no request failed while a master was down";
   ASSERT_TRUE(cluster_->Restart(victim).ok());
   ASSERT_TRUE(cluster_->WaitHealthy().ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  const int ok_before = load.ok.load();
+  // Back: the returned master (empty, no persistence here) answers; its keys read absent.
+  ASSERT_TRUE(WaitFor([&] { return load.streak.load() >= kStreak; }))
+      << "service did not come back: no " << kStreak << " OK replies in a row within "
+      << kPatience.count() << " s of the master's return";
+  // And stays back: more replies, none of them failed.
   const int unavailable_before = load.unavailable.load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  StopLoad(&load);
-  EXPECT_GT(unavailable_while_down, 0);
+  EXPECT_TRUE(WaitForMoreOks(load, 100));
+  load.Stop();
   EXPECT_EQ(load.unnamed.load(), 0);
   EXPECT_EQ(load.other.load(), 0);
-  // Back: the returned master (empty, no persistence here) answers; its keys read absent.
-  EXPECT_GT(load.ok.load(), ok_before);
   EXPECT_EQ(load.unavailable.load(), unavailable_before);
 }
 
 TEST_F(RemoteTablesE2eTest, APromotedReplicaServesTheSameScores) {
-  StartCluster(1);
-  LoadTable();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // replication catches up
+  ASSERT_NO_FATAL_FAILURE(StartCluster(1));
+  ASSERT_NO_FATAL_FAILURE(LoadTable());
+  ASSERT_TRUE(cluster_->WaitReplicated().ok());  // the replica holds every row
   auto local = StartServer(local_path_, "");
   ASSERT_TRUE(local.ok()) << local.status();
   auto remote =
@@ -247,8 +283,16 @@ TEST_F(RemoteTablesE2eTest, APromotedReplicaServesTheSameScores) {
       << cluster_->MasterOfSlot(remote::KeySlot("fuserank:item_1:0")) << "\n"
       << cluster_->Cli((victim + 1) % cluster_->size(), "cluster nodes").value_or("");
   ASSERT_TRUE(cluster_->WaitHealthy().ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the map refresh (1 s)
+  // Until the map has followed (it refreshes every second): some calls in a row answered.
   std::mt19937_64 rng(9);
+  int in_a_row = 0;
+  testing::Reply last;
+  ASSERT_TRUE(WaitFor([&] {
+    last = testing::Rank(remote_stub, RandomRequest(rng));
+    in_a_row = last.status.ok() ? in_a_row + 1 : 0;
+    return in_a_row >= 10;
+  })) << "no 10 answers in a row after the promotion; the last: "
+      << last.status.error_message();
   for (int i = 0; i < 10; ++i) {
     const v1::RankRequest request = RandomRequest(rng);
     const testing::Reply want = testing::Rank(local_stub, request);
@@ -262,8 +306,8 @@ TEST_F(RemoteTablesE2eTest, APromotedReplicaServesTheSameScores) {
 }
 
 TEST_F(RemoteTablesE2eTest, ASlotMigratedUnderLoadIsFollowed) {
-  StartCluster(0);
-  LoadTable();
+  ASSERT_NO_FATAL_FAILURE(StartCluster(0));
+  ASSERT_NO_FATAL_FAILURE(LoadTable());
   // A deadline no busy test machine misses: what is tested here is the redirects.
   auto remote =
       StartServer(remote_path_, absl::StrCat("remote: {seed_nodes: ", Seeds(),
@@ -273,7 +317,7 @@ TEST_F(RemoteTablesE2eTest, ASlotMigratedUnderLoadIsFollowed) {
   v1::Ranker::Stub* stub = Stub(*server);
   Load load;
   StartLoad(stub, &load);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(WaitForMoreOks(load, 20)) << "no traffic before the migration";
   const std::string key = "fuserank:item_1:5";
   const int slot = remote::KeySlot(key);
   const int source = cluster_->MasterOfSlot(slot);
@@ -288,7 +332,7 @@ TEST_F(RemoteTablesE2eTest, ASlotMigratedUnderLoadIsFollowed) {
       cluster_->Cli(target, absl::StrCat("cluster setslot ", slot, " importing ", source_id)).ok());
   ASSERT_TRUE(
       cluster_->Cli(source, absl::StrCat("cluster setslot ", slot, " migrating ", target_id)).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // traffic meets ASK
+  ASSERT_TRUE(WaitForMoreOks(load, 20));  // traffic meets ASK
   absl::StatusOr<std::string> keys =
       cluster_->Cli(source, absl::StrCat("cluster getkeysinslot ", slot, " 1000"));
   ASSERT_TRUE(keys.ok());
@@ -298,14 +342,14 @@ TEST_F(RemoteTablesE2eTest, ASlotMigratedUnderLoadIsFollowed) {
                                                " 0 5000"))
                     .ok());
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(WaitForMoreOks(load, 20));
   // The order the cluster specification gives: the target, the source, then the rest.
   for (int node : {target, source, 3 - target - source}) {
     ASSERT_TRUE(
         cluster_->Cli(node, absl::StrCat("cluster setslot ", slot, " node ", target_id)).ok());
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // traffic meets MOVED
-  StopLoad(&load);
+  ASSERT_TRUE(WaitForMoreOks(load, 40));  // traffic meets MOVED
+  load.Stop();
   EXPECT_GT(load.ok.load(), 0);
   EXPECT_EQ(load.other.load(), 0);
   absl::StatusOr<std::string> text = testing::HttpGet(server->metrics_port(), "/metrics");

@@ -68,8 +68,10 @@ TEST(ServerLifecycleTest, ShutdownLetsCallsInFlightFinish) {
   std::atomic<int> ok{0};
   std::atomic<int> drained{0};  // calls outstanding when Shutdown() began that finished OK
   std::atomic<bool> shutdown_started{false};
+  std::atomic<int> finished{0};  // clients that returned (each on its first failed call)
+  constexpr int kClients = 8;
   std::vector<std::thread> clients;
-  for (int t = 0; t < 8; ++t) {
+  for (int t = 0; t < kClients; ++t) {
     clients.emplace_back([&, t] {
       auto stub = v1::Ranker::NewStub(channel);
       for (int i = 0;; ++i) {
@@ -83,6 +85,7 @@ TEST(ServerLifecycleTest, ShutdownLetsCallsInFlightFinish) {
                       ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED))
               << reply.status.error_message();
           EXPECT_TRUE(shutdown_started) << "failed before the shutdown";
+          ++finished;
           return;
         }
         ExpectMatchesReference(model, request, reply);
@@ -91,10 +94,17 @@ TEST(ServerLifecycleTest, ShutdownLetsCallsInFlightFinish) {
       }
     });
   }
-  while (ok < 12) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Until the server has answered a few calls; a deadline rather than a hang when it
+  // answers none (every client then records why and returns).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (ok < 12 && finished < kClients && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int ok_before_shutdown = ok.load();
   shutdown_started = true;
   (*server)->Shutdown();
   for (auto& client : clients) client.join();
+  ASSERT_GE(ok_before_shutdown, 12) << "the server answered too few calls before the shutdown";
   EXPECT_GE(drained.load(), 1) << "calls in flight at the shutdown must finish, not be cut off";
 }
 

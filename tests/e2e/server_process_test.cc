@@ -1,7 +1,6 @@
 // The real fuserank-server binary as a subprocess: --check-config on good and bad configs,
 // and a clean exit 0 on SIGTERM while serving.
 #include <grpcpp/grpcpp.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/reference_util.h"
 #include "tests/e2e/server_process_util.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {
@@ -31,8 +31,7 @@ class ServerProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(std::filesystem::exists(kServerBinary)) << kServerBinary << " is not built";
-    dir_ = absl::StrCat(::testing::TempDir(), "/server_process_", getpid());
-    std::filesystem::create_directories(dir_);
+    dir_ = testing::MakeTempDir("server_process");
     model_ = testing::MakeRandomModel(testing::SmallSpec(1, 2, 200, 4), 21);
     absl::StatusOr<std::string> path = testing::WriteTestModel(model_, dir_);
     ASSERT_TRUE(path.ok()) << path.status();

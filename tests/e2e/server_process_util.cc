@@ -1,6 +1,8 @@
 #include "tests/e2e/server_process_util.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,12 +59,16 @@ ServerProcess::~ServerProcess() { Stop(); }
 bool ServerProcess::Start(const std::string& binary, const std::string& config,
                           const std::string& taskset_cpus, std::chrono::seconds start_timeout) {
   int fds[2];
-  if (pipe(fds) != 0) return false;
+  // Close-on-exec: another child started meanwhile must not hold this one's pipe open.
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
-    dup2(fds[1], STDOUT_FILENO);
+    // Killed with the test (a crash, a ctest timeout) rather than left serving: the signal
+    // comes when the thread that forked exits (the test's); it survives the exec.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+    dup2(fds[1], STDOUT_FILENO);  // the copies are not close-on-exec
     dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
     if (!taskset_cpus.empty()) {
       execlp("taskset", "taskset", "-c", taskset_cpus.c_str(), binary.c_str(), "--config",
              config.c_str(), static_cast<char*>(nullptr));

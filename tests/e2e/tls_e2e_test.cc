@@ -1,8 +1,6 @@
 // server.tls: TLS and mutual TLS on server.listen, with the test certificates in testdata/.
 #include <grpcpp/grpcpp.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +10,7 @@
 #include "server/config.h"
 #include "server/server.h"
 #include "tests/e2e/reference_util.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {
@@ -29,8 +28,7 @@ std::string Read(const std::string& name) {
 class TlsE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string dir = absl::StrCat(::testing::TempDir(), "/tls_e2e_", getpid());
-    std::filesystem::create_directories(dir);
+    const std::string dir = testing::MakeTempDir("tls_e2e");
     model_ = testing::MakeRandomModel(testing::SmallSpec(1, 1, 100, 4), 31);
     absl::StatusOr<std::string> path = testing::WriteTestModel(model_, dir);
     ASSERT_TRUE(path.ok()) << path.status();

@@ -1,6 +1,7 @@
 #include "tests/kernels/gpu_test_util.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,9 +22,37 @@ std::string NoGpuReason() {
   return "";
 }
 
-bool GpuRequired() {
+namespace {
+
+// True when `nvidia-smi -L` exits 0 listing a GPU ("GPU 0: ..."); false without the tool.
+bool NvidiaSmiListsAGpu() {
+  FILE* pipe = popen("nvidia-smi -L 2>/dev/null", "r");
+  if (pipe == nullptr) return false;
+  std::string out;
+  char buffer[512];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) out.append(buffer, n);
+  const int status = pclose(pipe);
+  return status == 0 && (out.rfind("GPU ", 0) == 0 || out.find("\nGPU ") != std::string::npos);
+}
+
+std::string FindGpuRequiredReason() {
   const char* required = std::getenv("FUSERANK_REQUIRE_GPU");
-  return required != nullptr && std::string(required) == "1";
+  if (required != nullptr && std::string(required) == "1") return "FUSERANK_REQUIRE_GPU=1";
+  if (required != nullptr && std::string(required) == "0") return "";
+  if (std::filesystem::exists("/dev/nvidiactl")) {
+    return "/dev/nvidiactl exists (a GPU is here; FUSERANK_REQUIRE_GPU=0 lets the tests skip)";
+  }
+  if (NvidiaSmiListsAGpu()) {
+    return "`nvidia-smi -L` lists a GPU (FUSERANK_REQUIRE_GPU=0 lets the tests skip)";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string GpuRequiredReason() {
+  static const std::string* const reason = new std::string(FindGpuRequiredReason());
+  return *reason;
 }
 
 void UseBuiltModule() {

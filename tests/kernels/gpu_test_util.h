@@ -20,19 +20,25 @@ namespace fuserank::engine::cuda::gpu_test {
 // Makes no other CUDA call before the device count says there is a device.
 std::string NoGpuReason();
 
-// True when FUSERANK_REQUIRE_GPU=1 (bench/gpu/check.sh sets it on the GPU machine): a GPU
-// test that would skip fails instead, so a run cannot pass while testing nothing.
-bool GpuRequired();
+// Why a GPU test that would skip must fail instead ("" when it may skip): a run cannot
+// pass while testing nothing where a GPU is there. "FUSERANK_REQUIRE_GPU=1" when that is
+// set (bench/gpu/check.sh sets it on the GPU machine); else, unless FUSERANK_REQUIRE_GPU=0,
+// evidence of a GPU that the CUDA runtime cannot use (a driver/runtime mismatch, a wrong
+// CUDA_VISIBLE_DEVICES): /dev/nvidiactl exists, or `nvidia-smi -L` lists a GPU. Checked
+// once per process.
+std::string GpuRequiredReason();
 
-// Skips the current test without a usable GPU, saying why; fails it instead when
-// GpuRequired(). (Only CudaBackendTest.WithoutAGpuCreationSaysWhy, which checks the
-// behaviour without a GPU, skips on a GPU machine.)
+// Skips the current test without a usable GPU, saying why; fails it instead, saying why,
+// when GpuRequiredReason() is not empty. (Only CudaBackendTest.WithoutAGpuCreationSaysWhy,
+// which checks the behaviour without a GPU, skips on a GPU machine.)
 #define FUSERANK_SKIP_WITHOUT_GPU()                                                         \
   do {                                                                                      \
     const std::string fuserank_no_gpu_ = ::fuserank::engine::cuda::gpu_test::NoGpuReason(); \
     if (!fuserank_no_gpu_.empty()) {                                                        \
-      if (::fuserank::engine::cuda::gpu_test::GpuRequired()) {                              \
-        GTEST_FAIL() << "FUSERANK_REQUIRE_GPU=1 but no CUDA device: " << fuserank_no_gpu_;  \
+      const std::string fuserank_required_ =                                                \
+          ::fuserank::engine::cuda::gpu_test::GpuRequiredReason();                          \
+      if (!fuserank_required_.empty()) {                                                    \
+        GTEST_FAIL() << fuserank_required_ << " but no CUDA device: " << fuserank_no_gpu_;  \
       }                                                                                     \
       GTEST_SKIP() << "no CUDA device: " << fuserank_no_gpu_;                               \
     }                                                                                       \

@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace fuserank::server {
 namespace {
@@ -27,7 +27,7 @@ using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 
 std::string WriteTokenFile(const std::string& name, const std::string& contents,
                            mode_t mode = 0600) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid());
+  const std::string path = fuserank::testing::MakeTempDir(name) + "/token";
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
   ::chmod(path.c_str(), mode);
   return path;
@@ -130,8 +130,7 @@ TEST(AdminAuthTest, AcceptsAKubernetesSecretVolumesLayoutWithoutAWarning) {
   // defaultMode 0400 in a pod with an fsGroup: 0440, owned by root, the server's group.
   if (::geteuid() != 0) GTEST_SKIP() << "a process of another user is started from root";
   const uid_t server = 54321;
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/secret_volume_", getpid());
-  std::filesystem::create_directories(dir);
+  const std::string dir = fuserank::testing::MakeTempDir("secret_volume");
   ::chmod(dir.c_str(), 0755);
   const std::string path = dir + "/token";
   std::ofstream(path) << "tok-123\n";
@@ -148,7 +147,6 @@ TEST(AdminAuthTest, AcceptsAKubernetesSecretVolumesLayoutWithoutAWarning) {
   absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(path);
   ASSERT_TRUE(auth.ok()) << auth.status();
   EXPECT_THAT(auth->warning(), HasSubstr("can be read by its group or by others"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(AdminAuthTest, RefusesAnOversizedTokenFileAndOneThatIsNoRegularFile) {
@@ -156,8 +154,7 @@ TEST(AdminAuthTest, RefusesAnOversizedTokenFileAndOneThatIsNoRegularFile) {
       AdminAuth::FromTokenFile(WriteTokenFile("big", std::string(kMaxTokenFileBytes + 1, 'a')));
   ASSERT_FALSE(big.ok());
   EXPECT_THAT(big.status().message(), HasSubstr("a token file holds at most 4096"));
-  const std::string fifo = absl::StrCat(::testing::TempDir(), "/token_fifo_", getpid());
-  ::unlink(fifo.c_str());
+  const std::string fifo = fuserank::testing::MakeTempDir("token_fifo") + "/token";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   for (const std::string& path : {fifo, std::string("/dev/zero"), ::testing::TempDir()}) {
     absl::StatusOr<AdminAuth> auth = AdminAuth::FromTokenFile(path);  // never blocks
@@ -165,7 +162,6 @@ TEST(AdminAuthTest, RefusesAnOversizedTokenFileAndOneThatIsNoRegularFile) {
     EXPECT_THAT(auth.status().message(),
                 AllOf(HasSubstr("server.admin_token_file: "), HasSubstr("not a regular file")));
   }
-  ::unlink(fifo.c_str());
 }
 
 class AdminAuthCheckTest : public ::testing::Test {

@@ -5,7 +5,6 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -13,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config_validation.h"
+#include "tests/testing/temp_dir.h"
 
 namespace fuserank::server {
 namespace {
@@ -241,8 +241,7 @@ TEST(ConfigTest, AMissingFileIsNamed) {
 
 TEST(ConfigTest, ADirectoryIsNotAConfig) {
   // It would read as an empty file, so as all defaults, and the server would start on them.
-  const std::string dir = ::testing::TempDir() + "/config_test_dir";
-  std::filesystem::create_directories(dir);
+  const std::string dir = fuserank::testing::MakeTempDir("config_test_dir");
   absl::StatusOr<Config> config = LoadConfigFile(dir);
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -251,22 +250,19 @@ TEST(ConfigTest, ADirectoryIsNotAConfig) {
 }
 
 TEST(ConfigTest, AFifoIsRefusedWithoutWaitingForAWriter) {
-  const std::string fifo = ::testing::TempDir() + "/config_test_fifo";
-  std::filesystem::remove(fifo);
+  const std::string fifo = fuserank::testing::MakeTempDir("config_test_fifo") + "/config.yaml";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   absl::StatusOr<Config> config = LoadConfigFile(fifo);  // would block on an open for reading
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr("is a FIFO, not a regular file"));
-  std::filesystem::remove(fifo);
 }
 
 TEST(ConfigTest, AFileOverTheBoundIsRefusedUnread) {
-  const std::string path = ::testing::TempDir() + "/config_test_large.yaml";
+  const std::string path = fuserank::testing::MakeTempDir("config_test_large") + "/config.yaml";
   std::ofstream(path) << std::string(kMaxConfigBytes + 1, '#');
   absl::StatusOr<Config> config = LoadConfigFile(path);
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr("more than the limit of 1048576"));
-  std::filesystem::remove(path);
 }
 
 TEST(ConfigTest, DecimalIntegersAndYaml12BooleansRead) {
@@ -297,7 +293,7 @@ TEST(ConfigTest, SeedNodesTakeNamesAndBracketedIpv6) {
 
 TEST(ConfigTest, KeysWithoutEffectAreWarnedOfNotRefused) {
   // SPEC section 5's example sets gpu and cuda_graphs: switched to the CPU it still starts.
-  const std::string token = ::testing::TempDir() + "/config_test_unused_token";
+  const std::string token = fuserank::testing::MakeTempDir("config_test_unused_token") + "/token";
   std::ofstream(token) << "secret\n";
   absl::StatusOr<Config> config =
       ParseConfig("server: {admin_listen: \"\", admin_token_file: " + token +
@@ -326,7 +322,7 @@ TEST(ConfigTest, KeysWithoutEffectAreWarnedOfNotRefused) {
 }
 
 TEST(ConfigTest, ATokenOnAPublicAdminAddressWithoutTlsIsAcceptedWithAWarning) {
-  const std::string token = ::testing::TempDir() + "/config_test_token";
+  const std::string token = fuserank::testing::MakeTempDir("config_test_token") + "/token";
   std::ofstream(token) << "secret\n";
   // SPEC section 5: a non-loopback address needs a token, nothing more by default; the start
   // warns that it travels in clear text without server.tls.

@@ -3,9 +3,6 @@
 // of one name in two models summed; counters that never go back across reloads.
 #include "server/hot_row_metrics.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/model_loader.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::server {
@@ -61,10 +59,8 @@ std::string Lookups(const std::string& table, const std::string& result) {
 class HotRowMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(::testing::TempDir(), "/hot_row_metrics_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
-                        getpid());
-    std::filesystem::remove_all(dir_);
+    dir_ = fuserank::testing::MakeTempDir(absl::StrCat(
+        "hot_row_metrics_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
     absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
     ASSERT_TRUE(metrics.ok());
     metrics_ = std::move(*metrics);

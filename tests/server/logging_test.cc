@@ -19,6 +19,7 @@
 #include "fuserank/v1/admin.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace fuserank::server {
 namespace {
@@ -28,7 +29,7 @@ using ::testing::HasSubstr;
 // Runs `log` after ConfigureLogging(format) and returns the lines written to stderr. (The
 // logger stays configured afterwards: later tests log in that format.)
 std::vector<std::string> LinesOf(LogFormat format, const std::function<void()>& log) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/logging_test_", getpid());
+  const std::string path = fuserank::testing::MakeTempDir("logging_test") + "/stderr.txt";
   std::fflush(stderr);
   const int saved = ::dup(2);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);

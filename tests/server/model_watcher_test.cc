@@ -5,8 +5,6 @@
 // asked to stop it starts no reload.
 #include "server/model_watcher.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/model_loader.h"
 #include "server/model_roots.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::server {
@@ -28,10 +27,8 @@ namespace fs = std::filesystem;
 class ModelWatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(::testing::TempDir(), "/model_watcher_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
-                        getpid());
-    fs::remove_all(dir_);
+    dir_ = fuserank::testing::MakeTempDir(absl::StrCat(
+        "model_watcher_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
     for (const char* version : {"v1", "v2", "v3"}) {
       engine::ModelSpec spec = testing::SmallSpec(1, 1, 40, 4);
       spec.name = "m";

@@ -1,22 +1,15 @@
 #include "tests/server/served_models_util.h"
 
-#include <unistd.h>
-
-#include <filesystem>
-
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "tests/testing/temp_dir.h"
 
 namespace fuserank::server::test {
 
 using fuserank::testing::TestModel;
 
 std::string TestDir(const std::string& name) {
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "/served_models_", name, "_", getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return fuserank::testing::MakeTempDir(absl::StrCat("served_models_", name));
 }
 
 TestModel Version(const std::string& name, const std::string& version, uint64_t seed) {

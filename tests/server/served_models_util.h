@@ -17,7 +17,8 @@
 
 namespace fuserank::server::test {
 
-// An empty folder for the test `name` under the gtest temporary folder.
+// A new empty folder for the test `name` under the gtest temporary folder, removed at exit
+// unless the test failed (tests/testing/temp_dir.h).
 std::string TestDir(const std::string& name);
 
 // Model `name` at `version` (1 user table, 1 item table of 50 rows, width 4).

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace fuserank::server {
 namespace {
@@ -17,7 +18,7 @@ using ::testing::HasSubstr;
 const std::string kTestData = std::string(FUSERANK_SOURCE_DIR) + "/tests/e2e/testdata/";
 
 std::string Write(const std::string& name, const std::string& text) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/tls_files_", name);
+  const std::string path = absl::StrCat(fuserank::testing::MakeTempDir("tls_files"), "/", name);
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace fuserank::testing {
 namespace {
@@ -71,9 +73,13 @@ bool RedisCluster::Available() { return OnPath("redis-server") && OnPath("redis-
 absl::Status RedisCluster::Launch(Process* process) {
   const std::string port = std::to_string(process->port);
   const std::string log = process->dir + "/redis.log";
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
+    // Killed with the test (a crash, a ctest timeout) rather than left behind: the signal
+    // comes when the thread that forked exits, the test's own thread here.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     // Not the test's stdout / stderr: a runner reading them must see EOF when the test ends.
     const int null = open("/dev/null", O_RDWR);
     dup2(null, STDIN_FILENO);
@@ -87,12 +93,27 @@ absl::Status RedisCluster::Launch(Process* process) {
     _exit(127);
   }
   process->pid = pid;
-  for (int i = 0; i < 200; ++i) {
-    absl::StatusOr<std::string> pong = Capture(absl::StrCat("redis-cli -p ", port, " ping 2>&1"));
-    if (pong.ok() && absl::StrContains(*pong, "PONG")) return absl::OkStatus();
+  // Ours answers, not another redis-server on the port (picked free, then released): the
+  // one that answers names its process id.
+  const std::string ours = absl::StrCat("process_id:", pid);
+  for (int i = 0; i < 400; ++i) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) {
+      process->pid = -1;
+      return absl::UnavailableError(
+          absl::StrCat("redis-server on port ", port, " exited at start (see ", log, ")"));
+    }
+    absl::StatusOr<std::string> info =
+        Capture(absl::StrCat("redis-cli -p ", port, " info server 2>&1"));
+    if (info.ok() && absl::StrContains(*info, "process_id:")) {
+      if (absl::StrContains(*info, ours + "\r") || absl::StrContains(*info, ours + "\n")) {
+        return absl::OkStatus();
+      }
+      // Another process holds the port; ours fails to bind it and exits.
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
-  return absl::DeadlineExceededError(absl::StrCat("redis-server on port ", port, " did not start"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("redis-server (pid ", pid, ") on port ", port, " did not start"));
 }
 
 absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, int replicas) {
@@ -103,13 +124,19 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, i
   std::string addresses;
   for (int i = 0; i < masters * (1 + replicas); ++i) {
     Process process;
-    process.port = FreePort();
-    if (process.port == 0) return absl::InternalError("no free loopback port");
     process.dir = absl::StrCat(cluster->root_, "/node", i);
     std::filesystem::create_directories(process.dir);
     cluster->nodes_.push_back(process);
-    if (absl::Status s = cluster->Launch(&cluster->nodes_.back()); !s.ok()) return s;
-    absl::StrAppend(&addresses, " 127.0.0.1:", process.port);
+    // A port free when picked may be taken before redis-server binds it: then another.
+    absl::Status launched;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      cluster->nodes_.back().port = FreePort();
+      if (cluster->nodes_.back().port == 0) return absl::InternalError("no free loopback port");
+      launched = cluster->Launch(&cluster->nodes_.back());
+      if (!absl::IsUnavailable(launched)) break;
+    }
+    if (!launched.ok()) return launched;
+    absl::StrAppend(&addresses, " 127.0.0.1:", cluster->nodes_.back().port);
   }
   absl::StatusOr<std::string> created =
       Capture(absl::StrCat("redis-cli --cluster create", addresses, " --cluster-replicas ",
@@ -214,6 +241,43 @@ absl::Status RedisCluster::WaitHealthy(int timeout_ms) const {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return absl::DeadlineExceededError("the cluster did not reach cluster_state:ok");
+}
+
+absl::Status RedisCluster::WaitReplicated(int timeout_ms) const {
+  // True when `info` (INFO replication) is a replica's, or a master's whose replicas all
+  // report its offset ("slave0:ip=...,port=...,state=online,offset=<n>,lag=...").
+  auto caught_up = [](const std::string& info) {
+    int64_t master_offset = -1;
+    bool all = true;
+    for (absl::string_view line :
+         absl::StrSplit(info, absl::ByAnyChar("\r\n"), absl::SkipEmpty())) {
+      if (absl::ConsumePrefix(&line, "master_repl_offset:")) {
+        if (!absl::SimpleAtoi(line, &master_offset)) return false;
+      }
+    }
+    if (!absl::StrContains(info, "role:master")) return true;
+    for (absl::string_view line :
+         absl::StrSplit(info, absl::ByAnyChar("\r\n"), absl::SkipEmpty())) {
+      if (!absl::StartsWith(line, "slave") || !absl::StrContains(line, "offset=")) continue;
+      const size_t at = line.find("offset=") + 7;
+      int64_t offset = -1;
+      all = all && absl::SimpleAtoi(line.substr(at, line.find(',', at) - at), &offset) &&
+            offset == master_offset;
+    }
+    return all;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool replicated = true;
+    for (int node = 0; node < size() && replicated; ++node) {
+      if (nodes_[node].pid <= 0) continue;
+      absl::StatusOr<std::string> info = Cli(node, "info replication");
+      replicated = info.ok() && caught_up(*info);
+    }
+    if (replicated) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::DeadlineExceededError("the replicas did not catch up with their masters");
 }
 
 }  // namespace fuserank::testing

@@ -43,6 +43,9 @@ class RedisCluster {
   absl::Status Resume(int node);   // SIGCONT
   // Waits until every running node reports cluster_state:ok.
   absl::Status WaitHealthy(int timeout_ms = 20000) const;
+  // Waits until every running master's replicas have acknowledged all it has written
+  // (their offsets in its INFO replication equal its master_repl_offset).
+  absl::Status WaitReplicated(int timeout_ms = 20000) const;
 
  private:
   struct Process {
