@@ -14,10 +14,10 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DFUSERANK_CUDA=$(CUDA) $(CMAKE_FLAGS)
-
-configure: deps $(BUILD)/build.ninja
+# Configures $(BUILD) when it is new, when BUILD_TYPE or CUDA differ from its cache, or when
+# CMAKE_FLAGS is given (scripts/configure.sh); else ninja re-runs cmake when it needs to.
+configure: deps
+	bash scripts/configure.sh $(BUILD) $(BUILD_TYPE) $(CUDA) $(CMAKE_FLAGS)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -25,11 +25,13 @@ build: configure
 serve: build
 	$(BUILD)/bin/fuserank-server --config $(CONFIG)
 
+# ctest, failing when nothing is selected, then the skipped tests checked: with CI set, a test
+# skipped that CI should run fails (scripts/run-ctest.sh, scripts/ci-expected-skips.txt).
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 600
+	bash scripts/run-ctest.sh $(BUILD) --output-on-failure -j $(JOBS) --timeout 600
 
 test-unit: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
+	bash scripts/run-ctest.sh $(BUILD) --output-on-failure -j $(JOBS) -L unit
 
 test-fuzz: deps
 	JOBS=$(JOBS) bash scripts/test-fuzz.sh
@@ -46,12 +48,14 @@ bench:
 # alone; `make bench` runs it too. It fetches perf_analyzer from PyPI and, on Debian 12, a
 # newer glibc runtime from Debian's archive to start it.
 bench-kserve:
+	bash scripts/install-deps.sh --bench
 	$(MAKE) build BUILD=$(BUILD)
 	BUILD=$(BUILD) bash bench/run_kserve_bench.sh
 
 # fuserank against ONNX Runtime, PyTorch 2.x and fbgemm from PyPI (a venv under $(BUILD))
 # alone; `make bench` runs it too (docs/benchmarks.md, "Peers from PyPI").
 bench-peers:
+	bash scripts/install-deps.sh --bench
 	$(MAKE) build BUILD=$(BUILD)
 	BUILD=$(BUILD) bash bench/run_peer_bench.sh
 

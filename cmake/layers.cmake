@@ -7,6 +7,10 @@
 # The generated protos come with fuserank_proto, for the targets that link it.
 
 file(STRINGS ${PROJECT_SOURCE_DIR}/scripts/layers.txt _fuserank_layer_lines)
+# An edit of layers.txt alone (a new edge, a removed one) re-runs CMake, so the include roots
+# below follow it.
+set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             ${PROJECT_SOURCE_DIR}/scripts/layers.txt)
 set(FUSERANK_LAYERS "")
 foreach(_line IN LISTS _fuserank_layer_lines)
   string(REGEX REPLACE "#.*" "" _line "${_line}")

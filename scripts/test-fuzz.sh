@@ -18,6 +18,13 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
+if [[ $# -gt 0 ]]; then
+  # Options are environment variables; print the header above for --help (and anything else).
+  sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  [[ "$1" == -h || "$1" == --help ]] && exit 0
+  echo "test-fuzz: takes no arguments (settings are environment variables, above)" >&2
+  exit 2
+fi
 BUILD="${FUZZ_BUILD:-build-fuzz}"
 SECONDS_EACH="${FUZZ_SECONDS:-30}"
 TARGETS="${FUZZ_TARGETS:-request_decoder rank_path infer_request config safetensors model_spec model_load resp_frame}"
@@ -28,10 +35,9 @@ for tool in clang clang++ cmake ninja; do
 done
 
 start=$(date +%s)
-if [[ ! -f "${BUILD}/build.ninja" ]]; then
-  CC=clang CXX=clang++ cmake -S . -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DFUSERANK_CUDA=OFF -DFUSERANK_FUZZ=ON >/dev/null
-fi
+# Configured every time (about a second), so a build dir of older flags takes these.
+CC=clang CXX=clang++ cmake -S . -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFUSERANK_CUDA=OFF -DFUSERANK_FUZZ=ON >/dev/null
 cmake --build "${BUILD}" --target fuzzers -j "${JOBS}"
 built=$(date +%s)
 

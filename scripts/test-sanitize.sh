@@ -26,11 +26,20 @@
 # Environment: SANITIZE_MODES ("asan tsan" by default; "asan" or "tsan" for one),
 # ASAN_LABELS / TSAN_LABELS (ctest -L regexes, both default '^(unit|e2e)$'),
 # JOBS (build and ctest parallelism, default nproc), SANITIZE_TIMEOUT (per test, default
-# 900 s), CTEST_ARGS (extra ctest arguments, e.g. "-R Batcher").
+# 900 s), CTEST_ARGS (extra ctest arguments, e.g. "-R Batcher"). A ctest run that selects no
+# test fails (--no-tests=error), and so, with CI set, does a test skipped that CI should run
+# (scripts/check_skips.py, as in `make test`).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
+if [[ $# -gt 0 ]]; then
+  # Options are environment variables; print the header above for --help (and anything else).
+  sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  [[ "$1" == -h || "$1" == --help ]] && exit 0
+  echo "test-sanitize: takes no arguments (settings are environment variables, above)" >&2
+  exit 2
+fi
 MODES="${SANITIZE_MODES:-asan tsan}"
 JOBS="${JOBS:-$(nproc)}"
 TIMEOUT="${SANITIZE_TIMEOUT:-900}"
@@ -132,17 +141,24 @@ for mode in ${MODES}; do
   exclude="$(exclude_pattern "${dir}")"
   echo "==== ${mode}: ctest -L '${labels}' in ${dir} (not run here: ${exclude})"
   rc=0
-  rm -f "${dir}/Testing/Temporary/LastTestsFailed.log"
+  junit="${ROOT}/${dir}/Testing/ctest-junit.xml"
+  rm -f "${dir}/Testing/Temporary/LastTestsFailed.log" "${junit}"
   # shellcheck disable=SC2086
-  env "${env[@]}" ctest --test-dir "${dir}" -L "${labels}" -E "${exclude}" \
-    --output-on-failure -j "${JOBS}" --timeout "${TIMEOUT}" ${CTEST_ARGS:-} || rc=$?
+  env "${env[@]}" ctest --test-dir "${dir}" -L "${labels}" -E "${exclude}" --no-tests=error \
+    --output-junit "${junit}" --output-on-failure -j "${JOBS}" --timeout "${TIMEOUT}" \
+    ${CTEST_ARGS:-} || rc=$?
   end=$(date +%s)
   status=ok
   if [[ ${rc} -ne 0 ]]; then
     status=FAIL
-    failed+=("${mode}")
     print_reproducers "${dir}" "${env[@]}"
   fi
+  # Skipped tests that CI should run fail the pass with CI set (without the sanitizer's env).
+  if [[ ! -f "${junit}" ]] ||
+    ! python3 scripts/check_skips.py --build "${dir}" --junit "${junit}"; then
+    status=FAIL
+  fi
+  [[ "${status}" == ok ]] || failed+=("${mode}")
   summary+=("$(printf 'sanitize %-5s %-4s build %4d s, tests %4d s (%s)' "${mode}" "${status}" \
     $((built - start)) $((end - built)) "${flags}")")
 done

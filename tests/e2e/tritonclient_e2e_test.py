@@ -9,9 +9,15 @@ bit; error cases (a tensor of the wrong datatype, an unknown model). It also che
 every message, field number and RPC of proto/inference/*.proto is the one tritonclient's
 own generated protocol has (wire compatibility).
 
+The venv is made by Debian's /usr/bin/python3 (python3-venv, which scripts/install-deps.sh
+installs), whatever python3 is first on PATH, and filled from PyPI with the versions pinned
+in tritonclient_requirements.txt beside this file (wheels only), so a new upstream release
+cannot change what the test runs. A venv made from other pins or by another interpreter is
+made again. PyPI must be reachable the first time (pip honours PIP_INDEX_URL for a mirror).
+
 usage: tritonclient_e2e_test.py --bin BUILD/bin --venv BUILD/venv-tritonclient --source SRC
-Exit 0: passed; 1: failed (a pip failure included); 77: skipped, only when
-FUSERANK_OFFLINE=1 and tritonclient cannot be installed.
+Exit 0: passed; 1: failed (a venv or pip failure included); 77: skipped, only when
+FUSERANK_OFFLINE=1 and the venv cannot be made or filled.
 """
 
 import argparse
@@ -20,7 +26,10 @@ import shutil
 import subprocess
 import sys
 
-PIP_SPEC = "tritonclient[grpc]"
+HERE = os.path.dirname(os.path.abspath(__file__))
+REQUIREMENTS = os.path.join(HERE, "tritonclient_requirements.txt")
+PYTHON = "/usr/bin/python3"  # Debian's, never PATH's: the venv must not depend on pyenv
+STAMP = "fuserank-venv.txt"  # in the venv: the interpreter and pins it was made from
 
 
 def log(message):
@@ -31,32 +40,21 @@ def venv_python(venv):
     return os.path.join(venv, "bin", "python")
 
 
-def has_tritonclient(venv):
-    python = venv_python(venv)
-    return os.path.exists(python) and subprocess.run(
-        [python, "-c", "import tritonclient.grpc, numpy"], capture_output=True).returncode == 0
+def wanted_stamp():
+    with open(REQUIREMENTS, encoding="utf-8") as f:
+        return f"python: {PYTHON}\n{f.read()}"
 
 
-def interpreters():
-    """Pythons that may create the venv: the one first on PATH, then Debian's."""
-    seen = []
-    for candidate in [os.environ.get("FUSERANK_VENV_PYTHON"), shutil.which("python3"),
-                      "/usr/bin/python3"]:
-        if candidate and os.path.exists(candidate) and candidate not in seen:
-            seen.append(candidate)
-    return seen
-
-
-def create_venv(venv):
-    """Creates `venv` with pip, or returns the errors of every interpreter tried."""
-    errors = []
-    for python in interpreters():
-        shutil.rmtree(venv, ignore_errors=True)
-        done = subprocess.run([python, "-m", "venv", venv], capture_output=True, text=True)
-        if done.returncode == 0 and os.path.exists(os.path.join(venv, "bin", "pip")):
-            return None
-        errors.append(f"{python} -m venv {venv}: {done.stderr.strip() or 'no pip in the venv'}")
-    return "\n".join(errors) or "no python3 found to create the venv"
+def venv_is_current(venv):
+    """The venv was filled from today's pins by PYTHON, and tritonclient imports."""
+    try:
+        with open(os.path.join(venv, STAMP), encoding="utf-8") as f:
+            if f.read() != wanted_stamp():
+                return False
+    except OSError:
+        return False
+    return subprocess.run([venv_python(venv), "-c", "import tritonclient.grpc, numpy"],
+                          capture_output=True).returncode == 0
 
 
 def offline_skip_or_fail(what):
@@ -68,19 +66,28 @@ def offline_skip_or_fail(what):
 
 
 def ensure_venv(venv):
-    if has_tritonclient(venv):
+    if venv_is_current(venv):
         return 0
-    log(f"creating {venv} with {PIP_SPEC}")
-    error = create_venv(venv)
-    if error:
-        return offline_skip_or_fail(f"cannot create the venv:\n{error}")
-    pip = subprocess.run([venv_python(venv), "-m", "pip", "install", "--quiet", PIP_SPEC],
-                         capture_output=True, text=True)
+    log(f"creating {venv} with {PYTHON} and the pins of {os.path.basename(REQUIREMENTS)}")
+    shutil.rmtree(venv, ignore_errors=True)
+    if not os.path.exists(PYTHON):
+        return offline_skip_or_fail(f"no {PYTHON} (Debian's python3) to create the venv")
+    made = subprocess.run([PYTHON, "-m", "venv", venv], capture_output=True, text=True)
+    if made.returncode != 0 or not os.path.exists(os.path.join(venv, "bin", "pip")):
+        return offline_skip_or_fail(
+            f"{PYTHON} -m venv {venv} failed (is python3-venv installed? "
+            f"scripts/install-deps.sh installs it): {made.stderr.strip() or 'no pip in the venv'}")
+    pip = subprocess.run([venv_python(venv), "-m", "pip", "install", "--quiet",
+                          "--disable-pip-version-check", "--only-binary=:all:",
+                          "-r", REQUIREMENTS], capture_output=True, text=True)
     if pip.returncode != 0:
-        return offline_skip_or_fail(f"pip install {PIP_SPEC} failed (exit {pip.returncode}):\n"
+        return offline_skip_or_fail(f"pip install -r {REQUIREMENTS} failed (exit "
+                                    f"{pip.returncode}; PyPI unreachable?):\n"
                                     f"{pip.stdout}{pip.stderr}")
-    if not has_tritonclient(venv):
-        return offline_skip_or_fail(f"pip installed {PIP_SPEC} but it does not import")
+    with open(os.path.join(venv, STAMP), "w", encoding="utf-8") as f:
+        f.write(wanted_stamp())
+    if not venv_is_current(venv):
+        return offline_skip_or_fail(f"pip installed {REQUIREMENTS} but tritonclient does not import")
     return 0
 
 
@@ -93,7 +100,7 @@ def main(argv):
     status = ensure_venv(os.path.abspath(args.venv))
     if status != 0:
         return status
-    body = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tritonclient_checks.py")
+    body = os.path.join(HERE, "tritonclient_checks.py")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     return subprocess.run([venv_python(os.path.abspath(args.venv)), body, "--bin", args.bin,
                            "--source", args.source], env=env).returncode
