@@ -11,7 +11,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '5,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '5,10p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # redis-server / redis-tools: the storage: redis tests start their own cluster on free
@@ -26,9 +26,10 @@ BUILD_PKGS=(cmake ninja-build pkg-config g++ make libgrpc++-dev protobuf-compile
 # only a Recommends of clang-14).
 TEST_PKGS=(prometheus python3-grpcio python3-grpc-tools python3-yaml python3-numpy
   python3-protobuf python3-torch libopenblas0-pthread clang libclang-rt-14-dev llvm-14
-  redis-server redis-tools python3-venv)
-# python3-venv (above): also the PyPI venvs of the KServe and peer benches; python3-dev: the
-# C++ that torch.compile (inductor) builds against Python.h.
+  redis-server redis-tools python3-venv openssl)
+# openssl (above): the certificates the client tools' TLS tests make. python3-venv: also
+# the PyPI venvs of the KServe and peer benches; python3-dev: the C++ that torch.compile
+# (inductor) builds against Python.h.
 BENCH_PKGS=(libopenblas-dev python3-matplotlib python3-dev)
 
 bench=0

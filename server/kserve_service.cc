@@ -254,9 +254,6 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
                                           std::string(top.model_version), "model_name"));
   call->decoder = DecoderFor(*call->model);
   RETURN_IF_ERROR(call->decoder->CheckWire(wire.view(), &top, &call->scanned));
-  // A queue already full (requests, ids, predicted wait) refuses before the parse, as
-  // Rank's door does; Admit() below holds room for the candidates once they are known.
-  RETURN_IF_ERROR(call->model->batcher->Admission());
   // 1-byte varints parse into 8-byte values: large enough to give back after it is done.
   call->request_bytes += static_cast<size_t>(8 * top.values);
   if (!call->request.ParseFromArray(wire.view().data(), static_cast<int>(wire.view().size()))) {

@@ -184,7 +184,18 @@ class DumpRows : public RowSource {
   absl::Status Next(size_t max, RowBatch* batch) override {
     batch->Clear();
     if (!identity_.has_value()) {  // kept from the check
-      if (next_held_ < held_.size()) *batch = std::move(held_[next_held_++]);
+      // Up to `max` rows of the kept batches, in order.
+      while (batch->keys.size() < max && next_held_ < held_.size()) {
+        const RowBatch& held = held_[next_held_];
+        const size_t i = next_row_++;
+        batch->keys.push_back(held.keys[i]);
+        batch->bytes.append(held.value(i));
+        batch->ends.push_back(batch->bytes.size());
+        if (next_row_ == held.keys.size()) {
+          held_[next_held_++] = RowBatch();  // handed out: give its memory back
+          next_row_ = 0;
+        }
+      }
       return absl::OkStatus();
     }
     if (RegularFileIdentity(path_) != identity_) return Changed();
@@ -239,7 +250,8 @@ class DumpRows : public RowSource {
   std::optional<FileIdentity> identity_;  // nullopt: no regular file, rows in held_
   std::vector<RowBatch> held_;
   size_t next_held_ = 0;
-  size_t sent_ = 0;  // rows Next() handed out
+  size_t next_row_ = 0;  // in held_[next_held_]
+  size_t sent_ = 0;      // rows Next() handed out
 };
 
 absl::Status DumpRows::ParseLine(const std::string& line, int64_t* key, std::string* value) {

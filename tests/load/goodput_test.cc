@@ -3,11 +3,12 @@
 // to one core, the load (bench/loadgen, Poisson arrivals, 2 s deadlines, latency from the
 // scheduled send) pinned to another. Closed-loop capacity first, then 0.9x, 1.5x, 3x and
 // 6x of it, then 0.5x again. What it checks does not depend on the machine's speed: every
-// point gets OK answers, admission refuses some of the 6x spike, and every call that is not
+// point gets OK answers, admission refuses some of the 6x spike, every call that is not
 // OK is refused (RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED), never failed otherwise or
-// answered wrongly; the server drains and exits 0. It prints goodput and latency per point;
-// the figures and their targets (goodput a large share of capacity, answers within a
-// second) are the benchmark's, `make bench` (docs/benchmarks.md, "Goodput under
+// answered wrongly, and over capacity refusals at the door outnumber deadline misses (the
+// collapse: calls queued until their deadline passed); the server drains and exits 0. It prints
+// goodput and latency per point; the figures and their targets (goodput a large share of capacity,
+// answers within a second) are the benchmark's, `make bench` (docs/benchmarks.md, "Goodput under
 // overload"): on a shared 2-core machine any bound on them flakes.
 #include <sched.h>
 
@@ -72,6 +73,7 @@ struct Point {
   std::string errors;
   std::map<std::string, int64_t> error_counts;  // by gRPC code name, or BAD_RESPONSE
   int64_t refused = 0;                          // RESOURCE_EXHAUSTED
+  int64_t missed = 0;                           // DEADLINE_EXCEEDED
 };
 
 Point Measure(const std::string& name, const bench::RunOptions& options,
@@ -89,6 +91,7 @@ Point Measure(const std::string& name, const bench::RunOptions& options,
   for (const auto& [code, n] : result->errors_by_code) {
     absl::StrAppend(&point.errors, point.errors.empty() ? "" : ", ", n, " ", code);
     if (code == "RESOURCE_EXHAUSTED") point.refused = n;
+    if (code == "DEADLINE_EXCEEDED") point.missed = n;
   }
   return point;
 }
@@ -168,6 +171,12 @@ TEST(GoodputTest, OverloadIsShedAtTheDoorWithoutCollapse) {
     }
   }
   EXPECT_GT(points[3].refused, 0) << "6x of capacity and admission refused nothing";
+  // The collapse admission prevents: calls queued until their deadline passed instead of
+  // being refused at the door. Over capacity, refusals outnumber deadline misses.
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_GE(points[i].refused, points[i].missed)
+        << points[i].name << ": more calls missed their deadline than were refused";
+  }
   EXPECT_EQ(server->Stop(), 0);
 }
 

@@ -275,6 +275,7 @@ class LoadRedisTest(unittest.TestCase):
                               input=text, capture_output=True, text=True, timeout=60)
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("7 rows written", done.stdout)
+        self.assertIn("3/7 rows", done.stderr)  # --batch holds for rows kept from the check
         for k, values in rows.items():
             self.assertEqual(self.get(f"fuserank:piped:{k}"),
                              np.array(values, np.float32).tobytes())
