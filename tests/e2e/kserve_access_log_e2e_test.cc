@@ -2,12 +2,8 @@
 // (logging.access_log_sample: 1): the candidates a call held once its request was parsed,
 // for a call refused after the parse too (it said candidates=0 until the decode finished),
 // and 0 for one refused before the parse. The server's stdout is captured while it runs.
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,46 +20,13 @@
 #include "tests/e2e/kserve_util.h"
 #include "tests/e2e/rank_check_util.h"
 #include "tests/e2e/reference_util.h"
+#include "tests/e2e/stdout_capture_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Captures what the in-process server logs while it lives: spdlog's default logger
-// writes to stdout (the server library's spdlog, whose registry this file cannot reach).
-class LogCapture {
- public:
-  explicit LogCapture(std::string path) : path_(std::move(path)) {
-    std::fflush(stdout);
-    saved_ = ::dup(1);
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(fd, 1);
-    ::close(fd);
-  }
-  ~LogCapture() { Stop(); }
-
-  // Restores stdout (once); returns the "infer ..." access-log lines, from the word on.
-  std::vector<std::string> Stop() {
-    if (saved_ < 0) return lines_;
-    std::fflush(stdout);
-    ::dup2(saved_, 1);
-    ::close(saved_);
-    saved_ = -1;
-    std::ifstream in(path_);
-    for (std::string line; std::getline(in, line);) {
-      const size_t at = line.find("infer request_id=");
-      if (at != std::string::npos) lines_.push_back(line.substr(at));
-    }
-    return lines_;
-  }
-
- private:
-  std::string path_;
-  int saved_ = -1;
-  std::vector<std::string> lines_;
-};
 
 class KServeAccessLogE2eTest : public ::testing::Test {
  protected:
@@ -112,7 +75,7 @@ class KServeAccessLogE2eTest : public ::testing::Test {
 
 TEST_F(KServeAccessLogE2eTest, ACallRefusedAfterItsParseLogsItsCandidates) {
   ASSERT_NE(server_, nullptr);
-  LogCapture log(testing::TempDir("kserve_access_log_capture") + "/log.txt");
+  testing::StdoutCapture log(testing::TempDir("kserve_access_log_capture") + "/log.txt");
   int n = 0;
   const inference::ModelInferRequest ok = Request("ok", &n);
   ASSERT_TRUE(testing::Infer(infer_.get(), ok).status.ok());
@@ -136,7 +99,7 @@ TEST_F(KServeAccessLogE2eTest, ACallRefusedAfterItsParseLogsItsCandidates) {
 
   ASSERT_GT(n, 0);
   server_.reset();  // every line is written
-  const std::vector<std::string> lines = log.Stop();
+  const std::vector<std::string> lines = testing::LinesFrom(log.Stop(), "infer request_id=");
   const std::string candidates = absl::StrCat("candidates=", n, " ");
   EXPECT_THAT(LineOf(lines, "ok"), HasSubstr(absl::StrCat("model='ctr' ", candidates, "code=OK")));
   EXPECT_THAT(LineOf(lines, "bad-top-k"),

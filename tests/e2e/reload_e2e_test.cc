@@ -3,9 +3,7 @@
 // versions back and forth; no request fails and every response is scored wholly by the
 // version it names (its scores are that version's reference scores, not the other's).
 // Broken versions are refused, by the RPC and by the watch, and the old one keeps serving.
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,8 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -30,6 +26,7 @@
 #include "server/server.h"
 #include "tests/e2e/rank_check_util.h"
 #include "tests/e2e/reference_util.h"
+#include "tests/e2e/stdout_capture_util.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank {
@@ -51,54 +48,6 @@ TestModel Version(const std::string& name, const std::string& version, uint64_t 
   return testing::MakeRandomModel(spec, seed);
 }
 
-// What this process writes to stdout while it lives, where spdlog's default logger (the
-// in-process server's log) writes: into `path`, written back to stdout at Stop().
-class StdoutCapture {
- public:
-  explicit StdoutCapture(std::string path) : path_(std::move(path)) {
-    std::fflush(stdout);
-    saved_ = ::dup(1);
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(fd, 1);
-    ::close(fd);
-  }
-  ~StdoutCapture() { Stop(); }
-
-  // What was captured so far.
-  std::string Text() const {
-    std::ifstream in(path_);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-
-  // Restores stdout (once) and writes what was captured to it; returns that.
-  std::string Stop() {
-    if (saved_ < 0) return Text();
-    std::fflush(stdout);
-    ::dup2(saved_, 1);
-    ::close(saved_);
-    saved_ = -1;
-    const std::string text = Text();
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return text;
-  }
-
- private:
-  std::string path_;
-  int saved_ = -1;
-};
-
-// The line of `text` that contains `marker`, or "".
-std::string LineWith(const std::string& text, const std::string& marker) {
-  const size_t at = text.find(marker);
-  if (at == std::string::npos) return "";
-  const size_t newline = text.rfind('\n', at);
-  const size_t begin = newline == std::string::npos ? 0 : newline + 1;
-  const size_t end = text.find('\n', at);
-  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-}
-
-// One client's tally.
 struct Tally {
   int64_t ok = 0;
   int64_t failed = 0;
@@ -410,17 +359,17 @@ TEST_F(ReloadE2eTest, BrokenVersionsAreRefusedAndTheOldOneKeepsServing) {
   // only seen in the log (ModelWatcher::refused() is the server's own): wait for that line.
   constexpr char kWatchRefused[] = "(the file watch retries when the files change again)";
   {
-    StdoutCapture log(dir_ + "/watch_log.txt");
+    testing::StdoutCapture log(dir_ + "/watch_log.txt");
     const std::string tmp = dir_ + "/live/.tmp";
     fs::copy_file(broken + "/rank.safetensors", tmp);
     fs::rename(tmp, dir_ + "/live/rank.safetensors");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (LineWith(log.Text(), kWatchRefused).empty() &&
+    while (testing::LineWith(log.Text(), kWatchRefused).empty() &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     const std::string text = log.Stop();
-    const std::string refusal = LineWith(text, kWatchRefused);
+    const std::string refusal = testing::LineWith(text, kWatchRefused);
     ASSERT_FALSE(refusal.empty())
         << "the file watch did not refuse the truncated weights within 60 s; the log:\n"
         << text;
