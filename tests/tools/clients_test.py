@@ -35,8 +35,10 @@ except ImportError as e:
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tools"))
+sys.path.insert(0, os.path.join(REPO, "tests", "deploy"))  # live_process_util
 
 import fuserank_client_common  # noqa: E402
+import live_process_util as live  # noqa: E402
 import rank_client  # noqa: E402
 
 ADMIN = os.path.join(REPO, "tools", "admin_client.py")
@@ -132,16 +134,6 @@ class ClientOptionsTest(ClientTestBase):
         self.assertTrue(all(0 <= f.ids[0] < 10 for f in request.user_features))
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _openssl(*args, cwd):
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
@@ -167,7 +159,7 @@ class Server:
     """fuserank-server on loopback with TLS (mTLS when client_ca) and an admin token."""
 
     def __init__(self, folder, spec, certs, client_ca):
-        self.port, self.admin_port = _free_ports(2)
+        self.port, self.admin_port = live.free_ports(2)
         token_file = os.path.join(folder, "admin.token")
         with open(token_file, "w") as f:
             f.write(TOKEN + "\n")
@@ -182,34 +174,23 @@ class Server:
                     f"  tls: {{cert_file: {certs}/server.pem, key_file: {certs}/server.key, "
                     f"client_ca_file: \"{ca}\"}}\n"
                     f"engine: {{device: cpu}}\nmodel: {{path: {spec}}}\n")
-        self.log_path = os.path.join(folder, "server.log")
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([SERVER, "--config", config], stdout=self._log,
-                                     stderr=subprocess.STDOUT)
+        self.process = live.Process("fuserank-server", [SERVER, "--config", config],
+                                    os.path.join(folder, "server.log"), cwd=folder)
 
     def wait(self):
+        """None once the admin port accepts a connection; else the server's log."""
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
+        while time.monotonic() < deadline and self.process.running():
             try:
                 socket.create_connection(("127.0.0.1", self.admin_port), timeout=1).close()
                 return None
             except OSError:
                 time.sleep(0.05)
-        self._log.flush()
-        with open(self.log_path, errors="replace") as f:
-            return f.read()[-3000:]
+        self.process.log.flush()
+        return self.process.tail()
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
+        self.process.stop(15)
 
 
 @unittest.skipUnless(SERVER and os.path.exists(SERVER) and GEN_MODEL and
