@@ -101,7 +101,10 @@ void HotRowCache::StartServing(const HotRowCache* previous) {
     }
   }
   if (previous != nullptr) {
+    // Changes may have landed on `previous` since Create read its version: continue from
+    // where it is now, so the carried sets swap in above it and the version never goes back.
     carried_version_ = previous->version();
+    manager_->RaiseVersion(carried_version_);
     CarryHotSets(*previous, /*empty=*/false);
   }
   {

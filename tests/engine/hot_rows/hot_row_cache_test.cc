@@ -81,6 +81,30 @@ TEST(HotRowCacheTest, ANewVersionContinuesTheVersionAndCarriesTheHotSets) {
   EXPECT_EQ(old->version(), 2u) << "the old version is left as it was";
 }
 
+TEST(HotRowCacheTest, ChangesToTheOldVersionDuringTheLoadKeepTheVersionGoingUp) {
+  std::unique_ptr<HotRowCache> old = Cache(Model());
+  old->StartServing(nullptr);
+  ASSERT_TRUE(old->Set({{"item_0", std::vector<int64_t>{1}}}).ok());
+  std::unique_ptr<HotRowCache> fresh = Cache(Model(), old.get());
+  ASSERT_EQ(fresh->version(), 1u);
+  // While the new version loads and warms up, the admin plane still changes the old one.
+  for (int64_t id : {2, 3, 4}) ASSERT_TRUE(old->Set({{"item_0", std::vector<int64_t>{id}}}).ok());
+  ASSERT_EQ(old->version(), 4u);
+  fresh->StartServing(old.get());
+  EXPECT_EQ(fresh->version(), 5u) << "one swap above the old version, never below it";
+  EXPECT_THAT(HotRows(*fresh, "item_0"), ElementsAre(4));
+  fresh->CatchUp(*old);
+  EXPECT_EQ(fresh->version(), 5u) << "nothing changed since StartServing";
+
+  std::unique_ptr<HotRowCache> empty_old = Cache(Model());
+  empty_old->StartServing(nullptr);
+  std::unique_ptr<HotRowCache> empty_fresh = Cache(Model(), empty_old.get());
+  ASSERT_TRUE(empty_old->Set({{"item_0", std::vector<int64_t>{}}}).ok());
+  ASSERT_EQ(empty_old->version(), 1u);
+  empty_fresh->StartServing(empty_old.get());
+  EXPECT_EQ(empty_fresh->version(), 1u) << "nothing to carry: the old version's number";
+}
+
 TEST(HotRowCacheTest, WithoutHotSetsAReloadDoesNotSwap) {
   std::unique_ptr<HotRowCache> old = Cache(Model());
   old->StartServing(nullptr);
