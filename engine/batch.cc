@@ -48,6 +48,7 @@ void Batch::Clear() {
   item.Clear();
   user_dense.clear();
   item_dense.clear();
+  deadline = std::chrono::steady_clock::time_point::max();
 }
 
 void Batch::Append(const Batch& other) {

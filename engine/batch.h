@@ -8,6 +8,7 @@
 #ifndef FUSERANK_ENGINE_BATCH_H_
 #define FUSERANK_ENGINE_BATCH_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -50,6 +51,10 @@ struct Batch {
   BagSet item;                               // candidates x I bags
   std::vector<float> user_dense;             // requests x dense_user
   std::vector<float> item_dense;             // candidates x dense_item
+  // The latest of its requests' deadlines (max(): none), set by the Batcher as it runs the
+  // batch: past it no request can use the answer, so a backend stops waiting for the
+  // cluster then (RemoteTier::Stage). Append() leaves it; Clear() resets it.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 
   int num_requests() const { return static_cast<int>(candidate_begin.size()) - 1; }
   int num_candidates() const { return static_cast<int>(candidate_begin.back()); }

@@ -235,11 +235,15 @@ void Batcher::WorkerLoop(int worker) {
 
 void Batcher::RunBatch(int worker, Slot* slot, BatchResult* result) {
   std::vector<Work>& parts = slot->parts;
-  const Batch* batch = parts[0].batch.get();
+  Batch* batch = parts[0].batch.get();
   if (parts.size() > 1) {  // merge outside mu_: Submit() is not held up by the copy
     for (const Work& part : parts) slot->merged.Append(*part.batch);
     batch = &slot->merged;
   }
+  // The latest deadline, not the earliest: a wait that ends at one request's deadline would
+  // fail the others' rows, while no request gains from an answer after the latest.
+  batch->deadline = BatcherClock::time_point::min();
+  for (const Work& part : parts) batch->deadline = std::max(batch->deadline, part.deadline);
   const BatcherClock::time_point start = time_->Now();
   result->Clear();
   absl::Status status = backend_->Run(worker, *batch, result);

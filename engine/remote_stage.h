@@ -62,7 +62,7 @@ class RemoteStage {
   std::vector<Pending> pending_;
   std::vector<std::string> key_text_;
   std::vector<remote::Command> commands_;
-  std::vector<remote::Reply> replies_;
+  std::vector<remote::Reply> replies_;  // no values: they go straight to bytes_ (Command::out)
   // One table's keys not in its hot set, as NearCache::FindMany takes them: the key, where
   // its row goes, its slot, and what the near cache answered.
   std::vector<int64_t> near_ids_;

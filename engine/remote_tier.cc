@@ -13,7 +13,8 @@ namespace fuserank::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kValueSizeError = 0;  // remote::ErrorKind::kNone's index stands for "value_size"
+// remote::ErrorKind::kNone's index stands for "value_size" (remote::ErrorKind::kValueSize).
+constexpr int kValueSizeError = 0;
 
 // The bags of one table: bag b = first + k * stride for k < count.
 struct TableBags {
@@ -99,8 +100,9 @@ absl::Status RemoteTier::Create(std::shared_ptr<const Model> model,
   remote::ClusterOptions cluster;
   cluster.seeds = options.seed_nodes;
   cluster.pool_size = options.pool_size;
-  // A value a little longer than a row still reaches the per-key size check (value_size);
-  // only an absurd one fails its node's pipeline before it is buffered.
+  // A value of the wrong length up to the longest row plus the slack is its key's
+  // value_size error, its bytes dropped as they arrive (it costs no memory); only a longer
+  // one fails its node's pipeline, as soon as its length arrives.
   size_t longest = 0;
   for (int t = 0; t < static_cast<int>((*tier)->model_->tables().size()); ++t) {
     longest = std::max(longest, (*tier)->ValueBytes(t));
@@ -153,23 +155,23 @@ absl::Status RemoteTier::FetchRows(int t, absl::Span<const int64_t> ids,
   keys.reserve(ids.size());
   std::vector<remote::Command> commands;
   commands.reserve(ids.size());
-  for (const int64_t id : ids) {
-    keys.push_back(Key(t, id));
-    commands.push_back({keys.back(), {}, false});
+  for (size_t i = 0; i < ids.size(); ++i) {
+    keys.push_back(Key(t, ids[i]));
+    // Each value straight into its row: a value of another length is not kept anywhere.
+    commands.push_back({keys.back(), {}, false, {values->data() + i * value_bytes, value_bytes}});
   }
   std::vector<remote::Reply> replies;
   client_->Run(commands, Clock::now() + std::chrono::milliseconds(kHotFetchDeadlineMs), &replies);
   for (size_t i = 0; i < ids.size(); ++i) {
     const remote::Reply& reply = replies[i];
     if (reply.state == remote::Reply::State::kAbsent) continue;
-    if (reply.state == remote::Reply::State::kValue && reply.value.size() == value_bytes) {
-      std::memcpy(values->data() + i * value_bytes, reply.value.data(), value_bytes);
+    if (reply.state == remote::Reply::State::kValue) {
       (*present)[i] = true;
       continue;
     }
     const std::string why =
-        reply.state == remote::Reply::State::kValue
-            ? absl::StrCat("a value of ", reply.value.size(), " bytes, want ", value_bytes)
+        reply.error == remote::ErrorKind::kValueSize
+            ? absl::StrCat("a value of ", reply.announced_bytes, " bytes, want ", value_bytes)
             : std::string(remote::ErrorKindName(reply.error));
     return absl::UnavailableError(absl::StrCat(
         "table '", model_->tables()[t].name, "': the hot rows could not be fetched from the ",
@@ -284,12 +286,20 @@ void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, int sample
       text.clear();
       absl::StrAppend(&text, options_.key_prefix, model.tables()[pending.table].name, ":",
                       stage->keys_[pending.table][pending.slot].id);
-      stage->commands_[p] = {text, {}, false};
+      // The value goes straight into its staged row: what the batch keeps is its rows, and
+      // a value of another length is dropped as it arrives.
+      const size_t value_bytes = ValueBytesOf(model.tables()[pending.table]);
+      stage->commands_[p] = {
+          text,
+          {},
+          false,
+          {stage->bytes_[pending.table].data() + pending.slot * value_bytes, value_bytes}};
     }
     const Clock::time_point start = Clock::now();
-    const remote::RunStats stats = client_->Run(
-        stage->commands_, start + std::chrono::milliseconds(options_.fetch_deadline_ms),
-        &stage->replies_);
+    // fetch_deadline_ms, or less when every request of the batch is due before that.
+    const Clock::time_point deadline =
+        std::min(start + std::chrono::milliseconds(options_.fetch_deadline_ms), batch.deadline);
+    const remote::RunStats stats = client_->Run(stage->commands_, deadline, &stage->replies_);
     RecordFetch(std::chrono::duration<double>(Clock::now() - start).count(), stats.round_trips);
     const Clock::time_point fetched = Clock::now();
     for (size_t p = 0; p < n; ++p) {
@@ -299,8 +309,7 @@ void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, int sample
       std::byte* row = stage->bytes_[pending.table].data() + pending.slot * value_bytes;
       const remote::Reply& reply = stage->replies_[p];
       int error = -1;
-      if (reply.state == remote::Reply::State::kValue && reply.value.size() == value_bytes) {
-        std::memcpy(row, reply.value.data(), value_bytes);
+      if (reply.state == remote::Reply::State::kValue) {  // written into `row` by the fetch
         near_[pending.table]->Insert(key.id, row, fetched);
         key.tier = Tier::kRemote;
       } else if (reply.state == remote::Reply::State::kAbsent) {
@@ -308,8 +317,8 @@ void RemoteTier::Stage(const Batch& batch, const HotRowSnapshot* hot, int sample
         near_[pending.table]->Insert(key.id, nullptr, fetched);
         key.tier = Tier::kAbsent;
       } else {
-        error = reply.state == remote::Reply::State::kValue ? kValueSizeError
-                                                            : static_cast<int>(reply.error);
+        error = reply.error == remote::ErrorKind::kValueSize ? kValueSizeError
+                                                             : static_cast<int>(reply.error);
       }
       if (error >= 0) {
         std::memset(row, 0, value_bytes);

@@ -73,11 +73,11 @@ class RemoteTier : public RemoteRowSource {
 
   // Fills `stage` with `batch`'s rows of every remote table: distinct keys not in the
   // near cache are fetched in one pipeline per node, all nodes at once, within
-  // fetch_deadline_ms. Keys the cluster lacks pool as zeros. Keys it failed to answer pool
-  // as zeros too; with kFail every request that needed one gets UNAVAILABLE naming the
-  // table in (*request_errors)[r] (left empty when none failed).
-  // With `hot` (the batch's hot-row snapshot; may be null), keys in a remote table's hot
-  // set are copied from it first (tier "hot", no fetch), then the near cache is asked.
+  // fetch_deadline_ms and by batch.deadline (past it no request of the batch can use them). Keys
+  // the cluster lacks pool as zeros. Keys it failed to answer pool as zeros too; with kFail every
+  // request that needed one gets UNAVAILABLE naming the table in (*request_errors)[r] (left empty
+  // when none failed). With `hot` (the batch's hot-row snapshot; may be null), keys in a remote
+  // table's hot set are copied from it first (tier "hot", no fetch), then the near cache is asked.
   // With sample_period > 0 about one id use in sample_period is kept in
   // stage->sampled(t), for HotRowManager::ObserveIds (cache.policy: frequency).
   void Stage(const Batch& batch, const HotRowSnapshot* hot, int sample_period, RemoteStage* stage,

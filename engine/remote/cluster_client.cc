@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -27,6 +28,10 @@ struct Job {
   bool written = false;
   bool failed = false;
   bool refused = false;  // the node sent a reply past the limits
+  // A value of the wrong length being dropped (SkipBulk): its bytes still to come (CRLF
+  // included) and the length it announced. Its reply counts once all are dropped.
+  size_t skip = 0;
+  size_t skipped_bytes = 0;
 };
 
 // Where a command goes in the next round: its slot's owner, or a redirect's node.
@@ -35,9 +40,16 @@ struct Target {
   bool asking = false;
 };
 
+// Empties a reused reply's value and gives its memory back.
+void Release(std::string* value) {
+  if (value->capacity() > std::string().capacity()) std::string().swap(*value);
+  value->clear();
+}
+
 void Fail(Reply* reply, ErrorKind kind, RunStats* stats) {
   reply->state = Reply::State::kError;
   reply->error = kind;
+  Release(&reply->value);
   ++stats->errors[static_cast<int>(kind)];
 }
 
@@ -64,6 +76,8 @@ std::string_view ErrorKindName(ErrorKind kind) {
       return "cluster_down";
     case ErrorKind::kServer:
       return "server";
+    case ErrorKind::kValueSize:
+      return "value_size";
   }
   return "unknown";
 }
@@ -111,6 +125,9 @@ void AppendCommands(const absl::Span<const Command> commands, Job* job) {
 
 size_t ExpectedReplies(const Job& job) { return job.indices.size() * (job.asking ? 2 : 1); }
 
+// The command (index into the Run()'s) that a job's n-th raw reply answers.
+int CommandOf(const Job& job, size_t n) { return job.indices[job.asking ? n / 2 : n]; }
+
 }  // namespace
 
 // One Run(): its replies, where each pending command goes next, and the tallies.
@@ -124,22 +141,49 @@ struct ClusterClient::RunContext {
   // map's nodes live as long as the run's snapshot of it.
   std::vector<std::shared_ptr<Node>> held;
   RunStats stats;
+  size_t kept_bytes = 0;  // in Reply::value so far (ClusterOptions::max_run_value_bytes)
+
+  // Command i's value of `announced` bytes, not the length its `out` wants.
+  void WrongSize(int i, size_t announced) {
+    Fail(&(*replies)[i], ErrorKind::kValueSize, &stats);
+    (*replies)[i].announced_bytes = announced;
+  }
+
+  // A value for command i: into its `out`, or kept in its reply within the run's bound.
+  void Value(int i, const redisReply& r) {
+    Reply& reply = (*replies)[i];
+    const absl::Span<std::byte> out = commands[i].out;
+    if (!out.empty()) {
+      if (r.len != out.size()) return WrongSize(i, r.len);  // SkipBulk let none through
+      std::memcpy(out.data(), r.str, r.len);
+      Release(&reply.value);
+    } else {
+      if (r.len > state->options.max_run_value_bytes - kept_bytes) {
+        return Fail(&reply, ErrorKind::kServer, &stats);
+      }
+      kept_bytes += r.len;
+      if (reply.value.capacity() > r.len) Release(&reply.value);  // a longer earlier value
+      reply.value.assign(r.str, r.len);
+    }
+    reply.state = Reply::State::kValue;
+  }
 
   // Files reply `r` to command i: a value, an absence, an error, or a redirect to follow.
   void Handle(int i, const redisReply& r) {
     Reply& reply = (*replies)[i];
     reply.error = ErrorKind::kNone;
+    reply.announced_bytes = 0;
     switch (r.type) {
       case REDIS_REPLY_STRING:
-        reply.state = Reply::State::kValue;
-        reply.value.assign(r.str, r.len);
-        return;
+        return Value(i, r);
       case REDIS_REPLY_NIL:
         reply.state = Reply::State::kAbsent;
+        Release(&reply.value);
         return;
-      case REDIS_REPLY_STATUS:  // SET's +OK
+      case REDIS_REPLY_STATUS:  // SET's +OK; never a GET's value
+        if (!commands[i].out.empty()) return Fail(&reply, ErrorKind::kServer, &stats);
         reply.state = Reply::State::kValue;
-        reply.value.clear();
+        Release(&reply.value);
         return;
       case REDIS_REPLY_ERROR:
         break;
@@ -166,7 +210,11 @@ struct ClusterClient::RunContext {
       pending.push_back(i);
       if (moved) {  // the slot lives there now; the rest of the map may have moved too
         ++stats.moved;
-        state->SetSlot(slot, node);
+        // The key is retried where the node says, whatever slot it names (as go-redis and
+        // Lettuce follow a MOVED's address); but a slot other than the key's is no news
+        // about the key's slot, and taken as the node's word it would re-route another
+        // slot's keys: only the refresh may change that one.
+        if (slot == KeySlot(commands[i].key)) state->SetSlot(slot, node);
         state->RequestRefresh();
       } else {
         ++stats.ask;
@@ -211,7 +259,26 @@ struct ClusterClient::RunContext {
     if (redisBufferRead(job->context) != REDIS_OK) return false;
     const RespLimits limits = RunLimits(state->options.max_value_bytes);
     for (;;) {
+      if (job->skip > 0) {
+        switch (DropBulk(job->context, &job->skip)) {
+          case NextState::kMore:
+            return true;
+          case NextState::kRefused:
+            job->refused = true;
+            return false;
+          default:
+            break;
+        }
+        WrongSize(CommandOf(*job, job->replies++), job->skipped_bytes);
+      }
       if (job->replies == ExpectedReplies(*job)) return true;
+      // A value of the wrong length goes by unbuffered (ASKING's +OK wants no length).
+      const bool asking_reply = job->asking && job->replies % 2 == 0;
+      const size_t wanted = asking_reply ? 0 : commands[CommandOf(*job, job->replies)].out.size();
+      if (wanted > 0 && SkipBulk(job->context, limits, wanted, &job->skipped_bytes)) {
+        job->skip = job->skipped_bytes + 2;
+        continue;
+      }
       redisReply* r = nullptr;
       std::string why;
       switch (NextReply(job->context, limits, &r, &why)) {
@@ -226,7 +293,7 @@ struct ClusterClient::RunContext {
           break;
       }
       const size_t n = job->replies++;
-      if (!job->asking || n % 2 == 1) Handle(job->indices[job->asking ? n / 2 : n], *r);
+      if (!job->asking || n % 2 == 1) Handle(CommandOf(*job, n), *r);
       freeReplyObject(r);
     }
   }

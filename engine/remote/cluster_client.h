@@ -13,6 +13,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,25 +36,41 @@ struct ClusterOptions {
   // The longest value a GET may return: a longer bulk string fails its node's pipeline
   // (ErrorKind::kServer) as soon as its length arrives, instead of being buffered.
   size_t max_value_bytes = 1 << 20;
+  // The most bytes one Run() keeps in Reply::value (GETs without Command::out): a value
+  // past it is an error of kind kServer, not kept. GETs with `out` write only there.
+  size_t max_run_value_bytes = size_t{64} << 20;
 };
 
 // Why a command got no answer.
-enum class ErrorKind { kNone, kTimeout, kConnection, kRedirect, kClusterDown, kServer };
-inline constexpr int kErrorKinds = 6;
+enum class ErrorKind { kNone, kTimeout, kConnection, kRedirect, kClusterDown, kServer, kValueSize };
+inline constexpr int kErrorKinds = 7;
 std::string_view ErrorKindName(ErrorKind kind);  // "timeout", "connection", ...
 
 // One command: GET key, or SET key value.
 struct Command {
+  Command() = default;
+  Command(std::string_view key, std::string_view value = {}, bool set = false,
+          absl::Span<std::byte> out = {})
+      : key(key), value(value), set(set), out(out) {}
+
   std::string_view key;
   std::string_view value;  // SET only
   bool set = false;
+  // GET: where the value goes, exactly out.size() bytes. A value of another length is an
+  // error of kind kValueSize, its bytes dropped as they arrive (never buffered whole; the
+  // connection goes on to the next reply). Empty: the value goes to Reply::value, any
+  // length up to ClusterOptions::max_value_bytes.
+  absl::Span<std::byte> out;
 };
 
 struct Reply {
   enum class State { kValue, kAbsent, kError };
   State state = State::kError;
   ErrorKind error = ErrorKind::kNone;
-  std::string value;  // GET: the value (capacity kept when replies are reused)
+  // GET without Command::out: the value. Its capacity never exceeds the value it holds
+  // (beyond the string's inline buffer), so replies reused across runs keep no more.
+  std::string value;
+  size_t announced_bytes = 0;  // kValueSize: the length the node sent
 };
 
 struct RunStats {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -59,7 +60,8 @@ absl::Status ParseSlots(const redisReply& reply, const std::string& asked,
         range.element[0]->type != REDIS_REPLY_INTEGER ||
         range.element[1]->type != REDIS_REPLY_INTEGER ||
         range.element[2]->type != REDIS_REPLY_ARRAY || range.element[2]->elements < 2 ||
-        range.element[2]->element[0]->type != REDIS_REPLY_STRING ||
+        (range.element[2]->element[0]->type != REDIS_REPLY_STRING &&
+         range.element[2]->element[0]->type != REDIS_REPLY_NIL) ||
         range.element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
       return absl::InternalError("CLUSTER SLOTS: malformed slot range");
     }
@@ -68,17 +70,33 @@ absl::Status ParseSlots(const redisReply& reply, const std::string& asked,
     if (first < 0 || last >= kClusterSlots || first > last) {
       return absl::InternalError("CLUSTER SLOTS: slot range out of bounds");
     }
+    // Each slot once: ranges that overlap are no map a cluster gives, and refused at the
+    // first slot seen twice, so this costs at most 16,384 steps whatever the node sends.
+    for (long long s = first; s <= last; ++s) {
+      if (seen[s]) {
+        return absl::InternalError(
+            absl::StrCat("CLUSTER SLOTS: slot ranges overlap (slot ", s, " twice)"));
+      }
+      seen[s] = true;
+    }
     const redisReply& master = *range.element[2];
     const long long port = master.element[1]->integer;
     if (port < 1 || port > 65535) return absl::InternalError("CLUSTER SLOTS: port out of range");
-    std::string host(master.element[0]->str, master.element[0]->len);
-    if (host.empty() || host == "?") host = asked;
+    // The endpoint, as https://redis.io/commands/cluster-slots/ defines it: NULL (Redis 7's
+    // cluster-preferred-endpoint-type unknown-endpoint) means "the endpoint the CLUSTER
+    // SLOTS command was sent to, with the port given"; an empty string (a node that does
+    // not know its own address) "may be treated the same way as NULL"; "?" (hostnames
+    // announced but none configured) is "an unknown node, not necessarily the same node":
+    // its slots are left unassigned in this map (their keys fail as cluster_down and ask
+    // for a refresh).
+    const redisReply& endpoint = *master.element[0];
+    std::string host =
+        endpoint.type == REDIS_REPLY_NIL ? std::string() : std::string(endpoint.str, endpoint.len);
+    if (host == "?") continue;
+    if (host.empty()) host = asked;
     ranges->push_back(
         {static_cast<int>(first), static_cast<int>(last), std::move(host), static_cast<int>(port)});
-    for (long long s = first; s <= last; ++s) {
-      if (!seen[s]) ++*covered;
-      seen[s] = true;
-    }
+    *covered += static_cast<int>(last - first + 1);
   }
   return absl::OkStatus();
 }
@@ -202,25 +220,40 @@ std::shared_ptr<Node> ClusterClient::State::NodeFor(const std::string& host, int
 }
 
 absl::Status ClusterClient::State::InstallMap(const std::vector<SlotRange>& ranges) {
+  // The map is built before mu is taken (every Run() takes it for its snapshot), from a
+  // copy of the nodes known: a node a MOVED adds meanwhile is one the new map would forget
+  // anyway, and the one a batch holds stays alive with it.
+  std::vector<std::shared_ptr<Node>> known;
+  {
+    absl::MutexLock lock(&mu);
+    known = nodes;
+  }
+  absl::flat_hash_map<std::pair<std::string, int>, std::shared_ptr<Node>> by_address;
+  for (const auto& node : known) by_address.try_emplace({node->host(), node->port()}, node);
+  absl::flat_hash_map<std::pair<std::string, int>, Node*> masters;
   auto next = std::make_shared<SlotMap>();
-  absl::MutexLock lock(&mu);
   for (const SlotRange& range : ranges) {
-    auto known = [&range](const std::shared_ptr<Node>& node) {
-      return node->port() == range.port && node->host() == range.host;
-    };
-    auto in_map = std::find_if(next->nodes.begin(), next->nodes.end(), known);
-    if (in_map == next->nodes.end()) {
+    auto [master, added] = masters.try_emplace({range.host, range.port}, nullptr);
+    if (added) {
       if (next->nodes.size() == static_cast<size_t>(kMaxNodes)) {
         return absl::ResourceExhaustedError(
             absl::StrCat("CLUSTER SLOTS: more than ", kMaxNodes, " masters"));
       }
-      auto registered = std::find_if(nodes.begin(), nodes.end(), known);
-      next->nodes.push_back(
-          registered != nodes.end() ? *registered : std::make_shared<Node>(range.host, range.port));
-      in_map = next->nodes.end() - 1;
+      auto registered = by_address.find(master->first);
+      next->nodes.push_back(registered != by_address.end()
+                                ? registered->second
+                                : std::make_shared<Node>(range.host, range.port));
+      master->second = next->nodes.back().get();
     }
-    for (int s = range.first; s <= range.last; ++s) next->owner[s] = in_map->get();
+    for (int s = range.first; s <= range.last; ++s) {
+      // Each slot once (ParseSlots refused overlaps already): at most 16,384 steps.
+      if (next->owner[s] != nullptr) {
+        return absl::InternalError(absl::StrCat("CLUSTER SLOTS: slot ", s, " twice"));
+      }
+      next->owner[s] = master->second;
+    }
   }
+  absl::MutexLock lock(&mu);
   // The nodes are the map's from now on: the others are forgotten (a batch still using one
   // holds it until it is done).
   nodes = next->nodes;

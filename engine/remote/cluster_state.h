@@ -81,7 +81,8 @@ struct ClusterClient::State {
   // After a MOVED: the slot's new owner, at once (copy-on-write of the map).
   void SetSlot(int slot, const std::shared_ptr<Node>& node) ABSL_LOCKS_EXCLUDED(mu);
   // Installs the map of `ranges`; its masters become the nodes known (the others are
-  // forgotten). RESOURCE_EXHAUSTED, nothing changed, past kMaxNodes masters.
+  // forgotten). RESOURCE_EXHAUSTED, nothing changed, past kMaxNodes masters; INTERNAL for
+  // ranges that overlap. Built before mu is taken: a Run() waits only for the swap.
   absl::Status InstallMap(const std::vector<SlotRange>& ranges) ABSL_LOCKS_EXCLUDED(mu);
   // Wakes the refresher for a CLUSTER SLOTS round.
   void RequestRefresh() ABSL_LOCKS_EXCLUDED(mu);
@@ -115,8 +116,10 @@ bool ParseAddress(std::string_view address, std::string* host, int* port);
 bool ParseRedirect(std::string_view error, const std::string& asked, int* slot, std::string* host,
                    int* port);
 
-// Reads a CLUSTER SLOTS reply into ranges; `asked` stands in for an empty or "?" host (the
-// node that answered). *covered counts the distinct slots the ranges assign.
+// Reads a CLUSTER SLOTS reply into ranges. A NULL or empty endpoint is `asked` (the node
+// the command went to); a "?" endpoint's range is left out (an unknown node). Ranges that
+// overlap are refused (so they never sum past 16,384 slots). *covered counts the slots the
+// ranges assign.
 absl::Status ParseSlots(const redisReply& reply, const std::string& asked,
                         std::vector<SlotRange>* ranges, int* covered);
 

@@ -1,5 +1,10 @@
 #include "engine/remote/resp_frame.h"
 
+// hiredis 0.14's sds.h declares its C functions without C linkage, and hiredis.h includes
+// it: first here, inside extern "C".
+extern "C" {
+#include <hiredis/sds.h>
+}
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -131,6 +136,41 @@ NextState NextReply(redisContext* context, const RespLimits& limits, redisReply*
   }
   *reply = static_cast<redisReply*>(raw);
   return NextState::kReply;
+}
+
+bool SkipBulk(redisContext* context, const RespLimits& limits, size_t wanted, size_t* announced) {
+  redisReader& reader = *context->reader;
+  const std::string_view buffered(reader.buf + reader.pos, reader.len - reader.pos);
+  std::string_view line;
+  size_t next = 0;
+  long long n = 0;
+  if (buffered.empty() || buffered[0] != '$' ||
+      ReadLine(buffered, 0, limits.max_line, &line, &next) != LineState::kLine ||
+      !ParseLength(line.substr(1), &n) || n < 0 || static_cast<unsigned long long>(n) == wanted ||
+      static_cast<unsigned long long>(n) > limits.max_bulk) {
+    return false;
+  }
+  *announced = static_cast<size_t>(n);
+  reader.pos += next;
+  return true;
+}
+
+NextState DropBulk(redisContext* context, size_t* left) {
+  redisReader& reader = *context->reader;
+  const size_t count = std::min(*left, reader.len - reader.pos);
+  // The CRLF: the bytes dropped while 2 and then 1 are left.
+  for (size_t i = *left > 2 ? *left - 2 : 0; i < count; ++i) {
+    if (reader.buf[reader.pos + i] != (*left - i == 2 ? '\r' : '\n')) return NextState::kRefused;
+  }
+  reader.pos += count;
+  *left -= count;
+  // What hiredis does once it has consumed 1 KiB: the dropped bytes leave the buffer.
+  if (reader.pos >= 1024 || reader.pos == reader.len) {
+    sdsrange(reader.buf, static_cast<int>(reader.pos), -1);
+    reader.pos = 0;
+    reader.len = sdslen(reader.buf);
+  }
+  return *left == 0 ? NextState::kReply : NextState::kMore;
 }
 
 }  // namespace fuserank::remote

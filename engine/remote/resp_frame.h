@@ -3,7 +3,9 @@
 // count, so a broken or hostile node could make the client hold gigabytes. ScanReply walks
 // one RESP2 reply in the bytes received so far and says whether it is complete, still
 // arriving, or past the limits, without allocating; NextReply parses a reply from a
-// connection only once it is complete and within them. Thread-compatible (pure functions).
+// connection only once it is complete and within them; SkipBulk and DropBulk let a bulk
+// string of an unwanted length go by as it arrives, never buffered whole.
+// Thread-compatible (pure functions, or one connection's reader).
 #ifndef FUSERANK_ENGINE_REMOTE_RESP_FRAME_H_
 #define FUSERANK_ENGINE_REMOTE_RESP_FRAME_H_
 
@@ -43,6 +45,18 @@ enum class NextState { kReply, kMore, kBroken, kRefused };
 // unusable. kBroken: hiredis failed (context->errstr).
 NextState NextReply(redisContext* context, const RespLimits& limits, redisReply** reply,
                     std::string* why);
+
+// When the next reply buffered in `context` is a bulk string whose header has arrived and
+// announces a length other than `wanted` (at most limits.max_bulk: a longer one is left for
+// NextReply to refuse), consumes that header and returns true with *announced; the caller
+// then drops the string's announced + 2 bytes (payload and CRLF) with DropBulk. False, with
+// nothing consumed, for anything else.
+bool SkipBulk(redisContext* context, const RespLimits& limits, size_t wanted, size_t* announced);
+
+// Drops up to *left buffered bytes of a bulk string SkipBulk let go by (its last two must
+// be its CRLF) and lowers *left by as many. kReply: all dropped; kMore: *left still to
+// come; kRefused: the string did not end with CRLF (the connection is unusable).
+NextState DropBulk(redisContext* context, size_t* left);
 
 }  // namespace fuserank::remote
 

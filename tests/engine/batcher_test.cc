@@ -100,6 +100,33 @@ TEST(BatcherTest, MergesRequestsQueuedBehindABusyWorker) {
   EXPECT_EQ(batcher.queue_depth(), 0);
 }
 
+// A backend may stop waiting (the remote fetch) once no request of its batch can use the
+// answer: past the latest deadline, not the earliest (which would fail the others).
+TEST(BatcherTest, ABatchCarriesTheLatestDeadlineOfItsRequests) {
+  std::vector<Outcome> outcomes(3);
+  Outcome blocker;
+  FakeBackend backend(1);
+  Batcher batcher(&backend, {});
+  absl::Cleanup open_on_exit = [&backend] { backend.Open(); };  // no hang on failure
+  ASSERT_NO_FATAL_FAILURE(HoldTheWorker(batcher, backend, &blocker));
+  const BatcherClock::time_point now = BatcherClock::now();
+  const BatcherClock::time_point deadlines[] = {now + std::chrono::seconds(60),
+                                                now + std::chrono::seconds(120),
+                                                now + std::chrono::seconds(90)};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(
+        batcher.Submit(MakeRequest(&batcher, {1.0f}, 1), deadlines[i], Record(&outcomes[i])).ok());
+  }
+  backend.Open();
+  for (Outcome& outcome : outcomes)
+    ASSERT_TRUE(outcome.done.WaitForNotificationWithTimeout(kPatience));
+  const std::vector<RunRecord> runs = backend.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].deadline, kNoDeadline);  // the blocker alone, without a deadline
+  EXPECT_EQ(runs[1].requests, 3);
+  EXPECT_EQ(runs[1].deadline, deadlines[1]);
+}
+
 TEST(BatcherTest, RespectsMaxBatchCandidatesWithoutSplittingRequests) {
   // 3+3+3 | 4+4 | 12 (alone: larger than the limit) | 3+3
   const std::vector<int> sizes = {3, 3, 3, 4, 4, 12, 3, 3};

@@ -14,8 +14,8 @@ absl::Status FakeBackend::Run(int worker, const Batch& batch, BatchResult* resul
     EXPECT_TRUE(busy_workers_.insert(worker).second) << "two runs on worker " << worker;
     ++running_;
     max_running_ = std::max(max_running_, running_);
-    runs_.push_back(
-        {batch.num_requests(), batch.num_candidates(), batch.model.get(), CurrentThreadNice()});
+    runs_.push_back({batch.num_requests(), batch.num_candidates(), batch.model.get(),
+                     CurrentThreadNice(), batch.deadline});
     const bool hold = gated_ || (!batch.item_dense.empty() && batch.item_dense[0] == kHold);
     auto open = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !hold || open_; };
     mu_.Await(absl::Condition(&open));

@@ -29,7 +29,8 @@ struct RunRecord {
   int requests = 0;
   int candidates = 0;
   const Model* model = nullptr;
-  int nice = 0;  // the worker thread's nice value (engine/thread_priority.h)
+  int nice = 0;                       // the worker thread's nice value (engine/thread_priority.h)
+  BatcherClock::time_point deadline;  // Batch::deadline
 };
 
 // Scores candidate c with item_dense[c] and returns every candidate of a request, best

@@ -183,6 +183,16 @@ absl::StatusOr<std::shared_ptr<const engine::Model>> BuildTestModel(const TestMo
   return engine::Model::FromTensors(spec, tensors);
 }
 
+TestModel WithRedisTable(TestModel model, int table) {
+  engine::TableSpec& spec = model.spec.tables[table];
+  spec.storage = engine::Storage::kRedis;
+  spec.rows = 0;
+  const std::string weight = absl::StrCat("embeddings.", spec.name, ".weight");
+  model.weights.erase(weight);
+  model.shapes.erase(weight);
+  return model;
+}
+
 ModelSpec SmallSpec(int user, int item, int64_t rows, int dim) {
   ModelSpec spec;
   // Move-assigned: GCC 12 warns falsely (-Wrestrict) on assigning these literals.

@@ -39,6 +39,10 @@ absl::StatusOr<std::string> WriteTestModel(const TestModel& model, const std::st
 // The same model in memory (Model::FromTensors).
 absl::StatusOr<std::shared_ptr<const engine::Model>> BuildTestModel(const TestModel& model);
 
+// `model` with table `table` moved to storage: redis (no rows, its weight dropped), as
+// the remote tier's tests serve it.
+TestModel WithRedisTable(TestModel model, int table);
+
 // A small spec: `user` and `item` tables named user_<i>/item_<i> of `rows` rows and
 // width `dim`, dense {user: 2, item: 3}, bottom_mlp [8, dim], dot, top_mlp [8, 1].
 engine::ModelSpec SmallSpec(int user, int item, int64_t rows, int dim);

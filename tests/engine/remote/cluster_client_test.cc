@@ -186,6 +186,28 @@ TEST_F(ClusterClientTest, APausedNodeCostsItsKeysTheDeadlineAndNoMore) {
   EXPECT_GT(served, 0);
 }
 
+// Redis 7 announces a NULL endpoint then ("connect where you sent CLUSTER SLOTS").
+TEST_F(ClusterClientTest, MapsAClusterThatAnnouncesUnknownEndpoints) {
+  Write(30);
+  for (int node = 0; node < 3; ++node) {
+    ASSERT_TRUE(
+        cluster_->Cli(node, "config set cluster-preferred-endpoint-type unknown-endpoint").ok());
+  }
+  ClusterOptions options;
+  options.seeds = {cluster_->seeds()[2]};
+  std::unique_ptr<ClusterClient> client;
+  const absl::Status status = ClusterClient::Create(options, &client);
+  ASSERT_TRUE(status.ok()) << status;
+  std::vector<Command> commands;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 30; ++i) keys.push_back(absl::StrCat("key", i));
+  for (const std::string& key : keys) commands.push_back({key, {}, false});
+  std::vector<Reply> replies;
+  const RunStats stats = client->Run(commands, Clock::now() + std::chrono::seconds(5), &replies);
+  EXPECT_EQ(stats.moved, 0);  // the map was right: no key was redirected
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(replies[i].value, absl::StrCat("value", i)) << keys[i];
+}
+
 TEST(ClusterClientStartTest, AnUnreachableClusterIsAClearErrorAndEveryReadFails) {
   ClusterOptions options;
   options.seeds = {"127.0.0.1:1"};  // nothing listens on port 1

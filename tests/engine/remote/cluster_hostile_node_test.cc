@@ -1,6 +1,8 @@
 // ClusterClient against nodes that misbehave (tests/engine/remote/fake_node_util.h): a
 // reply dripped forever, announced sizes past any real reply, an empty slot map, a node
-// that closes idle connections, Redis 7's short MOVED form. No redis needed.
+// that closes idle connections, Redis 7's short MOVED form, CLUSTER SLOTS endpoints that are
+// NULL, empty or "?", a MOVED naming a slot not the key's, ranges that overlap. No redis
+// needed.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/remote/cluster_client.h"
+#include "engine/remote/key_slot.h"
 #include "gtest/gtest.h"
 #include "tests/engine/remote/fake_node_util.h"
 
@@ -217,6 +220,100 @@ TEST(ClusterHostileNodeTest, ARefreshForgetsTheNodesItsMapNoLongerNames) {
     ASSERT_TRUE(client->RefreshMap().ok());
     ASSERT_EQ(client->known_nodes(), 2) << "round " << round;
   }
+}
+
+// A key of a slot in [first, last].
+std::string KeyIn(int first, int last) {
+  for (int i = 0;; ++i) {
+    std::string key = absl::StrCat("k", i);
+    const int slot = KeySlot(key);
+    if (slot >= first && slot <= last) return key;
+  }
+}
+
+std::string Range(int first, int last, absl::string_view endpoint, int port) {
+  return absl::StrCat("*3\r\n:", first, "\r\n:", last, "\r\n*2\r\n", endpoint, ":", port, "\r\n");
+}
+
+// https://redis.io/commands/cluster-slots/: a NULL endpoint (Redis 7's
+// cluster-preferred-endpoint-type unknown-endpoint) and an empty one are the node asked,
+// with the port given; "?" is a node not known, whose slots stay unmapped.
+TEST(ClusterHostileNodeTest, SlotEndpointsNullAndEmptyAreTheNodeAskedAndAQuestionMarkIsNone) {
+  FakeNode target([](int fd, const std::vector<std::string>&) {
+    return FakeNode::SendAll(fd, "$6\r\ntarget\r\n");
+  });
+  const int target_port = target.port();
+  std::atomic<int> port{0};
+  FakeNode asked([&port, target_port](int fd, const std::vector<std::string>& command) {
+    if (!IsCommand(command, "CLUSTER")) return FakeNode::SendAll(fd, "$5\r\nasked\r\n");
+    return FakeNode::SendAll(fd, absl::StrCat("*3\r\n", Range(0, 8191, "$-1\r\n", target_port),
+                                              Range(8192, 12287, "$0\r\n\r\n", target_port),
+                                              Range(12288, 16383, "$1\r\n?\r\n", port.load())));
+  });
+  port = asked.port();
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({asked.address()}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(GetOne(*client, KeyIn(0, 8191)).value, "target");
+  EXPECT_EQ(GetOne(*client, KeyIn(8192, 12287)).value, "target");
+  const Reply unknown = GetOne(*client, KeyIn(12288, 16383));
+  EXPECT_EQ(unknown.state, Reply::State::kError);
+  EXPECT_EQ(unknown.error, ErrorKind::kClusterDown) << ErrorKindName(unknown.error);
+}
+
+TEST(ClusterHostileNodeTest, AMovedNamingAnotherSlotMovesOnlyTheKeyNotThatSlot) {
+  FakeNode other([](int fd, const std::vector<std::string>&) {
+    return FakeNode::SendAll(fd, "$5\r\nother\r\n");
+  });
+  const int other_port = other.port();
+  const std::string redirected = KeyIn(0, 16383);
+  const int named_slot = (KeySlot(redirected) + 1) % 16384;
+  std::atomic<int> port{0};
+  std::atomic<int> maps{0};
+  FakeNode owner([&](int fd, const std::vector<std::string>& command) {
+    if (IsCommand(command, "CLUSTER")) {
+      // The first map only: a refresh the MOVED asks for must not hide what it changed.
+      if (maps++ > 0) return false;
+      return FakeNode::SendAll(fd, FakeNode::AllSlotsTo("127.0.0.1", port.load()));
+    }
+    if (command.size() > 1 && command[1] == redirected) {
+      return FakeNode::SendAll(
+          fd, absl::StrCat("-MOVED ", named_slot, " 127.0.0.1:", other_port, "\r\n"));
+    }
+    return FakeNode::SendAll(fd, "$5\r\nowner\r\n");
+  });
+  port = owner.port();
+  absl::Status status;
+  std::unique_ptr<ClusterClient> client = Connect({owner.address()}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(GetOne(*client, redirected).value, "other");  // followed, as Redis clients do
+  // The slot the MOVED named still goes to its owner in the map.
+  EXPECT_EQ(GetOne(*client, KeyIn(named_slot, named_slot)).value, "owner");
+}
+
+TEST(ClusterHostileNodeTest, AMapWhoseRangesOverlapIsRefusedAtOnce) {
+  std::atomic<int> port{0};
+  FakeNode overlapping([&port](int fd, const std::vector<std::string>& command) {
+    if (!IsCommand(command, "CLUSTER")) return FakeNode::SendAll(fd, "$-1\r\n");
+    // Every slot 16,384 times over: 268M steps, were each range walked.
+    std::string reply = "*16384\r\n";
+    const std::string range = Range(0, 16383, "$9\r\n127.0.0.1\r\n", port.load());
+    for (int i = 0; i < 16384; ++i) reply += range;
+    return FakeNode::SendAll(fd, reply);
+  });
+  port = overlapping.port();
+  std::atomic<int> full_port{0};
+  FakeNode full(OwnsEverything(&full_port, "row"));
+  full_port = full.port();
+  absl::Status status;
+  std::unique_ptr<ClusterClient> alone = Connect({overlapping.address()}, &status);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("slot ranges overlap (slot 0 twice)"), std::string::npos)
+      << status;
+  EXPECT_FALSE(alone->has_map());
+  std::unique_ptr<ClusterClient> client = Connect({overlapping.address(), full.address()}, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(GetOne(*client, "k").value, "row");
 }
 
 }  // namespace

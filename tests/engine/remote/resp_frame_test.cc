@@ -1,8 +1,12 @@
 // ScanReply: a RESP2 reply is complete, still arriving, or past the limits, judged from
-// the bytes so far without buffering what a node announces.
+// the bytes so far without buffering what a node announces. SkipBulk and DropBulk: a bulk
+// string of an unwanted length goes by as its bytes arrive.
 #include "engine/remote/resp_frame.h"
 
+#include <hiredis/hiredis.h>
+
 #include <string>
+#include <string_view>
 
 #include "gtest/gtest.h"
 
@@ -75,6 +79,64 @@ TEST(RespFrameTest, ALineStillShortOfTheLimitIsIncomplete) {
   EXPECT_EQ(ScanReply("$16\r\n" + std::string(16, 'v'), Limits()).state, FrameState::kIncomplete);
   EXPECT_EQ(ScanReply("$16\r\n" + std::string(16, 'v') + "\r\n", Limits()).state,
             FrameState::kComplete);
+}
+
+// A connection's reader without a connection: all SkipBulk and DropBulk use.
+class ReaderContext {
+ public:
+  ReaderContext() { context_.reader = redisReaderCreate(); }
+  ~ReaderContext() { redisReaderFree(context_.reader); }
+  void Feed(std::string_view bytes) {
+    ASSERT_EQ(redisReaderFeed(context_.reader, bytes.data(), bytes.size()), REDIS_OK);
+  }
+  std::string_view buffered() const {
+    return {context_.reader->buf + context_.reader->pos,
+            context_.reader->len - context_.reader->pos};
+  }
+  redisContext* get() { return &context_; }
+
+ private:
+  redisContext context_{};
+};
+
+TEST(RespFrameTest, ABulkOfAnUnwantedLengthGoesByAsItArrives) {
+  ReaderContext c;
+  c.Feed("$12\r\nabcd");
+  size_t announced = 0;
+  EXPECT_FALSE(SkipBulk(c.get(), Limits(), 12, &announced));  // the length wanted
+  ASSERT_TRUE(SkipBulk(c.get(), Limits(), 3, &announced));
+  EXPECT_EQ(announced, 12u);
+  size_t left = announced + 2;
+  EXPECT_EQ(DropBulk(c.get(), &left), NextState::kMore);
+  EXPECT_EQ(left, 10u);
+  EXPECT_EQ(c.buffered(), "");  // dropped, not kept
+  c.Feed("efghijkl\r");
+  EXPECT_EQ(DropBulk(c.get(), &left), NextState::kMore);
+  EXPECT_EQ(left, 1u);
+  c.Feed("\n+OK\r\n");
+  EXPECT_EQ(DropBulk(c.get(), &left), NextState::kReply);
+  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(c.buffered(), "+OK\r\n");  // the next reply, untouched
+}
+
+TEST(RespFrameTest, ABulkThatGoesByMustEndWithItsCrlf) {
+  ReaderContext c;
+  c.Feed("$2\r\nabXY");
+  size_t announced = 0;
+  ASSERT_TRUE(SkipBulk(c.get(), Limits(), 3, &announced));
+  size_t left = announced + 2;
+  EXPECT_EQ(DropBulk(c.get(), &left), NextState::kRefused);
+}
+
+TEST(RespFrameTest, SkipBulkLeavesWhatIsNotAnUnwantedBulk) {
+  for (const std::string_view bytes : {"$-1\r\n", "+OK\r\n", "-MOVED 1 h:1\r\n", "$5",
+                                       "$100\r\n" /* past max_bulk: NextReply refuses it */}) {
+    ReaderContext c;
+    c.Feed(bytes);
+    size_t announced = 0;
+    EXPECT_FALSE(SkipBulk(c.get(), Limits(), 3, &announced)) << bytes;
+    EXPECT_EQ(c.buffered(), bytes);
+  }
 }
 
 }  // namespace
