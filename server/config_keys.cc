@@ -322,8 +322,19 @@ std::vector<ConfigKey> BuildKeys() {
                         86400000,
                         "how long a fetched row is served from the near cache: a row written "
                         "to the cluster is served at most this long after"));
-  keys.push_back(Plain("remote.key_prefix", FUSERANK_MEMBER(remote.key_prefix),
-                       "cluster keys are <key_prefix><table>:<id>"));
+  ConfigKey prefix = Plain("remote.key_prefix", FUSERANK_MEMBER(remote.key_prefix),
+                           "cluster keys are <key_prefix><table>:<id>");
+  prefix.check = [](const Config& config, ErrorList* errors) {
+    // Redis Cluster hashes only the text between a key's first '{' and the next '}' (a hash
+    // tag): a prefix with one would put every key of a table, or of every table, on one slot.
+    if (config.remote.key_prefix.find('{') != std::string::npos) {
+      errors->Add("remote.key_prefix",
+                  absl::StrCat("'", EscapeText(config.remote.key_prefix),
+                               "' has a '{': Redis Cluster would hash only the text between "
+                               "'{' and '}' (a hash tag) and put a whole table on one slot"));
+    }
+  };
+  keys.push_back(std::move(prefix));
   // model
   ConfigKey path = Plain("model.path", FUSERANK_MEMBER(models[0].path),
                          "the model spec; relative paths are relative to the working directory");

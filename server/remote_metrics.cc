@@ -9,6 +9,19 @@
 
 namespace fuserank::server {
 
+bool FetchIncrements(const RemoteFetchTotals& done, const RemoteFetchTotals& now,
+                     std::vector<double>* increments, double* seconds) {
+  if (now.buckets.back() <= done.buckets.back() && now.seconds <= done.seconds) return false;
+  increments->assign(now.buckets.size(), 0.0);
+  for (size_t b = 0; b < now.buckets.size(); ++b) {
+    const uint64_t cur = now.buckets[b] - (b == 0 ? 0 : now.buckets[b - 1]);
+    const uint64_t old = done.buckets[b] - (b == 0 ? 0 : done.buckets[b - 1]);
+    (*increments)[b] = static_cast<double>(cur - old);
+  }
+  *seconds = now.seconds - done.seconds;
+  return true;
+}
+
 RemoteMetrics::RemoteMetrics(prometheus::Registry& registry)
     : lookups_(&prometheus::BuildCounter()
                     .Name("fuserank_embedding_tier_lookups_total")
@@ -39,7 +52,7 @@ RemoteMetrics::RemoteMetrics(prometheus::Registry& registry)
 void RemoteMetrics::Update(const std::vector<ModelHandle>& models) {
   absl::MutexLock lock(&mu_);
   absl::flat_hash_map<std::pair<uint64_t, int>, Exported> exported;
-  absl::flat_hash_map<uint64_t, TierTotals> totals;
+  absl::flat_hash_map<uint64_t, RemoteFetchTotals> totals;
   for (const ModelHandle& served : models) {
     const engine::RemoteTier* tier = served->remote.get();
     if (tier == nullptr) continue;
@@ -69,18 +82,13 @@ void RemoteMetrics::Update(const std::vector<ModelHandle>& models) {
       }
       exported[{tier->id(), t}] = done;
     }
-    TierTotals done = totals_[tier->id()];
-    TierTotals now{tier->fetch_buckets(), tier->fetch_seconds_sum(), tier->round_trips(),
-                   tier->fetches()};
-    if (now.buckets.back() > done.buckets.back()) {
-      // Per-bucket increments, non-cumulative as ObserveMultiple takes them.
-      std::vector<double> increments(now.buckets.size());
-      for (size_t b = 0; b < now.buckets.size(); ++b) {
-        const uint64_t cur = now.buckets[b] - (b == 0 ? 0 : now.buckets[b - 1]);
-        const uint64_t old = done.buckets[b] - (b == 0 ? 0 : done.buckets[b - 1]);
-        increments[b] = static_cast<double>(cur - old);
-      }
-      fetch_seconds_->ObserveMultiple(increments, now.seconds - done.seconds);
+    const RemoteFetchTotals done = totals_[tier->id()];
+    const RemoteFetchTotals now{tier->fetch_buckets(), tier->fetch_seconds_sum(),
+                                tier->round_trips(), tier->fetches()};
+    std::vector<double> increments;
+    double seconds = 0;
+    if (FetchIncrements(done, now, &increments, &seconds)) {
+      fetch_seconds_->ObserveMultiple(increments, seconds);
     }
     if (now.round_trips > done.round_trips) {
       round_trips_->Increment(static_cast<double>(now.round_trips - done.round_trips));

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -30,6 +31,21 @@ class Family;
 
 namespace fuserank::server {
 
+// One tier's fetch totals, as last exported or as read now.
+struct RemoteFetchTotals {
+  std::array<uint64_t, engine::kFetchBuckets.size() + 1> buckets{};  // cumulative
+  double seconds = 0;
+  uint64_t round_trips = 0;
+  uint64_t fetches = 0;
+};
+
+// What the fetch-duration histogram gains from `done` to `now`: per-bucket increments
+// (non-cumulative, as Histogram::ObserveMultiple takes them) and seconds. False when neither
+// moved. Seconds count also when no fetch was added: a tier adds a fetch's count before its
+// seconds, so one read may see the count and the next only the seconds.
+bool FetchIncrements(const RemoteFetchTotals& done, const RemoteFetchTotals& now,
+                     std::vector<double>* increments, double* seconds);
+
 class RemoteMetrics {
  public:
   explicit RemoteMetrics(prometheus::Registry& registry);
@@ -41,12 +57,6 @@ class RemoteMetrics {
     std::array<uint64_t, engine::kTiers> lookups{};
     std::array<uint64_t, engine::kRemoteErrorKinds> errors{};
   };
-  struct TierTotals {
-    std::array<uint64_t, engine::kFetchBuckets.size() + 1> buckets{};
-    double seconds = 0;
-    uint64_t round_trips = 0;
-    uint64_t fetches = 0;
-  };
 
   prometheus::Family<prometheus::Counter>* lookups_;
   prometheus::Family<prometheus::Counter>* errors_;
@@ -55,7 +65,7 @@ class RemoteMetrics {
   prometheus::Counter* fetches_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::pair<uint64_t, int>, Exported> exported_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, TierTotals> totals_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, RemoteFetchTotals> totals_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fuserank::server

@@ -35,7 +35,8 @@ class VersionReaper;
 
 // One version of one served model. Immutable once published (its hot-row cache changes
 // inside, thread-safely). Members are destroyed batcher first (it calls into the backend),
-// then the backend, then the hot-row cache the backend reads.
+// then the backend, then the hot-row cache the backend reads, then the remote tier that
+// the cache's rebuilds fetch from.
 struct ServedModel {
   // Its share of model.memory_budget_bytes, given back when the version is destroyed
   // (declared first: released after everything else has been freed).
@@ -45,9 +46,11 @@ struct ServedModel {
   ModelFiles files;  // the files and their stamps as they were when loading began
   std::shared_ptr<const engine::Model> model;
   std::unique_ptr<RequestDecoder> decoder;
-  std::unique_ptr<engine::HotRowCache> hot_rows;  // never null once loaded; outlives the backend
-  // The storage: redis tier; null when the model has no such table. Outlives the backend.
+  // The storage: redis tier; null when the model has no such table. Declared before
+  // hot_rows, so it outlives the hot-row cache: a periodic rebuild of a redis table runs
+  // in RemoteTier::FetchRows until ~HotRowCache has stopped it. Outlives the backend.
   std::unique_ptr<engine::RemoteTier> remote;
+  std::unique_ptr<engine::HotRowCache> hot_rows;  // never null once loaded; outlives the backend
   std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<engine::Batcher> batcher;
 

@@ -181,6 +181,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "got '::1:80': write IPv6 addresses in brackets"},
         BadConfigCase{"seed_node_port_zero", "remote: {seed_nodes: [\"redis:0\"]}",
                       "remote.seed_nodes[0]: 'redis:0': a cluster node needs a port in 1..65535"},
+        BadConfigCase{"key_prefix_hash_tag", "remote: {key_prefix: \"{fuserank}:\"}",
+                      "remote.key_prefix: '{fuserank}:' has a '{': Redis Cluster would hash only "
+                      "the text between '{' and '}' (a hash tag) and put a whole table on one "
+                      "slot"},
         // Integers in decimal only: YAML would read 0200 as octal 128.
         BadConfigCase{"octal", "engine: {max_batch_wait_us: 0200}",
                       "engine.max_batch_wait_us: must be an integer written in decimal (no "
