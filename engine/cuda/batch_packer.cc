@@ -62,7 +62,10 @@ absl::StatusOr<kernels::PackedHeader> BatchPacker::Plan(const Batch& batch) {
   for (uint32_t r = 0; r < requests; ++r) {
     const uint32_t count = batch.candidate_begin[r + 1] - batch.candidate_begin[r];
     max_segment = std::max(max_segment, count);
-    top_k_[r] = std::min(batch.top_k[r], count);
+    // 0 reads as "every candidate", the CPU backend's rule (cpu_backend.cc, SelectTopK).
+    // ValidateBatch() refuses it for a request with candidates (the decoders write the
+    // count), so only a batch built without them, a benchmark's or a test's, brings it.
+    top_k_[r] = batch.top_k[r] == 0 ? count : std::min(batch.top_k[r], count);
     result_begin_.push_back(result_begin_.back() + top_k_[r]);
   }
   const size_t user_tables = info_.user_rows.size();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/batch_validation.h"
+#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/batch_layout.h"
 #include "tests/engine/cpu/cpu_reference_util.h"
@@ -136,6 +137,32 @@ TEST(BatchPackerTest, WeightsAreLeftOutWhenAllAreOne) {
     ASSERT_TRUE(h.ok());
     EXPECT_EQ(h->has_weights, 1u);
   }
+}
+
+// top_k 0 reads as every candidate, as the CPU backend reads it: the packed top_k and the
+// result offsets equal the CPU backend's result. ValidateBatch() refuses 0 for a request
+// with candidates (the decoders write the count), so only a batch built without the
+// decoders, a benchmark's or a test's, brings it; the backends must still agree on it.
+TEST(BatchPackerTest, TopKZeroRanksEveryCandidateAsTheCpuBackendDoes) {
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
+  Fixture f = MakeFixture(fuserank::testing::SmallSpec(2, 3, 50, 8), seed, {5, 0, 1, 9});
+  ASSERT_NE(f.model, nullptr);
+  f.batch.top_k = {0, 0, 0, 4};
+  BatchPacker packer(MakePackInfo(*f.model), /*reorder_ids=*/false);
+  auto planned = packer.Plan(f.batch);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  std::vector<unsigned char> buf(planned->total_bytes);
+  packer.Write(f.batch, *planned, buf.data());
+  EXPECT_EQ(Read<uint32_t>(buf, planned->top_k, 4), (std::vector<uint32_t>{5, 0, 1, 4}));
+  EXPECT_EQ(packer.result_begin(), (std::vector<uint32_t>{0, 5, 5, 6, 10}));
+  EXPECT_EQ(planned->total_results, 10u);
+  BackendOptions options;
+  options.workers = 1;
+  BatchResult cpu;
+  ASSERT_TRUE(CreateCpuBackend(f.model, options)->Run(0, f.batch, &cpu).ok());
+  EXPECT_EQ(packer.result_begin(), cpu.result_begin);
+  EXPECT_EQ(Read<uint32_t>(buf, planned->result_begin, 5), cpu.result_begin);
 }
 
 // A row past its table would fault the device: ValidateBatch() refuses it where the batch
