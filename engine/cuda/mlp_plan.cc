@@ -214,6 +214,16 @@ absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgo(cublasLtHandle_t handle, cublasL
   choice->ran = static_cast<int>(ran.size());
   choice->index =
       ran.size() > 1 ? Autotune(handle, desc, s, a, b, d, results, ran, t, choice) : ran.front();
+  // What the kept algorithm computes with, for the tests and the bench's report; a library
+  // that does not say leaves 0.
+  uint64_t flags = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&results[choice->index].algo,
+                                        CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &flags,
+                                        sizeof(flags), &written) == CUBLAS_STATUS_SUCCESS &&
+      written == sizeof(flags)) {
+    choice->numerical_flags = flags;
+  }
   return results[choice->index].algo;
 }
 

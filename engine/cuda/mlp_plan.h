@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -78,6 +79,15 @@ struct AlgoChoice {
   // first that ran and of the one kept (0 otherwise).
   double first_us = 0;
   double chosen_us = 0;
+  // cuBLASLt's account of the kept algorithm (CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS:
+  // tensor-core or FMA, input type); 0 when the library did not report it.
+  uint64_t numerical_flags = 0;
+
+  // The kept algorithm multiplies on tensor cores with TF32 inputs (allow_tf32 in use).
+  bool ComputesInTf32() const {
+    return (numerical_flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK) != 0 &&
+           (numerical_flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32) != 0;
+  }
 };
 
 class MlpPlan {

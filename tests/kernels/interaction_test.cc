@@ -1,8 +1,9 @@
 // The interaction kernels against the CPU engine: the dot kernel against DotInteraction
 // on the same vectors (z in h, user vectors per request, item vectors per candidate, in a
 // mixed table order), and the concat copy of user vectors; dims 4, 12, 100 and 128, with
-// and without z, 1 / 31 / 33 / 4096 candidates over several requests. h is poisoned
-// first: z must be left as it was and nothing past the dots may be written.
+// and without z, 1 / 31 / 33 / 4096 candidates over several requests, and 100 vectors of
+// 128 (a warp's staging past 48 KiB: the opt-in launch). h is poisoned first: z must be
+// left as it was and nothing past the dots may be written.
 #include "kernels/interaction.h"
 
 #include <cmath>
@@ -46,7 +47,33 @@ std::vector<float> Random(size_t n, std::mt19937_64& rng) {
 struct DotCase {
   int dim;
   bool z;
+  int tables = 6;
 };
+
+// `tables` slots, user and item mixed: user 0 at col 0, item 0, item 1 at col d, user 1 at
+// col d, ... (every third a user table); *user_cols / *item_cols: vectors per side.
+std::vector<kernels::DotSlot> DotSlots(int tables, int d, int* user_cols, int* item_cols) {
+  std::vector<kernels::DotSlot> slots;
+  *user_cols = 0;
+  *item_cols = 0;
+  for (int k = 0; k < tables; ++k) {
+    const bool user = k % 3 == 0;
+    int* cols = user ? user_cols : item_cols;
+    slots.push_back({user ? 1 : 0, d * (*cols)++});
+  }
+  return slots;
+}
+
+// Dynamic shared memory the dot kernel may use per block on this device once it opts in
+// (kernels::AllowDotSharedBytes), as CudaBackend::Create sets it for a wide model.
+size_t OptInSharedBytes() {
+  int device = 0;
+  int optin = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+            cudaSuccess);
+  return static_cast<size_t>(optin);
+}
 
 class DotKernelTest : public ::testing::TestWithParam<DotCase> {};
 
@@ -57,18 +84,32 @@ TEST_P(DotKernelTest, MatchesTheCpuDotInteraction) {
   SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const int d = p.dim;
-  // Six tables, user and item mixed: user 0 at col 0, item 0, user 1 at col d, ...
-  const std::vector<kernels::DotSlot> slots = {{1, 0}, {0, 0},     {0, d},
-                                               {1, d}, {0, 2 * d}, {0, 3 * d}};
-  const int tables = static_cast<int>(slots.size());
-  const int user_ld = 2 * d + 3;
-  const int item_ld = 4 * d + 1;
+  int user_cols = 0;
+  int item_cols = 0;
+  const std::vector<kernels::DotSlot> slots = DotSlots(p.tables, d, &user_cols, &item_cols);
+  const int tables = p.tables;
+  const int user_ld = user_cols * d + 3;
+  const int item_ld = item_cols * d + 1;
   const int z = p.z ? d : 0;
   const int n = tables + (p.z ? 1 : 0);
   const int pairs = static_cast<int>(kernels::NumPairs(n));
   const int h_ld = z + pairs + 5;
-  for (const std::vector<uint32_t>& sizes :
-       {std::vector<uint32_t>{1}, {31}, {33}, {4096}, {5, 0, 1, 40, 17}}) {
+  // A warp's vectors past the default 48 KiB of shared memory per block: the kernel runs
+  // with the device's opt-in limit, as the backend launches it for such a model, and the
+  // launcher must refuse the same arguments without it.
+  const size_t per_warp = kernels::DotSharedBytesPerWarp(n, d);
+  const bool opt_in = per_warp > 48 * 1024;
+  size_t max_shared_bytes = 48 * 1024;
+  if (opt_in) {
+    max_shared_bytes = OptInSharedBytes();
+    ASSERT_GE(max_shared_bytes, per_warp) << "this GPU cannot hold one warp's vectors";
+    ASSERT_EQ(kernels::AllowDotSharedBytes(max_shared_bytes), cudaSuccess);
+  }
+  // The wide case's CPU reference costs n^2 / 2 dots of d per candidate: fewer candidates.
+  const std::vector<std::vector<uint32_t>> batches =
+      opt_in ? std::vector<std::vector<uint32_t>>{{1}, {31}, {33}, {5, 0, 1, 40, 17}}
+             : std::vector<std::vector<uint32_t>>{{1}, {31}, {33}, {4096}, {5, 0, 1, 40, 17}};
+  for (const std::vector<uint32_t>& sizes : batches) {
     const std::vector<unsigned char> packed = PackedRequests(sizes);
     uint32_t candidates = 0;
     for (uint32_t s : sizes) candidates += s;
@@ -132,6 +173,11 @@ TEST_P(DotKernelTest, MatchesTheCpuDotInteraction) {
     a.h_ld = h_ld;
     a.z_width = z;
     a.max_candidates = kernels::CandidateBucket(candidates);
+    if (opt_in) {
+      EXPECT_EQ(kernels::LaunchDotInteraction(a, nullptr), cudaErrorInvalidValue)
+          << per_warp << " bytes per warp launched within the default 48 KiB";
+      a.max_shared_bytes = max_shared_bytes;
+    }
     ASSERT_EQ(kernels::LaunchDotInteraction(a, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<float> got = gpu_test::Download<float>(d_h, h.size());
@@ -152,10 +198,16 @@ TEST_P(DotKernelTest, MatchesTheCpuDotInteraction) {
 
 INSTANTIATE_TEST_SUITE_P(Widths, DotKernelTest,
                          ::testing::Values(DotCase{4, true}, DotCase{12, false}, DotCase{100, true},
-                                           DotCase{128, true}, DotCase{128, false}),
+                                           DotCase{128, true}, DotCase{128, false},
+                                           // z and 99 tables of 128: 51,600 bytes a warp,
+                                           // past the default 48 KiB per block.
+                                           DotCase{128, true, 99}),
                          [](const ::testing::TestParamInfo<DotCase>& info) {
                            return "dim" + std::to_string(info.param.dim) +
-                                  (info.param.z ? "_z" : "_noz");
+                                  (info.param.z ? "_z" : "_noz") +
+                                  (info.param.tables == 6
+                                       ? ""
+                                       : "_tables" + std::to_string(info.param.tables));
                          });
 
 TEST(ConcatUserKernelTest, CopiesEachRequestsUserVectorsIntoItsCandidates) {
@@ -215,6 +267,26 @@ TEST(InteractionLaunchTest, NothingToDoReturnsAtOnce) {
   EXPECT_EQ(kernels::LaunchDotInteraction(dot, nullptr), cudaSuccess);
   kernels::ConcatUserArgs concat;
   EXPECT_EQ(kernels::LaunchConcatUser(concat, nullptr), cudaSuccess);
+}
+
+// A warp whose vectors do not fit DotArgs::max_shared_bytes is refused before any launch
+// (no device needed): the 48 KiB default unless the kernel opted in to more.
+TEST(InteractionLaunchTest, AWarpPastItsSharedBudgetIsRefusedBeforeTheLaunch) {
+  const unsigned char batch = 0;
+  const kernels::DotSlot slot;
+  float h = 0.0f;
+  kernels::DotArgs dot;
+  dot.d_batch = &batch;  // never read: the launcher refuses first
+  dot.d_slots = &slot;
+  dot.d_h = &h;
+  dot.num_tables = 99;
+  dot.dim = 128;
+  dot.z_width = 128;
+  dot.max_candidates = 16;
+  ASSERT_GT(kernels::DotSharedBytesPerWarp(100, 128), size_t{48 * 1024});
+  EXPECT_EQ(kernels::LaunchDotInteraction(dot, nullptr), cudaErrorInvalidValue);
+  dot.max_shared_bytes = kernels::DotSharedBytesPerWarp(100, 128) - 1;
+  EXPECT_EQ(kernels::LaunchDotInteraction(dot, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace
