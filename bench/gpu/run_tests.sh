@@ -5,8 +5,8 @@
 #      (GpuSmokeTest). A failure stops the run here with one clear line.
 #   2. one gpu_tests process per suite of suites.py, each with its XML report, with
 #      FUSERANK_REQUIRE_GPU=1 (a GPU test that would skip fails instead);
-#   3. compute-sanitizer memcheck on a few small cases (API-error reporting off), or a line
-#      saying why it did not run;
+#   3. compute-sanitizer memcheck, then racecheck, each on a few small cases (API-error
+#      reporting off), or a line saying why it did not run;
 #   4. the fault suite (a device fault injected into a child process), last.
 # The verdict (summarize.py tests) is the last line; the exit status matches it.
 # Environment: OUT (logs), BUNDLE, CHECK_BUDGET_S (270: the whole run's time budget).
@@ -40,32 +40,41 @@ suite() {
 suite smoke 20 || verdict
 
 # 2. Every suite in its own process: a fault names its suite and spares the others. The
-# injected device fault (suite fault) runs last, after memcheck: should the driver take
-# the fault further than its child process, nothing else is lost to it.
-declare -A CAP=([lookup]=45 [interaction]=30 [topk]=30 [pipeline]=75 [host_tables]=45 [module]=20 [backend]=45)
+# injected device fault (suite fault) runs last, after the sanitizers: should the driver
+# take the fault further than its child process, nothing else is lost to it.
+declare -A CAP=([lookup]=45 [interaction]=30 [topk]=30 [pipeline]=75 [graph_update]=20
+  [host_tables]=45 [module]=20 [backend]=45)
 for name in $(python3 "$HERE/suites.py" names); do
   [[ $name == smoke || $name == fault ]] && continue
   suite "$name" "${CAP[$name]:-30}"
 done
 
-# 3. Memcheck.
-if ! command -v compute-sanitizer >/dev/null; then
-  echo "memcheck: not run (tool missing)" >"$OUT/memcheck.log"
-else
-  flags=(--tool memcheck --error-exitcode 9)
+# 3. The sanitizers on small cases (suites.py memcheck / racecheck): memcheck (out of
+# bounds, misaligned), then racecheck (shared-memory hazards). --error-exitcode makes any
+# error fail the step; summarize.py also reads each log's summary line.
+sanitizer() {  # sanitizer TOOL CAP
+  local tool=$1 cap=$2
+  if ! command -v compute-sanitizer >/dev/null; then
+    echo "$tool: not run (tool missing)" >"$OUT/$tool.log"
+    return
+  fi
+  local flags=(--tool "$tool" --error-exitcode 9)
   # Only errors of our kernels count: API errors the code checks itself are not reported.
   if compute-sanitizer --help 2>&1 | grep -q -- '--report-api-errors'; then
     flags+=(--report-api-errors no)
   fi
-  echo "compute-sanitizer ${flags[*]}" >"$OUT/memcheck.flags"
-  # The MLP autotune off (tests/kernels/pipeline_util.h): timing every cuBLASLt proposal under
-  # the sanitizer would cost minutes and check nothing more.
-  step memcheck 120 memcheck.log env FUSERANK_TEST_MLP_AUTOTUNE=0 compute-sanitizer "${flags[@]}" "$TESTS" --gtest_brief=1 \
-    "--gtest_filter=$(python3 "$HERE/suites.py" memcheck)" "--gtest_output=xml:$OUT/xml/memcheck.xml"
-  if grep -q 'Device not supported' "$OUT/memcheck.log"; then
-    echo "memcheck: not run (compute-sanitizer does not support this device's runtime)" >>"$OUT/memcheck.log"
+  echo "compute-sanitizer ${flags[*]}" >"$OUT/$tool.flags"
+  # The MLP autotune off (tests/kernels/pipeline_util.h): timing every cuBLASLt proposal
+  # under the sanitizer would cost minutes and check nothing more.
+  step "$tool" "$cap" "$tool.log" env FUSERANK_TEST_MLP_AUTOTUNE=0 compute-sanitizer "${flags[@]}" \
+    "$TESTS" --gtest_brief=1 "--gtest_filter=$(python3 "$HERE/suites.py" "$tool")" \
+    "--gtest_output=xml:$OUT/xml/$tool.xml"
+  if grep -q 'Device not supported' "$OUT/$tool.log"; then
+    echo "$tool: not run (compute-sanitizer does not support this device's runtime)" >>"$OUT/$tool.log"
   fi
-fi
+}
+sanitizer memcheck 120
+sanitizer racecheck 60
 
 # 4. The injected device fault.
 suite fault "${CAP[fault]:-30}"

@@ -7,7 +7,8 @@ while testing nothing:
   tests: every suite of suites.py ran in its own process and wrote its XML report; each ran
          at least one test; none failed and none skipped (on the GPU machine a GPU test
          that would skip fails instead, FUSERANK_REQUIRE_GPU=1); every step exited 0;
-         memcheck found no error. A memcheck that could not run is reported, not hidden.
+         memcheck found no error and racecheck no hazard (an error or a warning). A
+         sanitizer that could not run is reported, not hidden.
   bench: every step exited 0; the server on the GPU scored every compared request within
          2e-6 of the same server on the CPU, in the same order but for exact ties; the
          /metrics check passed.
@@ -85,30 +86,45 @@ def summarize_suite(out, name, steps, failures):
     return line
 
 
-def memcheck_state(out, steps, failures):
-    """'N errors', or why it did not run; appends a failure where it found errors."""
-    step = steps.get("memcheck")
-    path = os.path.join(out, "memcheck.log")
+def sanitizer_findings(tool, text):
+    """What the last summary line of a compute-sanitizer `tool` log counts: memcheck's
+    errors, racecheck's hazards (errors and warnings alike: any hazard fails); None when the
+    log has no summary."""
+    if tool == "racecheck":
+        found = re.findall(r"RACECHECK SUMMARY: (\d+) hazards? displayed", text)
+    else:
+        found = re.findall(r"ERROR SUMMARY: (\d+) errors?", text)
+    return int(found[-1]) if found else None
+
+
+def sanitizer_state(out, steps, failures, tool):
+    """'N errors' (memcheck) or 'N hazards' (racecheck), or why it did not run; appends a
+    failure where it found any, or gave no summary."""
+    noun = "hazards" if tool == "racecheck" else "errors"
+    step = steps.get(tool)
+    path = os.path.join(out, f"{tool}.log")
     text = open(path, errors="replace").read() if os.path.exists(path) else ""
-    m = re.search(r"memcheck: not run \(([^)]*)\)", text)
+    m = re.search(tool + r": not run \(([^)]*)\)", text)
     if m:
         return f"not run ({m.group(1)})"
     if step is None:
         return "not run (the run stopped before it)"
     rc = step[0]
-    summary = re.findall(r"ERROR SUMMARY: (\d+) error", text)
-    errors = int(summary[-1]) if summary else None
-    counts = gtest_xml.read(os.path.join(out, "xml", "memcheck.xml"))
-    if errors:
-        failures.append(f"memcheck: {errors} errors")
-        return f"{errors} errors"
-    if errors is None or rc in (124, 137):
-        failures.append(f"memcheck: no summary, {rc_text(rc)}")
+    findings = sanitizer_findings(tool, text)
+    counts = gtest_xml.read(os.path.join(out, "xml", f"{tool}.xml"))
+    if findings:
+        failures.append(f"{tool}: {findings} {noun}")
+        return f"{findings} {noun}"
+    if findings is None or rc in (124, 137):
+        failures.append(f"{tool}: no summary, {rc_text(rc)}")
         return f"no summary ({rc_text(rc)})"
     if counts.error or counts.failed or counts.skipped or counts.ran == 0:
-        failures.append("memcheck: its tests did not all pass")
-        return f"0 errors, but its tests: ran {counts.ran}, failed {counts.failed}"
-    return f"0 errors in {counts.ran} tests"
+        failures.append(f"{tool}: its tests did not all pass")
+        return f"0 {noun}, but its tests: ran {counts.ran}, failed {counts.failed}"
+    if rc != 0:
+        failures.append(f"{tool}: {rc_text(rc)}")
+        return f"0 {noun}, but {rc_text(rc)}"
+    return f"0 {noun} in {counts.ran} tests"
 
 
 def verdict(failures, detail):
@@ -131,14 +147,16 @@ def summarize_tests(out):
         print(summarize_suite(out, name, steps, failures))
         counts = gtest_xml.read(os.path.join(out, "xml", f"{name}.xml"))
         ran += counts.passed
-    memcheck = memcheck_state(out, steps, failures)
+    memcheck = sanitizer_state(out, steps, failures, "memcheck")
     print(f"memcheck     {memcheck}")
+    racecheck = sanitizer_state(out, steps, failures, "racecheck")
+    print(f"racecheck    {racecheck}")
     if "suite:lookup" not in steps and any(f.startswith("smoke:") for f in failures):
         # The run stopped at the smoke step: say why, not every step it then skipped.
         failures = [f for f in failures if f.startswith("smoke:")]
-        failures.append("the other suites and memcheck were not run")
+        failures.append("the other suites and the sanitizers were not run")
     return verdict(failures, f"{ran} tests passed in {len(suites.SUITES)} suites; "
-                             f"memcheck: {memcheck}")
+                             f"memcheck: {memcheck}; racecheck: {racecheck}")
 
 
 def json_lines(path):

@@ -3,8 +3,8 @@
 run_tests.sh, server_e2e.sh).
 
   verdicts    recorded runs (testdata/gpu_check, see record.sh there): all-pass -> PASS;
-              all-skip, a crash (no XML), a partial failure, memcheck errors -> FAIL; the
-              exit status matches the last line.
+              all-skip, a crash (no XML), a partial failure, memcheck errors, racecheck
+              hazards -> FAIL; the exit status matches the last line.
   partition   every test of this build's gpu_tests is in exactly one suite.
   no GPU      run_tests.sh on this machine (no GPU) with this build as the bundle must FAIL:
               on a GPU run a GPU test that would skip is a failure.
@@ -54,7 +54,8 @@ class Verdicts(unittest.TestCase):
             self.assertIn(w, last)
 
     def test_all_pass_passes(self):
-        self.check("all_pass", True, ["memcheck: not run (tool missing)"])
+        self.check("all_pass", True, ["memcheck: not run (tool missing)",
+                                      "racecheck: not run (tool missing)"])
 
     def test_all_skip_fails(self):
         self.check("all_skip", False, ["skipped"])
@@ -67,6 +68,33 @@ class Verdicts(unittest.TestCase):
 
     def test_memcheck_errors_fail(self):
         self.check("memcheck_errors", False, ["memcheck: 3 errors"])
+
+    def test_racecheck_hazards_fail(self):
+        self.check("racecheck_hazards", False, ["racecheck: 2 hazards"])
+
+    def test_a_racecheck_warning_is_a_hazard(self):
+        sys.path.insert(0, GPU)
+        import summarize
+        clean = "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+        warned = "========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)\n"
+        self.assertEqual(summarize.sanitizer_findings("racecheck", clean), 0)
+        self.assertEqual(summarize.sanitizer_findings("racecheck", warned), 1)
+        self.assertIsNone(summarize.sanitizer_findings("racecheck", "no summary\n"))
+        self.assertEqual(summarize.sanitizer_findings("memcheck", "ERROR SUMMARY: 1 error\n"), 1)
+
+    def test_a_graph_update_refusal_is_named_apart_from_the_pipeline(self):
+        with tempfile.TemporaryDirectory() as out:
+            shutil.copytree(os.path.join(FIXTURES, "all_pass"), out, dirs_exist_ok=True)
+            report = os.path.join(out, "xml", "graph_update.xml")
+            text = open(report).read().replace(
+                'classname="CudaGraphUpdateTest" />',
+                'classname="CudaGraphUpdateTest"><failure message="cudaGraphExecUpdate refused '
+                'to re-point the graph" type="" /></testcase>')
+            open(report, "w").write(text)
+            rc, last, output = summarize("tests", out)
+            self.assertEqual(rc, 1, output)
+            self.assertIn("graph_update: 1 failed", last)
+            self.assertNotIn("pipeline:", last)
 
     def test_a_missing_run_fails(self):
         with tempfile.TemporaryDirectory() as out:
