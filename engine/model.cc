@@ -202,13 +202,36 @@ TableTensors CheckTable(TensorChecker& checker, const TableSpec& ts, DType dtype
   return out;
 }
 
+bool Aligned(const TensorView& t, size_t align) {
+  return reinterpret_cast<uintptr_t>(t.data) % align == 0;
+}
+
 // The bytes of `t` in place, or a copy in `owned` when `copy` or when they are not aligned
-// to `align` (a misaligned file costs a copy, not a crash).
+// to `align` (a misaligned file costs a copy, not a crash; the memory estimate counts it:
+// MisalignedTableBytes, CopiedTableBytes).
 const std::byte* Attach(const TensorView& t, size_t align, bool copy,
                         std::vector<std::vector<std::byte>>* owned) {
-  if (!copy && reinterpret_cast<uintptr_t>(t.data) % align == 0) return t.data;
+  if (!copy && Aligned(t, align)) return t.data;
   owned->emplace_back(t.data, t.data + t.nbytes);
   return owned->back().data();
+}
+
+// Bytes of the table tensors in `tensors` that Attach will copy (copy = false): what
+// MisalignedTableBytes says of the header, measured on the bytes themselves.
+uint64_t CopiedTableBytes(const ModelSpec& spec, const TensorMap& tensors) {
+  uint64_t bytes = 0;
+  auto count = [&](const std::string& name, size_t align) {
+    auto it = tensors.find(name);
+    if (it != tensors.end() && !Aligned(it->second, align)) bytes += it->second.nbytes;
+  };
+  for (const TableSpec& ts : spec.tables) {
+    if (ts.remote()) continue;
+    count(absl::StrCat("embeddings.", ts.name, ".weight"), DTypeBytes(spec.embedding_dtype));
+    if (spec.embedding_dtype == DType::kInt8) {
+      count(absl::StrCat("embeddings.", ts.name, ".qparams"), alignof(float));
+    }
+  }
+  return bytes;
 }
 
 // Points each table at its checked tensors (copying where Attach must) and scans them for
@@ -264,9 +287,9 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& spec
   return Load(spec, options);
 }
 
-absl::StatusOr<uint64_t> Model::CheckWeightsFile(const ModelSpec& spec) {
+absl::StatusOr<WeightsFileBytes> Model::CheckWeightsFile(const ModelSpec& spec) {
   ASSIGN_OR_RETURN(OpenedWeights weights, OpenWeights(spec));
-  return weights.file.size();
+  return WeightsFileBytes{weights.file.size(), MisalignedWeightsBytes(weights, spec)};
 }
 
 absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const ModelSpec& spec,
@@ -281,6 +304,10 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const ModelSpec& spec,
   absl::StatusOr<TensorMap> tensors =
       ParseSafetensors(copy->data(), copy->size(), nullptr, MaxWeightsTensors(spec));
   if (!tensors.ok()) return WithContext(tensors.status(), path);
+  // The tables copied again for their alignment, checked before any is copied.
+  RETURN_IF_ERROR(WithContext(
+      CheckModelMemory(spec, file.size(), options.max_bytes, CopiedTableBytes(spec, *tensors)),
+      path));
   absl::StatusOr<std::shared_ptr<const Model>> model =
       Build(spec, *tensors, std::move(copy), /*copy_tables=*/false);
   if (!model.ok()) return WithContext(model.status(), path);

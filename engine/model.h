@@ -81,10 +81,19 @@ inline bool MapRow(int64_t id, int64_t rows, Oov oov, int32_t* row) {
 struct ModelLoadOptions {
   // The most bytes loading may allocate for the model (ModelMemory::model() of
   // engine/model_memory.h: the weights copy, the dense layers, the linear cross's fold, the
-  // dcn layers),
-  // checked from the spec and the file's size before anything is read; 0: no limit.
-  // Over it: RESOURCE_EXHAUSTED naming both numbers.
+  // dcn layers, the copies of misaligned tables), checked from the spec and the file's size
+  // before anything is read, and with the copies once the header is read, before any table
+  // is copied; 0: no limit. Over it: RESOURCE_EXHAUSTED naming both numbers.
   uint64_t max_bytes = 0;
+};
+
+// What Model::Load will hold of a weights file (the inputs of EstimateModelMemory).
+struct WeightsFileBytes {
+  uint64_t file = 0;  // the file's size: Load's private copy of it
+  // Table tensors at offsets not aligned to their element size, which Load copies again
+  // (MisalignedTableBytes); 0 when the header cannot be read or parsed (Load refuses such
+  // a file before it copies any table).
+  uint64_t copied = 0;
 };
 
 class Model {
@@ -100,8 +109,9 @@ class Model {
                                                            const ModelLoadOptions& options);
   // The size of `spec`'s weights file when it passes the checks Load makes before it reads
   // anything: a regular file, a header length within the format's limit, no more bytes than
-  // the header and the spec's tensors take (INVALID_ARGUMENT, or RegularFile::Open's errors).
-  static absl::StatusOr<uint64_t> CheckWeightsFile(const ModelSpec& spec);
+  // the header and the spec's tensors take (INVALID_ARGUMENT, or RegularFile::Open's errors);
+  // and, from its header, the bytes of tables Load would copy again.
+  static absl::StatusOr<WeightsFileBytes> CheckWeightsFile(const ModelSpec& spec);
   // Builds a model from tensors in memory (tests, generators, fuzzing); tensors are copied.
   static absl::StatusOr<std::shared_ptr<const Model>> FromTensors(
       const ModelSpec& spec, const TensorMap& tensors, const ModelLoadOptions& options = {});
@@ -136,7 +146,7 @@ class Model {
   std::vector<DenseLayer> top_mlp_;
   std::vector<CrossLayer> dcn_;
   std::unique_ptr<MappedFile> file_;           // the private copy the tables point into
-  std::vector<std::vector<std::byte>> owned_;  // tables copied by FromTensors
+  std::vector<std::vector<std::byte>> owned_;  // tables copied (FromTensors, misaligned ones)
 };
 
 }  // namespace fuserank::engine

@@ -79,14 +79,17 @@ size_t MaxWeightsTensors(const ModelSpec& spec) {
   return std::max(kMaxSafetensorsTensors, SpecTensors(spec).size());
 }
 
-absl::Status CheckModelMemory(const ModelSpec& spec, uint64_t file_bytes, uint64_t max_bytes) {
+absl::Status CheckModelMemory(const ModelSpec& spec, uint64_t file_bytes, uint64_t max_bytes,
+                              uint64_t copied_bytes) {
   if (max_bytes == 0) return absl::OkStatus();
-  const ModelMemory memory = EstimateModelMemory(spec, file_bytes, ServingShape{});
+  const ModelMemory memory = EstimateModelMemory(spec, file_bytes, ServingShape{}, copied_bytes);
   if (memory.model() <= max_bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
       "the model needs ", FormatBytes(memory.model()), " (weights ", FormatBytes(memory.weights),
-      ", dense layers ", FormatBytes(memory.dense), "), more than the limit of ",
-      FormatBytes(max_bytes), " (", max_bytes, " bytes)"));
+      ", dense layers ", FormatBytes(memory.dense),
+      memory.copies > 0 ? absl::StrCat(", misaligned tables copied ", FormatBytes(memory.copies))
+                        : "",
+      "), more than the limit of ", FormatBytes(max_bytes), " (", max_bytes, " bytes)"));
 }
 
 namespace {
@@ -137,6 +140,18 @@ std::string ShapeMismatches(const RegularFile& file, uint64_t header_len, const 
 }
 
 }  // namespace
+
+uint64_t MisalignedWeightsBytes(const OpenedWeights& weights, const ModelSpec& spec) {
+  const RegularFile& file = weights.file;
+  if (weights.header_len > kMaxSafetensorsHeaderBytes || weights.header_len > file.size() - 8) {
+    return 0;
+  }
+  std::string header(static_cast<size_t>(weights.header_len), '\0');
+  if (!file.ReadAt(8, weights.header_len, header.data()).ok()) return 0;
+  absl::StatusOr<std::map<std::string, SafetensorsEntry>> entries =
+      ParseSafetensorsHeader(header, MaxWeightsTensors(spec));
+  return entries.ok() ? MisalignedTableBytes(spec, *entries) : 0;
+}
 
 absl::StatusOr<OpenedWeights> OpenWeights(const ModelSpec& spec) {
   const std::string& path = spec.weights_path;

@@ -33,9 +33,16 @@ absl::StatusOr<OpenedWeights> OpenWeights(const ModelSpec& spec);
 // kMaxSafetensorsTensors, or as many as the spec names when it names more.
 size_t MaxWeightsTensors(const ModelSpec& spec);
 
+// Bytes of the tables the header of `weights` places misaligned (MisalignedTableBytes of
+// engine/model_memory.h): the header is read (it is within the format's limit); 0 when it
+// cannot be read or parsed (the load refuses that file anyway).
+uint64_t MisalignedWeightsBytes(const OpenedWeights& weights, const ModelSpec& spec);
+
 // RESOURCE_EXHAUSTED when the model part of the estimate (ModelMemory::model()) for a
-// weights file of `file_bytes` (0: tensors in memory) exceeds `max_bytes` (0: no limit).
-absl::Status CheckModelMemory(const ModelSpec& spec, uint64_t file_bytes, uint64_t max_bytes);
+// weights file of `file_bytes` (0: tensors in memory) with `copied_bytes` of misaligned
+// tables exceeds `max_bytes` (0: no limit).
+absl::Status CheckModelMemory(const ModelSpec& spec, uint64_t file_bytes, uint64_t max_bytes,
+                              uint64_t copied_bytes = 0);
 
 // "" when every value of `table` is finite (int8: every (scale, bias) gives finite values),
 // else the problem naming the table and the first bad row.

@@ -117,7 +117,7 @@ uint64_t SpecTensorBytes(const ModelSpec& spec) {
   return bytes;
 }
 
-uint64_t ModelMemory::model() const { return Add(weights, dense); }
+uint64_t ModelMemory::model() const { return Add(Add(weights, dense), copies); }
 
 uint64_t ModelMemory::total() const {
   return Add(Add(Add(Add(Add(model(), plan), scratch), hot_rows), near_cache), pinned_tables);
@@ -128,7 +128,8 @@ std::string ModelMemory::Breakdown() const {
       "weights ", FormatBytes(weights), ", dense layers ", FormatBytes(dense), ", CPU plan ",
       FormatBytes(plan), ", scratch ", FormatBytes(scratch), ", hot rows ", FormatBytes(hot_rows),
       near_cache > 0 ? absl::StrCat(", near cache ", FormatBytes(near_cache)) : "",
-      pinned_tables > 0 ? absl::StrCat(", pinned tables ", FormatBytes(pinned_tables)) : "");
+      pinned_tables > 0 ? absl::StrCat(", pinned tables ", FormatBytes(pinned_tables)) : "",
+      copies > 0 ? absl::StrCat(", misaligned tables copied ", FormatBytes(copies)) : "");
 }
 
 uint64_t HotSetBytes(uint64_t rows, uint64_t row_bytes, bool int8) {
@@ -229,11 +230,30 @@ std::string ModelMemory::ToString() const {
   return absl::StrCat(FormatBytes(total()), " (", Breakdown(), ")");
 }
 
+uint64_t MisalignedTableBytes(const ModelSpec& spec,
+                              const std::map<std::string, SafetensorsEntry>& header) {
+  const uint64_t element = SafetensorsDTypeSize(SafetensorsDType(spec.embedding_dtype));
+  uint64_t bytes = 0;
+  auto count = [&](const std::string& name, uint64_t align) {
+    auto it = header.find(name);
+    if (it == header.end() || it->second.begin % align == 0) return;
+    bytes = Add(bytes, it->second.end >= it->second.begin ? it->second.end - it->second.begin : 0);
+  };
+  for (const TableSpec& t : spec.tables) {
+    if (t.remote()) continue;
+    const std::string prefix = absl::StrCat("embeddings.", t.name);
+    count(prefix + ".weight", std::max<uint64_t>(element, 1));
+    if (spec.embedding_dtype == DType::kInt8) count(prefix + ".qparams", sizeof(float));
+  }
+  return bytes;
+}
+
 ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
-                                const ServingShape& shape) {
+                                const ServingShape& shape, uint64_t copied_bytes) {
   ModelMemory memory;
   const uint64_t tensors = SpecTensorBytes(spec);
   memory.weights = file_bytes > 0 ? file_bytes : tensors;
+  memory.copies = copied_bytes;
   const std::vector<Layer> layers = ServedLayers(spec);
   uint64_t widest = 1;
   for (const Layer& layer : layers) {

@@ -12,10 +12,12 @@
 #define FUSERANK_ENGINE_MODEL_MEMORY_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/model_spec.h"
+#include "engine/safetensors.h"
 
 namespace fuserank::engine {
 
@@ -59,8 +61,11 @@ struct ModelMemory {
   // cache.placement: host: the CUDA backend's page-locked copy of every table in its device
   // row layout (int8 rows padded to 16 bytes with their scale and bias).
   uint64_t pinned_tables = 0;
+  // Table tensors (int8 qparams included) the file places at offsets not aligned to their
+  // element size, which Model::Load copies again into aligned memory (MisalignedTableBytes).
+  uint64_t copies = 0;
 
-  // What Model::Load / FromTensors allocate.
+  // What Model::Load / FromTensors allocate (weights, dense layers, copies).
   uint64_t model() const;
   // Everything (the number a memory budget is checked against).
   uint64_t total() const;
@@ -68,14 +73,23 @@ struct ModelMemory {
   std::string ToString() const;
   // "weights 1.0 GiB, dense layers ..., CPU plan ..., scratch ..., hot rows ...", and
   // ", near cache ..." for a model with storage: redis tables, ", pinned tables ..." with
-  // cache.placement: host.
+  // cache.placement: host, ", misaligned tables copied ..." when there are copies.
   std::string Breakdown() const;
 };
 
 // The estimate for a version of `spec` whose weights file holds `file_bytes` bytes
-// (0: the spec's tensors with no header, as Model::FromTensors copies them).
+// (0: the spec's tensors with no header, as Model::FromTensors copies them), of which
+// `copied_bytes` (MisalignedTableBytes of its header) are copied again when it loads.
 ModelMemory EstimateModelMemory(const ModelSpec& spec, uint64_t file_bytes,
-                                const ServingShape& shape);
+                                const ServingShape& shape, uint64_t copied_bytes = 0);
+
+// Bytes of the table tensors of `spec` (embeddings.<t>.weight, and for int8
+// embeddings.<t>.qparams) that a safetensors header places at a data offset that is not a
+// multiple of their element size (the spec's embedding dtype; 4 for qparams): Model::Load
+// places the data section on a 64-byte boundary, so exactly these are copied again into
+// aligned memory. Tensors the header lacks count 0 (the load refuses such a file).
+uint64_t MisalignedTableBytes(const ModelSpec& spec,
+                              const std::map<std::string, SafetensorsEntry>& header);
 
 // Bytes of one hot set of `rows` rows of `row_bytes` each (HotSet: the compact copy, its
 // row list, int8 qparams with `int8`, the row -> slot index).

@@ -104,10 +104,12 @@ void CheckLayers(const ModelSpec& spec, ErrorList& problems) {
         absl::StrCat("top_mlp[", spec.top_mlp.size() - 1, "]"),
         absl::StrCat("the last layer must have width 1 (the score), got ", spec.top_mlp.back()));
   }
-  if (spec.tables.empty() && spec.dense_total() == 0) {
+  // In 64 bits: the widths are not yet known to be in range (dense_total() is an int).
+  const int64_t dense_total = int64_t{spec.dense_user} + spec.dense_item;
+  if (spec.tables.empty() && dense_total == 0) {
     problems.Add("tables", "the model needs at least one table or dense feature");
   }
-  if (!spec.bottom_mlp.empty() && spec.dense_total() == 0) {
+  if (!spec.bottom_mlp.empty() && dense_total == 0) {
     problems.Add("bottom_mlp", "there are no dense features for it (dense.user + dense.item = 0)");
   }
   if (spec.interaction == Interaction::kLinear) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -81,22 +82,48 @@ bool ReadBool(const YAML::Node& node, bool* out) {
   return false;
 }
 
-// The parser's events, dropped: the documents of a text are counted with it.
-class IgnoreEvents : public YAML::EventHandler {
+// The parser's events, dropped but for the first anchor or alias, which is kept: the
+// documents of a text are counted with it, and anchors are refused (below).
+class ScanEvents : public YAML::EventHandler {
  public:
+  // Where the first anchor (&name) or alias (*name) is, and its name when yaml-cpp gives it.
+  std::optional<YAML::Mark> anchor;
+  std::string anchor_name;
+
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t id) override { Node(mark, id); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Note(mark, ""); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t id,
+                const std::string&) override {
+    Node(mark, id);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t id,
+                       YAML::EmitterStyle::value) override {
+    Node(mark, id);
+  }
   void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t id,
+                  YAML::EmitterStyle::value) override {
+    Node(mark, id);
+  }
   void OnMapEnd() override {}
+  void OnAnchor(const YAML::Mark& mark, const std::string& name) override { Note(mark, name); }
+
+ private:
+  void Node(const YAML::Mark& mark, YAML::anchor_t id) {
+    if (id != YAML::NullAnchor) Note(mark, "");
+  }
+  void Note(const YAML::Mark& mark, const std::string& name) {
+    if (anchor.has_value()) return;
+    anchor = mark;
+    anchor_name = name;
+  }
 };
+
+std::string Position(const YAML::Mark& mark) {
+  return absl::StrCat("line ", mark.line + 1, ", column ", mark.column + 1);
+}
 
 bool FitsInt(int64_t value) {
   return value >= std::numeric_limits<int>::min() && value <= std::numeric_limits<int>::max();
@@ -108,21 +135,33 @@ std::optional<YAML::Node> LoadYaml(absl::string_view text, ErrorList* errors) {
   try {
     const std::string owned(text);
     // yaml-cpp's Load reads the first document and drops the rest without a word, so the
-    // documents are counted first, at most two: its LoadAll never ends on some malformed
-    // text (the parser keeps finding empty documents), and Load reads that text as one
-    // empty document, i.e. all defaults.
+    // documents are counted first (and anchors looked for), at most two: its LoadAll never ends on
+    // some malformed text (the parser keeps finding empty documents), and Load reads that text as
+    // one empty document, i.e. all defaults.
     std::istringstream in(owned);
     YAML::Parser parser(in);
-    IgnoreEvents ignore;
-    if (parser.HandleNextDocument(ignore) && parser.HandleNextDocument(ignore)) {
+    ScanEvents scan;
+    if (parser.HandleNextDocument(scan) && parser.HandleNextDocument(scan)) {
       errors->Add("(file)",
                   "holds more than one YAML document, or text YAML cannot read as one (a "
                   "second document after ---, or a stray ',' at the top level); give one");
       return std::nullopt;
     }
+    // An alias stands for its anchor's whole node wherever it is used, so a text of a few
+    // KB can stand for millions of keys (each read and reported again): refused outright.
+    if (scan.anchor.has_value()) {
+      errors->Add(Position(*scan.anchor),
+                  absl::StrCat("YAML anchors (&name) and aliases (*name) are not accepted",
+                               scan.anchor_name.empty()
+                                   ? ""
+                                   : absl::StrCat(" (anchor '&",
+                                                  EscapeText(scan.anchor_name, kQuoted), "')"),
+                               "; write each value out where it is used"));
+      return std::nullopt;
+    }
     return YAML::Load(owned);
   } catch (const YAML::Exception& e) {
-    errors->Add(absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1),
+    errors->Add(Position(e.mark),
                 absl::StrCat("YAML syntax error (invalid YAML): ", EscapeText(e.msg)));
   } catch (const std::exception& e) {
     errors->Add("(file)", absl::StrCat("cannot parse: ", EscapeText(e.what())));
@@ -311,10 +350,10 @@ bool YamlMap::IntList(absl::string_view key, std::vector<int>* out, absl::string
 }
 
 void YamlMap::ReportUnknown() {
+  const std::string reason =
+      absl::StrCat("unknown key (known here: ", absl::StrJoin(known_, ", "), ")");
   for (size_t i = 0; i < entries_.size(); ++i) {
-    if (used_[i]) continue;
-    errors_->Add(Key(entries_[i].first),
-                 absl::StrCat("unknown key (known here: ", absl::StrJoin(known_, ", "), ")"));
+    if (!used_[i]) errors_->Add(Key(entries_[i].first), reason);
   }
 }
 

@@ -2,7 +2,9 @@
 // values out of yaml-cpp nodes with one rule set. A key given twice is an error; numbers
 // and booleans must be plain scalars (a quoted "4" is a string, never a number); every key
 // a reader did not ask for is reported as unknown, naming the keys it knows; every problem
-// goes to an ErrorList as "<file>: <key path>: <reason>". No exception leaves this unit
+// goes to an ErrorList as "<file>: <key path>: <reason>". YAML anchors (&a) and aliases (*a)
+// are refused: an alias repeats its anchor's node without repeating its text, so a small
+// file could stand for millions of keys. No exception leaves this unit
 // (yaml-cpp's are caught here). Single-threaded; a YamlMap reads one map once.
 #ifndef FUSERANK_ENGINE_YAML_READER_H_
 #define FUSERANK_ENGINE_YAML_READER_H_
@@ -25,8 +27,9 @@
 
 namespace fuserank::engine {
 
-// Parses `text`. A syntax error is added to `errors` under "line L, column C" and gives
-// nullopt; empty text is a null node.
+// Parses `text`. A syntax error, a second document, or an anchor or alias is added to
+// `errors` (under "line L, column C" where the parser says) and gives nullopt; empty text is
+// a null node.
 std::optional<YAML::Node> LoadYaml(absl::string_view text, ErrorList* errors);
 
 // What a node is, for a message: "a map", "a list", "nothing (null)", "'5'" for a plain

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -59,12 +60,19 @@ absl::StatusOr<std::string> NamedWeightsPath(const std::string& spec_path) {
   return WeightsAsNamed(spec->weights_path, read, spec_path);
 }
 
-ModelFiles Restamp(const ModelFiles& files) {
+ModelFiles Restamp(const ModelFiles& files, absl::Span<const ModelFiles* const> seen) {
   ModelFiles now = files;
   now.spec = StampFile(files.spec_path);
   if (!(now.spec == files.spec)) {
-    absl::StatusOr<std::string> weights = NamedWeightsPath(files.spec_path);
-    if (weights.ok()) now.weights_path = *std::move(weights);
+    const auto same_spec = [&](const ModelFiles* other) {
+      return other != nullptr && other->spec_path == now.spec_path && other->spec == now.spec;
+    };
+    if (auto it = std::find_if(seen.begin(), seen.end(), same_spec); it != seen.end()) {
+      now.weights_path = (*it)->weights_path;
+    } else if (absl::StatusOr<std::string> weights = NamedWeightsPath(files.spec_path);
+               weights.ok()) {
+      now.weights_path = *std::move(weights);
+    }
   }
   now.weights = StampFile(now.weights_path);
   return now;

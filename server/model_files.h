@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 namespace fuserank::server {
 
@@ -58,10 +59,13 @@ std::string WeightsAsNamed(const std::string& weights, const std::string& spec_r
 // engine::kMaxModelSpecBytes) and parsed. The spec parser's errors.
 absl::StatusOr<std::string> NamedWeightsPath(const std::string& spec_path);
 
-// `files` stamped again. When the spec's stamp differs from files.spec, the spec is read
-// again (NamedWeightsPath) and the weights file it names now is stamped, so that a spec
-// that names a new file is followed; a spec that cannot be read keeps files.weights_path.
-ModelFiles Restamp(const ModelFiles& files);
+// `files` stamped again. When the spec's stamp differs from files.spec, the weights file it
+// names now is stamped, so that a spec that names a new file is followed: its path is taken
+// from the first of `seen` (files stamped before, e.g. a refused version's) with the same
+// spec path and stamp, else the spec is read again (NamedWeightsPath; a spec that cannot be
+// read keeps files.weights_path). A spec already read is not read again at every poll: a
+// refused one may cost seconds to parse.
+ModelFiles Restamp(const ModelFiles& files, absl::Span<const ModelFiles* const> seen = {});
 
 }  // namespace fuserank::server
 

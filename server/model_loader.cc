@@ -153,12 +153,15 @@ absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
     if (!weights.ok()) return WithContext(weights.status(), prepared.spec_path);
     prepared.spec.weights_path = *weights;
   }
-  ASSIGN_OR_RETURN(prepared.weights_bytes, engine::Model::CheckWeightsFile(prepared.spec));
+  ASSIGN_OR_RETURN(const engine::WeightsFileBytes weights,
+                   engine::Model::CheckWeightsFile(prepared.spec));
+  prepared.weights_bytes = weights.file;
   const engine::ServingShape shape{
       options.backend.workers,    options.backend.cpu_threads, options.backend.max_batch_candidates,
       options.cache.capacity,     options.cache.frequency,     options.remote.near_cache_rows,
       options.backend.host_tables};
-  prepared.memory = engine::EstimateModelMemory(prepared.spec, prepared.weights_bytes, shape);
+  prepared.memory =
+      engine::EstimateModelMemory(prepared.spec, prepared.weights_bytes, shape, weights.copied);
   if (options.budget != nullptr) {
     RETURN_IF_ERROR(options.budget->Check(prepared.memory.total(), VersionName(name, prepared.spec),
                                           prepared.memory.Breakdown()));

@@ -73,7 +73,8 @@ struct PreparedVersion {
 };
 
 // The checks that refuse a version before anything but its spec (at most
-// engine::kMaxModelSpecBytes) and its weights' 8-byte header length is read: both paths
+// engine::kMaxModelSpecBytes) and its weights' header (the 8-byte length, then the header
+// itself for the tables a load copies again) is read: both paths
 // inside options.roots, both regular files (a FIFO, device or directory is refused at
 // once), the weights at least as large as the spec implies, and the memory estimate within
 // what options.budget has left. Fast and blocking nothing: ServedModels runs it before

@@ -1,5 +1,7 @@
 #include "server/model_watcher.h"
 
+#include <vector>
+
 #include "spdlog/spdlog.h"
 
 namespace fuserank::server {
@@ -53,7 +55,11 @@ void ModelWatcher::PollOnce() {
 }
 
 void ModelWatcher::Poll(const ModelHandle& current, Watch* watch) {
-  const ModelFiles now = Restamp(current->files);
+  // A spec the watch has read already (a pending change, a refused one) is not read again.
+  std::vector<const ModelFiles*> seen;
+  if (watch->pending.has_value()) seen.push_back(&*watch->pending);
+  if (watch->refused.has_value()) seen.push_back(&*watch->refused);
+  const ModelFiles now = Restamp(current->files, seen);
   if (now == current->files) {  // what is serving (a reload may have happened meanwhile)
     watch->pending.reset();
     return;

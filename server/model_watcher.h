@@ -3,9 +3,9 @@
 // read again, so the weights file it names now is the one stamped); a change is loaded once
 // the files have stayed the same for one more interval, so a file still being written is
 // not loaded half-written. A refused version is logged and not retried until the files
-// change again. Replace files by renaming a complete file over the old one: the serving
-// version maps its weights, and rewriting that file in place changes it under it.
-// Start/Stop from one thread; the watch runs on a thread of its own.
+// change again (nor its spec read again: Restamp's `seen`). Replace files by renaming a complete
+// file over the old one: the serving version maps its weights, and rewriting that file in place
+// changes it under it. Start/Stop from one thread; the watch runs on a thread of its own.
 #ifndef FUSERANK_SERVER_MODEL_WATCHER_H_
 #define FUSERANK_SERVER_MODEL_WATCHER_H_
 

@@ -1,6 +1,7 @@
 // Model::Load refuses a bad weights file without taking more memory than the file's own
 // budgeted copy: a header length over the limit is refused from its 8 bytes (the header is
-// never read), and a file refused for a missing or extra tensor copies no misaligned table.
+// never read), a file refused for a missing or extra tensor copies no misaligned table, and
+// the misaligned tables a load copies are counted in its memory limit and estimate.
 // Peak memory is measured in a forked child (model_peak_memory_util.h).
 #include <unistd.h>
 
@@ -13,10 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model.h"
+#include "engine/model_memory.h"
+#include "engine/model_spec.h"
 #include "engine/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/model_peak_memory_util.h"
+#include "tests/testing/int8_layout_model.h"
 #include "tests/testing/test_model.h"
 
 namespace fuserank::engine {
@@ -109,6 +113,43 @@ TEST_F(ModelLoadMemoryTest, AFileRefusedForItsTensorsCopiesNoMisalignedTable) {
   if (!growth.has_value()) GTEST_SKIP() << "no /proc/self/clear_refs to measure peak memory";
   EXPECT_LT(*growth, file + file / 2)
       << "the refused file's tables were copied (file " << file << " bytes)";
+}
+
+// An int8 table of odd size before its F32 qparams (third-party writers do not align) puts
+// the qparams at an offset that is not a multiple of 4: Load copies them again, and the
+// memory it is allowed and the estimate count that copy before it is made.
+TEST_F(ModelLoadMemoryTest, MisalignedTablesAreCountedBeforeTheyAreCopied) {
+  const int64_t rows = (int64_t{1} << 20) + 1;  // qparams of 8 MiB each
+  const uint64_t qparams = 2 * 8 * static_cast<uint64_t>(rows);
+  fs::create_directories(dir_ + "/aligned");
+  const std::string aligned_path =
+      fuserank::testing::WriteInt8LayoutModel(dir_ + "/aligned", rows, /*misaligned=*/false);
+  const std::string path = fuserank::testing::WriteInt8LayoutModel(dir_, rows, /*misaligned=*/true);
+  absl::StatusOr<ModelSpec> spec = ParseModelSpecFile(path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<ModelSpec> aligned_spec = ParseModelSpecFile(aligned_path);
+  ASSERT_TRUE(aligned_spec.ok()) << aligned_spec.status();
+  absl::StatusOr<WeightsFileBytes> aligned = Model::CheckWeightsFile(*aligned_spec);
+  ASSERT_TRUE(aligned.ok()) << aligned.status();
+  EXPECT_EQ(aligned->copied, 0u);
+  absl::StatusOr<WeightsFileBytes> weights = Model::CheckWeightsFile(*spec);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  EXPECT_EQ(weights->file, fs::file_size(Weights()));
+  EXPECT_EQ(weights->copied, qparams);
+
+  const ModelMemory memory = EstimateModelMemory(*spec, weights->file, {}, weights->copied);
+  EXPECT_EQ(memory.model(), EstimateModelMemory(*spec, weights->file, {}).model() + qparams);
+  EXPECT_THAT(memory.Breakdown(), HasSubstr("misaligned tables copied 16.0 MiB"));
+  const absl::Status over = Model::Load(*spec, ModelLoadOptions{memory.model() - 1}).status();
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted) << over;
+  EXPECT_THAT(over.message(), HasSubstr("misaligned tables copied 16.0 MiB"));
+  EXPECT_TRUE(Model::Load(*spec, ModelLoadOptions{memory.model()}).ok());
+
+  const std::optional<int64_t> growth = test::PeakMemoryGrowth(
+      [&] { static_cast<void>(Model::Load(*spec, ModelLoadOptions{memory.model()})); });
+  if (!growth.has_value()) GTEST_SKIP() << "no /proc/self/clear_refs to measure peak memory";
+  EXPECT_LT(*growth, static_cast<int64_t>(memory.model() + memory.model() / 8))
+      << "the load took more than its estimate " << memory.ToString();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The one YAML reader's rules, on their own: duplicate keys refused, numbers and booleans
 // only as plain scalars, unknown keys named with the known ones, integers that do not fit,
-// wrong types, and every problem as "<file>: <key path>: <reason>".
+// wrong types, anchors and aliases refused, and every problem as "<file>: <key path>:
+// <reason>", at most kMaxErrorLines of them.
 #include "engine/yaml_reader.h"
 
 #include <optional>
@@ -160,6 +161,38 @@ TEST(ErrorListTest, JoinsProblemsIntoOneStatus) {
   EXPECT_EQ(errors.ToStatus().message(), "f.yaml: a.b: must be 1\nf.yaml: tensor 't' is missing");
   EXPECT_EQ(errors.ToStatus("; ").message(),
             "f.yaml: a.b: must be 1; f.yaml: tensor 't' is missing");
+}
+
+// An alias stands for its anchor's whole node: refused (an anchor alone too), naming where
+// the anchor is, before any key is read.
+TEST(YamlReaderTest, RefusesAnchorsAndAliasesNamingTheirLine) {
+  Values v;
+  EXPECT_THAT(Read("count: 3\nbase: &b {x: 1}\nmore: *b\n", &v),
+              ElementsAre("f.yaml: line 2, column 7: YAML anchors (&name) and aliases (*name) "
+                          "are not accepted (anchor '&b'); write each value out where it is "
+                          "used"));
+  EXPECT_EQ(v.count, 7) << "nothing was read";
+  EXPECT_THAT(Read("name: &n x\n", &v), ElementsAre(::testing::HasSubstr("line 1, column 7")));
+  EXPECT_THAT(Read("widths: [1, 2]\n", &v), IsEmpty());
+}
+
+// A bad document can hold a problem per key: the list keeps the first kMaxErrorLines and
+// counts the rest, so a message stays bounded whatever the document.
+TEST(ErrorListTest, KeepsTheFirstProblemsAndCountsTheRest) {
+  ErrorList errors("f.yaml");
+  for (size_t i = 0; i < kMaxErrorLines + 250; ++i) {
+    if (i % 2 == 0) {
+      errors.Add("k" + std::to_string(i), "unknown key");
+    } else {
+      errors.AddLine("line " + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(errors.lines().size(), kMaxErrorLines);
+  EXPECT_EQ(errors.lines().back(), "f.yaml: line 99");
+  EXPECT_EQ(errors.dropped(), 250u);
+  const std::string message(errors.ToStatus("; ").message());
+  EXPECT_THAT(message, ::testing::StartsWith("f.yaml: k0: unknown key; f.yaml: line 1; "));
+  EXPECT_THAT(message, ::testing::EndsWith("; f.yaml: line 99; ... and 250 more"));
 }
 
 }  // namespace

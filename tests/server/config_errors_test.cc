@@ -210,6 +210,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "config/x.yaml: (file): holds more than one YAML document, or text YAML "
                       "cannot read as one (a second document after ---, or a stray ',' at the "
                       "top level); give one"},
+        // An alias repeats its anchor's node: a few KB could stand for millions of keys.
+        BadConfigCase{"anchor_and_alias", "models:\n  - &m {name: a, path: a.yaml}\n  - *m\n",
+                      "config/x.yaml: line 2, column 5: YAML anchors (&name) and aliases "
+                      "(*name) are not accepted (anchor '&m'); write each value out where it is "
+                      "used"},
         // yaml-cpp reads this as one empty document (all defaults); its LoadAll never ends.
         BadConfigCase{"stray_comma", ", server: {max_candidates: 10}\n",
                       "config/x.yaml: (file): holds more than one YAML document"}),

@@ -1,9 +1,12 @@
 // ModelWatcher, driven poll by poll (PollOnce) so that no test depends on timing: a
 // replaced file is loaded once it has stayed the same for one more poll, a file that is
 // still changing is not, a refused version is not retried until the files change again,
-// a new spec's weights file is followed, the thread itself picks up a change, and once
-// asked to stop it starts no reload.
+// a refused spec is not read again while its stamp stays, a new spec's weights file is
+// followed, the thread itself picks up a change, and once asked to stop it starts no reload.
 #include "server/model_watcher.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -133,6 +136,46 @@ TEST_F(ModelWatcherTest, ARefusedVersionIsNotRetriedUntilTheFilesChangeAgain) {
   watcher.PollOnce();
   EXPECT_EQ(watcher.reloads(), 2);
   EXPECT_EQ(Serving(), "v3");
+}
+
+// A refused spec is not read again at every poll (an alias bomb took seconds to parse, and
+// the watch parsed it each interval): the stamp it was refused under stands for its text.
+// Shown with a spec rewritten in place to the same size and modification time, which the
+// stamps cannot see: read again, it would name a new weights file and be loaded.
+TEST_F(ModelWatcherTest, ARefusedSpecIsNotReadAgainWhileItsStampStays) {
+  ModelWatcher watcher(models_.get(), absl::Hours(1));
+  fs::copy_file(dir_ + "/v2/m.safetensors", dir_ + "/live/m2.safetensors");
+  std::ifstream in(dir_ + "/v2/m.yaml");
+  const std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bad = yaml + "colour: red\n";  // refused: an unknown key
+  std::string good = yaml;
+  const size_t at = good.find("m.safetensors");
+  ASSERT_NE(at, std::string::npos);
+  good.replace(at, 1, "m2");
+  ASSERT_LT(good.size() + 2, bad.size());
+  good += "#" + std::string(bad.size() - good.size() - 2, ' ') + "\n";  // the same size
+  const std::string spec = dir_ + "/live/m.yaml";
+  std::ofstream(dir_ + "/live/.tmp") << bad;
+  fs::rename(dir_ + "/live/.tmp", spec);
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.refused(), 1);
+  const FileStamp refused = StampFile(spec);
+  std::ofstream(spec, std::ios::trunc) << good;  // in place: the same inode
+  const timespec times[2] = {{0, UTIME_OMIT},
+                             {refused.mtime_ns / 1000000000, refused.mtime_ns % 1000000000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, spec.c_str(), times, 0), 0);
+  ASSERT_TRUE(StampFile(spec) == refused) << "test bug: the rewrite changed the stamp";
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 1) << "the refused spec was read again";
+  EXPECT_EQ(Serving(), "v1");
+  std::ofstream(dir_ + "/live/.tmp") << good;  // a new file: a change the stamps see
+  fs::rename(dir_ + "/live/.tmp", spec);
+  watcher.PollOnce();
+  watcher.PollOnce();
+  EXPECT_EQ(watcher.reloads(), 2);
+  EXPECT_EQ(Serving(), "v2");
 }
 
 // The watch stamps the weights file the spec on disk names now, not the one the serving
