@@ -17,7 +17,9 @@
 #include <chrono>
 #include <exception>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_simd.h"
@@ -33,6 +35,14 @@ constexpr const char* kRpcNames[kNumRpcs] = {
 // In the order of enum Stage.
 constexpr const char* kStageNames[kNumStages] = {"decode", "queue", "lookup", "cross",
                                                  "dnn",    "topk",  "encode"};
+
+// civetweb serves one connection per worker thread and waits up to request_timeout_ms for
+// each read or write, so a peer that sends part of a request holds a worker that long (the
+// default is 30 s). Two workers meant two idle connections stopped every scrape for 30 s;
+// these are enough that a few do not, and short enough that more free a worker in seconds,
+// still far more than any scraper needs to send a GET.
+constexpr int kExposerThreads = 16;
+constexpr int kExposerRequestTimeoutMs = 5000;
 
 // 10 us .. 10 s, 1-2.5-5 per decade.
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
@@ -192,7 +202,9 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& list
   if (listen.empty()) return metrics;
   // prometheus-cpp and civetweb report errors by throwing; nothing of ours throws.
   try {
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+    metrics->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", listen, "num_threads", std::to_string(kExposerThreads),
+        "request_timeout_ms", std::to_string(kExposerRequestTimeoutMs)});
     metrics->exposer_->RegisterCollectable(metrics->collector_, "/metrics");
     const std::vector<int> ports = metrics->exposer_->GetListeningPorts();
     metrics->port_ = ports.empty() ? 0 : ports[0];

@@ -1,6 +1,15 @@
 #include "server/metrics.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/batcher.h"
@@ -12,6 +21,48 @@ namespace fuserank::server {
 namespace {
 
 using ::testing::HasSubstr;
+
+// A TCP connection to 127.0.0.1:`port` whose reads give up after `timeout` (-1 on error).
+int Connect(int port, std::chrono::seconds timeout) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count());
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void SendAll(int fd, const std::string& bytes) {
+  ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// Everything the server sends on `fd` until it closes it, or until a read times out
+// (`*timed_out` set).
+std::string ReadUntilClosed(int fd, bool* timed_out) {
+  std::string got;
+  char buffer[4096];
+  *timed_out = false;
+  for (;;) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n > 0) {
+      got.append(buffer, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) *timed_out = true;
+    return got;
+  }
+}
+
+// What a peer that never finishes its request sends.
+constexpr char kPartialRequest[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
 
 // The start of a CPU model's fuserank_model_info series, up to its `model` label.
 std::string CpuModelInfo() { return R"(fuserank_model_info{device="cpu",)"; }
@@ -170,6 +221,47 @@ TEST(MetricsTest, AnAddressItCannotBindIsAnErrorNamingIt) {
   absl::StatusOr<std::unique_ptr<Metrics>> ipv6 = Metrics::Create("[::1]:0");
   ASSERT_FALSE(ipv6.ok());
   EXPECT_THAT(std::string(ipv6.status().message()), HasSubstr("'[::1]:0'"));
+}
+
+// Idle peers that send part of a request (civetweb gave each a worker for 30 s, and there
+// were two workers) do not hold up a scrape: it is answered at once, not ~30 s later.
+TEST(MetricsTest, PeersThatSendPartOfARequestDoNotHoldUpAScrape) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("127.0.0.1:0");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const int port = (*metrics)->port();
+  std::vector<int> idle;
+  for (int i = 0; i < 6; ++i) {  // three times the two workers there were
+    const int fd = Connect(port, std::chrono::seconds(1));
+    ASSERT_GE(fd, 0);
+    SendAll(fd, kPartialRequest);
+    idle.push_back(fd);
+  }
+  // Far below the 30 s the peers held it for before, far above a scrape's time.
+  const int scrape = Connect(port, std::chrono::seconds(10));
+  ASSERT_GE(scrape, 0);
+  SendAll(scrape, "GET /metrics HTTP/1.0\r\n\r\n");
+  bool timed_out = false;
+  const std::string answer = ReadUntilClosed(scrape, &timed_out);
+  close(scrape);
+  for (int fd : idle) close(fd);
+  EXPECT_FALSE(timed_out) << "no answer within 10 s while " << idle.size()
+                          << " peers held partial requests";
+  EXPECT_THAT(answer, HasSubstr("200 OK"));
+  EXPECT_THAT(answer, HasSubstr("# TYPE fuserank_requests_total counter"));
+}
+
+// A peer that never finishes its request is dropped after a few seconds (civetweb's default
+// request timeout was 30 s), so more such peers than workers free a worker soon.
+TEST(MetricsTest, APeerThatNeverFinishesItsRequestIsDroppedWithinSeconds) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("127.0.0.1:0");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const int fd = Connect((*metrics)->port(), std::chrono::seconds(10));
+  ASSERT_GE(fd, 0);
+  SendAll(fd, kPartialRequest);
+  bool timed_out = false;
+  ReadUntilClosed(fd, &timed_out);
+  close(fd);
+  EXPECT_FALSE(timed_out) << "the server still held the connection after 10 s";
 }
 
 }  // namespace
