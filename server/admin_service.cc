@@ -1,5 +1,9 @@
 #include "server/admin_service.h"
 
+#include <grpcpp/support/proto_buffer_writer.h>
+
+#include <algorithm>
+#include <climits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +13,7 @@
 #include "engine/escape_text.h"
 #include "engine/hot_rows/hot_row_manager.h"
 #include "engine/status_macros.h"
+#include "server/admin_limits.h"
 #include "server/grpc_status.h"
 #include "server/tsan_handoff.h"
 #include "spdlog/spdlog.h"
@@ -65,22 +70,44 @@ absl::Status StillWanted(grpc::CallbackServerContext* context) {
   return absl::OkStatus();
 }
 
-// The reactor of one admin call. Admin work finishes on the admin worker while gRPC runs
-// OnDone() and frees the call's messages on one of its own threads: Finish() releases the
-// call for TSan and OnDone() acquires it (server/tsan_handoff.h), so what the worker wrote
-// into the response is seen ordered before gRPC's thread frees it.
-class AdminReactor final : public grpc::ServerUnaryReactor {
+}  // namespace
+
+// One admin call: gRPC's reactor, and the response until Complete serializes it into
+// gRPC's buffer. Admin work finishes on the admin worker while gRPC runs OnDone() and frees
+// the call on one of its own threads: Finish() releases the call for TSan and OnDone()
+// acquires it (server/tsan_handoff.h), so what the worker wrote is seen ordered before
+// gRPC's thread frees it.
+class AdminService::Call : public grpc::ServerUnaryReactor {
  public:
+  explicit Call(grpc::ByteBuffer* response_bytes) : response_bytes_(response_bytes) {}
   void OnDone() override {
     FUSERANK_TSAN_ACQUIRE(this);
     delete this;
   }
+  virtual const google::protobuf::MessageLite& response() const = 0;
+  grpc::ByteBuffer* response_bytes() const { return response_bytes_; }
+
+ private:
+  grpc::ByteBuffer* const response_bytes_;  // gRPC's, valid until the call is done
 };
 
-}  // namespace
+// A call of one method: the request as parsed and the response, both as long as the call.
+template <typename Request, typename Response>
+class AdminService::TypedCall final : public AdminService::Call {
+ public:
+  using Call::Call;
+  const google::protobuf::MessageLite& response() const override { return response_message; }
 
-AdminService::AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth)
-    : metrics_(metrics), models_(models), auth_(std::move(auth)) {}
+  Request request;
+  Response response_message;
+};
+
+AdminService::AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth,
+                           int hot_rows_per_table)
+    : metrics_(metrics),
+      models_(models),
+      auth_(std::move(auth)),
+      hot_rows_per_table_(hot_rows_per_table) {}
 
 AdminService::~AdminService() { StopWorker(); }
 
@@ -90,44 +117,59 @@ void AdminService::StartShutdown() {
   reloads_.Close();
 }
 
-absl::Status AdminService::Admit(const grpc::CallbackServerContext& context,
-                                 absl::string_view method) {
+absl::Status AdminService::Admit(grpc::CallbackServerContext* context, absl::string_view method,
+                                 const grpc::ByteBuffer* request) {
   if (shutting_down_.load(std::memory_order_acquire)) {
     return absl::UnavailableError("the server is shutting down");
   }
-  return Authorize(context, method);
+  RETURN_IF_ERROR(Authorize(*context, method));
+  if (request != nullptr && request->Valid()) return absl::OkStatus();
+  if (context->IsCancelled()) return absl::CancelledError("the client cancelled the call");
+  return absl::InvalidArgumentError(absl::StrCat("the ", method, " call carried no message"));
+}
+
+SetHotRowsBounds AdminService::SetBounds() const {
+  size_t tables = 0;
+  for (const ModelHandle& version : models_->Current()) {
+    tables = std::max(tables, version->model->tables().size());
+  }
+  // protobuf parses no message past INT_MAX bytes.
+  return {hot_rows_per_table_,
+          std::min<int64_t>(LargestSetHotRowsBytes(hot_rows_per_table_, tables), INT_MAX)};
 }
 
 void AdminService::RunOnWorker(grpc::CallbackServerContext* context, AdminWorker* worker,
-                               grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
-                               std::string what, std::function<absl::Status()> work) {
-  auto run = [this, reactor, rpc, start, work = std::move(work)]() -> AdminWorker::Answer {
+                               Call* call, Rpc rpc, Clock::time_point start, std::string what,
+                               std::function<absl::Status()> work) {
+  auto run = [this, call, rpc, start, work = std::move(work)]() -> AdminWorker::Answer {
     const absl::Status status = work();
-    return [this, reactor, rpc, start, status] { Complete(reactor, rpc, start, status); };
+    return [this, call, rpc, start, status] { Complete(call, rpc, start, status); };
   };
   // The context lives until the call is finished, which only drop or run's answer does.
   const absl::Status posted = worker->Post(
       {std::move(run),
-       [this, reactor, rpc, start](const absl::Status& why) { Complete(reactor, rpc, start, why); },
+       [this, call, rpc, start](const absl::Status& why) { Complete(call, rpc, start, why); },
        std::move(what), [context] { return StillWanted(context); }});
-  if (!posted.ok()) Complete(reactor, rpc, start, posted);
+  if (!posted.ok()) Complete(call, rpc, start, posted);
 }
 
-void AdminService::Complete(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
+void AdminService::Complete(Call* call, Rpc rpc, Clock::time_point start,
                             const absl::Status& status) {
-  const grpc::Status grpc_status = ToGrpcStatus(status);
+  grpc::Status grpc_status = ToGrpcStatus(status);
+  if (grpc_status.ok()) {
+    bool own_buffer = false;
+    const grpc::Status serialized =
+        grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::MessageLite>(
+            call->response(), call->response_bytes(), &own_buffer);
+    if (!serialized.ok()) {
+      grpc_status = ToGrpcStatus(absl::InternalError(
+          absl::StrCat("cannot serialize the response: ", serialized.error_message())));
+    }
+  }
   metrics_->RecordRequest(rpc, grpc_status.error_code(),
                           std::chrono::duration<double>(Clock::now() - start).count());
-  FUSERANK_TSAN_RELEASE(reactor);
-  reactor->Finish(grpc_status);  // OnDone may run (on another thread) from here on
-}
-
-grpc::ServerUnaryReactor* AdminService::Finish(grpc::CallbackServerContext* context, Rpc rpc,
-                                               Clock::time_point start,
-                                               const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = new AdminReactor();
-  Complete(reactor, rpc, start, status);
-  return reactor;
+  FUSERANK_TSAN_RELEASE(call);
+  call->Finish(grpc_status);  // OnDone may run (on another thread) from here on
 }
 
 absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
@@ -137,15 +179,11 @@ absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
   return status;
 }
 
-grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContext* context, Rpc rpc,
-                                                      const char* method, const std::string& model,
-                                                      v1::HotRowsStatus* response,
-                                                      HotRowsChange change) {
-  const Clock::time_point start = Clock::now();
-  const absl::Status admitted = Admit(*context, method);
-  if (!admitted.ok()) return Finish(context, rpc, start, admitted);
-  grpc::ServerUnaryReactor* reactor = new AdminReactor();
-  RunOnWorker(context, &changes_, reactor, rpc, start,
+void AdminService::ChangeHotRows(grpc::CallbackServerContext* context, Call* call, Rpc rpc,
+                                 Clock::time_point start, const char* method,
+                                 const std::string& model, v1::HotRowsStatus* response,
+                                 HotRowsChange change) {
+  RunOnWorker(context, &changes_, call, rpc, start,
               absl::StrCat(method, " of model '", engine::EscapeText(model), "'"),
               [this, method, &model, response, peer = context->peer(),
                change = std::move(change)]() -> absl::Status {
@@ -167,16 +205,24 @@ grpc::ServerUnaryReactor* AdminService::ChangeHotRows(grpc::CallbackServerContex
                 }
                 return status;
               });
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::SetHotRows(grpc::CallbackServerContext* context,
-                                                   const v1::SetHotRowsRequest* request,
-                                                   v1::HotRowsStatus* response) {
-  // `request` lives until the call finishes, so the id spans stay valid in the background.
-  return ChangeHotRows(
-      context, Rpc::kSetHotRows, "SetHotRows", request->model(), response,
-      [request](const ServedModel& served) {
+                                                   const grpc::ByteBuffer* request_bytes,
+                                                   grpc::ByteBuffer* response_bytes) {
+  const Clock::time_point start = Clock::now();
+  auto* call = new TypedCall<v1::SetHotRowsRequest, v1::HotRowsStatus>(response_bytes);
+  absl::Status admitted = Admit(context, "SetHotRows", request_bytes);
+  if (admitted.ok()) admitted = ReadSetHotRows(*request_bytes, SetBounds(), &call->request);
+  if (!admitted.ok()) {
+    Complete(call, Rpc::kSetHotRows, start, admitted);
+    return call;
+  }
+  // The request lives until the call finishes, so the id spans stay valid in the background.
+  const v1::SetHotRowsRequest* request = &call->request;
+  ChangeHotRows(
+      context, call, Rpc::kSetHotRows, start, "SetHotRows", request->model(),
+      &call->response_message, [request](const ServedModel& served) {
         std::vector<engine::TableIds> tables;
         tables.reserve(request->tables_size());
         for (const v1::TableHotRows& t : request->tables()) {
@@ -184,33 +230,50 @@ grpc::ServerUnaryReactor* AdminService::SetHotRows(grpc::CallbackServerContext* 
         }
         return OfModel(served, served.hot_rows->Set(tables));
       });
+  return call;
 }
 
 grpc::ServerUnaryReactor* AdminService::GetHotRows(grpc::CallbackServerContext* context,
-                                                   const v1::GetHotRowsRequest* request,
-                                                   v1::HotRowsStatus* response) {
+                                                   const grpc::ByteBuffer* request_bytes,
+                                                   grpc::ByteBuffer* response_bytes) {
   const Clock::time_point start = Clock::now();
-  absl::Status status = Admit(*context, "GetHotRows");
+  auto* call = new TypedCall<v1::GetHotRowsRequest, v1::HotRowsStatus>(response_bytes);
+  absl::Status status = Admit(context, "GetHotRows", request_bytes);
+  if (status.ok()) status = ReadSmallAdminRequest(*request_bytes, "GetHotRows", &call->request);
   if (status.ok()) {
-    absl::StatusOr<ModelHandle> served = models_->Acquire(request->model());
+    absl::StatusOr<ModelHandle> served = models_->Acquire(call->request.model());
     status = served.status();
     if (status.ok()) status = NeedsCache(**served);
     if (status.ok()) {
-      const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
+      const std::vector<std::string> tables(call->request.tables().begin(),
+                                            call->request.tables().end());
       absl::StatusOr<engine::HotRowsStatus> result =
           OfModel(**served, (*served)->hot_rows->Get(tables));
       status = result.status();
-      if (result.ok()) ToProto(*result, response);
+      if (result.ok()) ToProto(*result, &call->response_message);
     }
   }
-  return Finish(context, Rpc::kGetHotRows, start, status);
+  Complete(call, Rpc::kGetHotRows, start, status);
+  return call;
 }
 
 grpc::ServerUnaryReactor* AdminService::RebuildHotRows(grpc::CallbackServerContext* context,
-                                                       const v1::RebuildHotRowsRequest* request,
-                                                       v1::HotRowsStatus* response) {
-  return ChangeHotRows(
-      context, Rpc::kRebuildHotRows, "RebuildHotRows", request->model(), response,
+                                                       const grpc::ByteBuffer* request_bytes,
+                                                       grpc::ByteBuffer* response_bytes) {
+  const Clock::time_point start = Clock::now();
+  auto* call = new TypedCall<v1::RebuildHotRowsRequest, v1::HotRowsStatus>(response_bytes);
+  absl::Status admitted = Admit(context, "RebuildHotRows", request_bytes);
+  if (admitted.ok()) {
+    admitted = ReadSmallAdminRequest(*request_bytes, "RebuildHotRows", &call->request);
+  }
+  if (!admitted.ok()) {
+    Complete(call, Rpc::kRebuildHotRows, start, admitted);
+    return call;
+  }
+  const v1::RebuildHotRowsRequest* request = &call->request;
+  ChangeHotRows(
+      context, call, Rpc::kRebuildHotRows, start, "RebuildHotRows", request->model(),
+      &call->response_message,
       [request](const ServedModel& served) -> absl::StatusOr<engine::HotRowsStatus> {
         const std::vector<std::string> tables(request->tables().begin(), request->tables().end());
         if (!served.hot_rows->samples_accesses()) {
@@ -224,21 +287,30 @@ grpc::ServerUnaryReactor* AdminService::RebuildHotRows(grpc::CallbackServerConte
         }
         return OfModel(served, served.hot_rows->Rebuild(tables));
       });
+  return call;
 }
 
 grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext* context,
-                                                    const v1::ReloadModelRequest* request,
-                                                    v1::ReloadModelResponse* response) {
+                                                    const grpc::ByteBuffer* request_bytes,
+                                                    grpc::ByteBuffer* response_bytes) {
   const Clock::time_point start = Clock::now();
-  const absl::Status admitted = Admit(*context, "ReloadModel");
-  if (!admitted.ok()) return Finish(context, Rpc::kReloadModel, start, admitted);
-  grpc::ServerUnaryReactor* reactor = new AdminReactor();
+  auto* call = new TypedCall<v1::ReloadModelRequest, v1::ReloadModelResponse>(response_bytes);
+  absl::Status admitted = Admit(context, "ReloadModel", request_bytes);
+  if (admitted.ok()) {
+    admitted = ReadSmallAdminRequest(*request_bytes, "ReloadModel", &call->request);
+  }
+  if (!admitted.ok()) {
+    Complete(call, Rpc::kReloadModel, start, admitted);
+    return call;
+  }
+  const v1::ReloadModelRequest* request = &call->request;
+  v1::ReloadModelResponse* response = &call->response_message;
   const std::string model = request->model().empty() ? models_->default_name() : request->model();
   const std::string what = absl::StrCat(
       "a reload of model '", engine::EscapeText(model), "' from ",
       request->path().empty() ? std::string("its current spec")
                               : absl::StrCat("'", engine::EscapeText(request->path()), "'"));
-  RunOnWorker(context, &reloads_, reactor, Rpc::kReloadModel, start, what,
+  RunOnWorker(context, &reloads_, call, Rpc::kReloadModel, start, what,
               [this, request, response, peer = context->peer()]() -> absl::Status {
                 absl::StatusOr<ReloadResult> result =
                     models_->Reload(request->model(), request->path());
@@ -253,7 +325,7 @@ grpc::ServerUnaryReactor* AdminService::ReloadModel(grpc::CallbackServerContext*
                 response->set_message(result->message);
                 return absl::OkStatus();
               });
-  return reactor;
+  return call;
 }
 
 }  // namespace fuserank::server

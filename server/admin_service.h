@@ -12,7 +12,9 @@
 // carried over to the new one: ServedModels::ChangeServingVersion). A call that waited for
 // its worker is not run when the client has gone meanwhile (cancelled: CANCELLED; deadline
 // passed: DEADLINE_EXCEEDED), so nothing changes that the client was told failed. From
-// StartShutdown() on every call is UNAVAILABLE. Thread-safe.
+// StartShutdown() on every call is UNAVAILABLE. Every method takes its request as bytes
+// and parses it only after the token check, within the bounds of admin_requests.h (a
+// SetHotRows over capacity: INVALID_ARGUMENT naming it). Thread-safe.
 #ifndef FUSERANK_SERVER_ADMIN_SERVICE_H_
 #define FUSERANK_SERVER_ADMIN_SERVICE_H_
 
@@ -28,6 +30,7 @@
 #include "engine/hot_rows/hot_row_manager.h"
 #include "fuserank/v1/admin.grpc.pb.h"
 #include "server/admin_auth.h"
+#include "server/admin_requests.h"
 #include "server/admin_worker.h"
 #include "server/metrics.h"
 #include "server/served_models.h"
@@ -37,10 +40,15 @@ namespace fuserank::server {
 // Admin calls that may wait for the worker at once (beyond the one it runs).
 inline constexpr int kAdminQueueCapacity = 8;
 
-class AdminService final : public v1::Admin::CallbackService {
+class AdminService final
+    : public v1::Admin::WithRawCallbackMethod_SetHotRows<
+          v1::Admin::WithRawCallbackMethod_GetHotRows<
+              v1::Admin::WithRawCallbackMethod_RebuildHotRows<
+                  v1::Admin::WithRawCallbackMethod_ReloadModel<v1::Admin::Service>>>> {
  public:
-  // `metrics` and `models` must outlive the service.
-  AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth);
+  // `metrics` and `models` must outlive the service. `hot_rows_per_table`: the capacity
+  // of every hot set (cache.hot_rows_per_table), which SetHotRows is checked against.
+  AdminService(Metrics* metrics, ServedModels* models, AdminAuth auth, int hot_rows_per_table);
   ~AdminService() override;  // waits for the calls in progress; queued ones: UNAVAILABLE
 
   const AdminAuth& auth() const { return auth_; }
@@ -56,52 +64,57 @@ class AdminService final : public v1::Admin::CallbackService {
   }
 
   grpc::ServerUnaryReactor* SetHotRows(grpc::CallbackServerContext* context,
-                                       const v1::SetHotRowsRequest* request,
-                                       v1::HotRowsStatus* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetHotRows(grpc::CallbackServerContext* context,
-                                       const v1::GetHotRowsRequest* request,
-                                       v1::HotRowsStatus* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RebuildHotRows(grpc::CallbackServerContext* context,
-                                           const v1::RebuildHotRowsRequest* request,
-                                           v1::HotRowsStatus* response) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ReloadModel(grpc::CallbackServerContext* context,
-                                        const v1::ReloadModelRequest* request,
-                                        v1::ReloadModelResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
  private:
   using Clock = std::chrono::steady_clock;
+  class Call;  // one call: its reactor, request and response (admin_service.cc)
+  template <typename Request, typename Response>
+  class TypedCall;
 
-  // Finishes the call with `status`, counted under `rpc` with its time since `start`.
-  void Complete(grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
-                const absl::Status& status);
-  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, Rpc rpc,
-                                   Clock::time_point start, const absl::Status& status);
+  // Finishes the call with `status` (OK: with its response), counted under `rpc` with its
+  // time since `start`.
+  void Complete(Call* call, Rpc rpc, Clock::time_point start, const absl::Status& status);
   // The auth check, logged when it fails.
   absl::Status Authorize(const grpc::CallbackServerContext& context, absl::string_view method);
-  // UNAVAILABLE from StartShutdown() on, else the auth check.
-  absl::Status Admit(const grpc::CallbackServerContext& context, absl::string_view method);
+  // UNAVAILABLE from StartShutdown() on, else the auth check, else, when the call came
+  // without its message, CANCELLED (the client cancelled first) or INVALID_ARGUMENT.
+  absl::Status Admit(grpc::CallbackServerContext* context, absl::string_view method,
+                     const grpc::ByteBuffer* request);
+  // What a SetHotRows is checked against now (the served models' most tables).
+  SetHotRowsBounds SetBounds() const;
   // Runs `work` on `worker` and finishes the call with the status it returns, once the
   // worker is free again; or finishes the call at once with the worker's refusal (busy,
   // shutting down); a call dropped at shutdown gets UNAVAILABLE, one whose client has gone
   // by its turn CANCELLED or DEADLINE_EXCEEDED (`work` not run). `what` names the work for
   // the refusal of a call posted while it runs.
-  void RunOnWorker(grpc::CallbackServerContext* context, AdminWorker* worker,
-                   grpc::ServerUnaryReactor* reactor, Rpc rpc, Clock::time_point start,
-                   std::string what, std::function<absl::Status()> work);
+  void RunOnWorker(grpc::CallbackServerContext* context, AdminWorker* worker, Call* call, Rpc rpc,
+                   Clock::time_point start, std::string what, std::function<absl::Status()> work);
   // Called with the serving version of the model; returns the hot-row status after the
   // change (or why it was refused: then nothing changed).
   using HotRowsChange =
       std::function<absl::StatusOr<engine::HotRowsStatus>(const ServedModel& served)>;
-  // SetHotRows / RebuildHotRows: authorizes, then runs `change` in the background under
+  // SetHotRows / RebuildHotRows, once admitted: runs `change` in the background under
   // ServedModels::ChangeServingVersion (never beside a reload of `model`), fills
   // `response`, logs the outcome and finishes the call, counted under `rpc`.
-  grpc::ServerUnaryReactor* ChangeHotRows(grpc::CallbackServerContext* context, Rpc rpc,
-                                          const char* method, const std::string& model,
-                                          v1::HotRowsStatus* response, HotRowsChange change);
+  void ChangeHotRows(grpc::CallbackServerContext* context, Call* call, Rpc rpc,
+                     Clock::time_point start, const char* method, const std::string& model,
+                     v1::HotRowsStatus* response, HotRowsChange change);
 
   Metrics* const metrics_;
   ServedModels* const models_;
   const AdminAuth auth_;
+  const int hot_rows_per_table_;
   std::atomic<bool> shutting_down_{false};
   // Last: stopped first.
   AdminWorker changes_{kAdminQueueCapacity, "hot-set changes"};

@@ -19,6 +19,7 @@
 #include "server/admin_auth.h"
 #include "server/admin_auth_interceptor.h"
 #include "server/admin_limits.h"
+#include "server/admin_requests.h"
 #include "server/config_validation.h"
 #include "server/model_loader.h"
 #include "server/serving_limits.h"
@@ -191,8 +192,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
   kserve_options.access_log_sample = config.logging.access_log_sample;
   server->kserve_ = std::make_unique<KServeService>(server->models_.get(), server->metrics_.get(),
                                                     kserve_options);
-  server->admin_ = std::make_unique<AdminService>(server->metrics_.get(), server->models_.get(),
-                                                  std::move(*auth));
+  server->admin_ =
+      std::make_unique<AdminService>(server->metrics_.get(), server->models_.get(),
+                                     std::move(*auth), config.cache.hot_rows_per_table);
   if (config.model_watch_interval_seconds > 0) {
     server->watcher_ = std::make_unique<ModelWatcher>(
         server->models_.get(), absl::Seconds(config.model_watch_interval_seconds));
@@ -251,22 +253,23 @@ absl::Status Server::StartGrpc(const ServingLimits& limits,
     grpc::ServerBuilder admin_builder;
     admin_builder.AddListeningPort(config_.server.admin_listen, credentials, &admin_port_);
     admin_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    // A SetHotRows within cache.hot_rows_per_table may pass gRPC's default 4 MiB, whose
-    // refusal (RESOURCE_EXHAUSTED) SPEC section 3 does not allow; the quota and the stream
-    // bound keep what peers without the token can make the port hold bounded.
+    // No receive limit of gRPC's own: its refusal is RESOURCE_EXHAUSTED, which SPEC section
+    // 3 does not allow for a SetHotRows over capacity; AdminService refuses what is larger
+    // than a valid request needs with INVALID_ARGUMENT (admin_requests.h). The quota and
+    // the stream bound keep what peers can make the port hold bounded.
     const size_t tables = MaxTables(*models_);
     const AdminLimits admin_limits = ResolveAdminLimits(config_.cache.hot_rows_per_table, tables);
-    admin_builder.SetMaxReceiveMessageSize(admin_limits.max_receive_message_bytes);
+    admin_builder.SetMaxReceiveMessageSize(-1);
     grpc::ResourceQuota admin_quota("fuserank-admin-port");
     admin_quota.Resize(static_cast<size_t>(admin_limits.transport_memory_bytes));
     admin_builder.SetResourceQuota(admin_quota);
     admin_builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                                      admin_limits.max_concurrent_streams);
     spdlog::info(
-        "admin port: messages up to {} bytes (a SetHotRows of {} tables x "
-        "cache.hot_rows_per_table {}), transport memory {} bytes",
-        admin_limits.max_receive_message_bytes, tables, config_.cache.hot_rows_per_table,
-        admin_limits.transport_memory_bytes);
+        "admin port: SetHotRows up to {} bytes ({} tables x cache.hot_rows_per_table {}), "
+        "other requests up to {} bytes, transport memory {} bytes",
+        admin_limits.largest_set_hot_rows_bytes, tables, config_.cache.hot_rows_per_table,
+        kMaxSmallAdminRequestBytes, admin_limits.transport_memory_bytes);
     RequireAdminTokenForAll(admin_->auth(), &admin_builder);  // reflection behind the token
     admin_builder.RegisterService(admin_.get());
     admin_server_ = admin_builder.BuildAndStart();

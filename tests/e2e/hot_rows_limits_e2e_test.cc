@@ -1,7 +1,10 @@
-// The admin port's receive limit through the real server on 127.0.0.1: a SetHotRows within
-// cache.hot_rows_per_table but past gRPC's default 4 MiB (500,000 ids near 2^62, ~4.5 MB)
-// is installed, and one id more than the capacity is INVALID_ARGUMENT naming the key, never
-// gRPC's RESOURCE_EXHAUSTED (SPEC section 3).
+// The admin port's message limits through the real server on 127.0.0.1: a SetHotRows
+// within cache.hot_rows_per_table but past gRPC's default 4 MiB (500,000 ids near 2^62,
+// ~4.5 MB) is installed; one with more ids than the capacity is INVALID_ARGUMENT naming
+// the key, the capacity and the ids sent, at any size the transport holds (it was gRPC's
+// RESOURCE_EXHAUSTED past the port's receive limit); one larger than any valid SetHotRows
+// is INVALID_ARGUMENT naming the size (SPEC section 3); one past the transport quota is
+// reset and the port serves on.
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
@@ -35,7 +38,10 @@ std::vector<int64_t> LargeIds(int n) {
 
 class HotRowsLimitsE2eTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(kCapacity); }
+
+  void Start(int capacity) {
+    if (server_ != nullptr) server_->Shutdown();
     const std::string dir = testing::TempDir("hot_rows_limits");
     engine::ModelSpec spec = testing::SmallSpec(1, 1, kRows, 4);
     spec.name = "wide";
@@ -48,7 +54,7 @@ class HotRowsLimitsE2eTest : public ::testing::Test {
         "shutdown_grace_seconds: 2}\n"
         "engine: {device: cpu, streams: 1}\n"
         "cache: {hot_rows_per_table: ",
-        kCapacity, ", policy: static}\nmodel: {path: \"", *path, "\"}\n");
+        capacity, ", policy: static}\nmodel: {path: \"", *path, "\"}\n");
     absl::StatusOr<server::Config> config = server::ParseConfig(yaml, "limits.yaml");
     ASSERT_TRUE(config.ok()) << config.status();
     absl::StatusOr<std::unique_ptr<server::Server>> started = server::Server::Start(*config);
@@ -88,6 +94,48 @@ TEST_F(HotRowsLimitsE2eTest, OneIdPastTheCapacityIsInvalidArgumentNotResourceExh
   const testing::AdminReply get = admin_->Get({"item_0"});
   ASSERT_TRUE(get.status.ok()) << get.status.error_message();
   EXPECT_EQ(get.response.tables(0).hot_rows(), 0u);  // nothing changed
+}
+
+// 500,000 ids against the default capacity: 4.5 MB, past the receive limit the port had
+// (4 MiB), which answered RESOURCE_EXHAUSTED "Received message larger than max".
+TEST_F(HotRowsLimitsE2eTest, ASetFarOverCapacityIsInvalidArgumentNamingTheCapacityAndTheIds) {
+  Start(4096);
+  ASSERT_NE(server_, nullptr);
+  const testing::AdminReply set = admin_->Set({{"item_0", LargeIds(kCapacity)}});
+  EXPECT_EQ(set.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << set.status.error_message();
+  EXPECT_THAT(set.status.error_message(),
+              HasSubstr("table 'item_0': 500000 ids, more than the hot-set capacity"));
+  EXPECT_THAT(set.status.error_message(),
+              HasSubstr("hot-set capacity 4096 (cache.hot_rows_per_table)"));
+  const testing::AdminReply get = admin_->Get({"item_0"});
+  ASSERT_TRUE(get.status.ok()) << get.status.error_message();
+  EXPECT_EQ(get.response.tables(0).hot_rows(), 0u);  // nothing changed
+  EXPECT_TRUE(admin_->Set({{"item_0", LargeIds(4096)}}).status.ok()) << "the port still serves";
+}
+
+// Ids within the capacity, but a model name (3 MiB) no valid request has: refused by its
+// size before it is parsed, naming the size.
+TEST_F(HotRowsLimitsE2eTest, ASetLargerThanAnyValidOneIsInvalidArgumentNamingItsSize) {
+  Start(4096);
+  ASSERT_NE(server_, nullptr);
+  const testing::AdminReply set =
+      admin_->Set({{"item_0", LargeIds(10)}}, std::string(size_t{3} << 20, 'm'));
+  EXPECT_EQ(set.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << set.status.error_message();
+  EXPECT_THAT(set.status.error_message(), HasSubstr("more than the largest the served models"));
+}
+
+// Past the port's transport quota (2 x 4 MiB + 32 MiB here) the transport resets the
+// stream (RESOURCE_EXHAUSTED) before any handler sees it; the port serves on.
+TEST_F(HotRowsLimitsE2eTest, AMessagePastTheTransportQuotaIsResetAndThePortServesOn) {
+  Start(4096);
+  ASSERT_NE(server_, nullptr);
+  const testing::AdminReply set = admin_->Set({{"item_0", LargeIds(5000000)}});  // 45 MB
+  EXPECT_FALSE(set.status.ok());
+  const testing::AdminReply get = admin_->Get({"item_0"});
+  ASSERT_TRUE(get.status.ok()) << get.status.error_message();
+  EXPECT_EQ(get.response.tables(0).hot_rows(), 0u);
 }
 
 }  // namespace
