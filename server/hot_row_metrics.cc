@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+
 namespace fuserank::server {
 
 HotRowMetrics::HotRowMetrics(const ServedModels* models, Metrics* metrics)
@@ -44,13 +46,8 @@ void HotRowMetrics::Update() {
   // A table a reload dropped starts again from 0 if a later version has it again (nothing
   // carries over to it): follow its counts from there, not from the old total.
   absl::erase_if(exported_, [&seen](const auto& entry) { return !seen.contains(entry.first); });
-  for (const std::string& table : gauges_) {
-    if (!hot_rows.contains(table)) metrics_->Table(table).hot_rows->Set(0);
-  }
-  for (const auto& [table, rows] : hot_rows) {
-    metrics_->Table(table).hot_rows->Set(rows);
-    gauges_.insert(table);
-  }
+  // A table no served model has any more loses its series (its counters stay).
+  metrics_->SetHotRows(hot_rows);
   metrics_->SetHotRowsVersion(static_cast<double>(version));
   remote_.Update(models_->Current());
 }

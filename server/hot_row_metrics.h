@@ -8,7 +8,9 @@
 // its version; it goes up by one with every successful swap in any model).
 // Counters never go back: each (model, table)'s counts are followed and only their
 // increases are added, across reloads too; a (model, table) that a reload drops is
-// forgotten, so if a later version has it again its counts (from 0) are added. Thread-safe.
+// forgotten, so if a later version has it again its counts (from 0) are added. The counters
+// of a table last for the process; its fuserank_hot_rows series goes once no served model
+// has the table. Thread-safe.
 #ifndef FUSERANK_SERVER_HOT_ROW_METRICS_H_
 #define FUSERANK_SERVER_HOT_ROW_METRICS_H_
 
@@ -18,7 +20,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "server/metrics.h"
 #include "server/remote_metrics.h"
@@ -50,8 +51,6 @@ class HotRowMetrics {
   absl::Mutex mu_;
   // (model, table) -> the counts already added to the counters.
   absl::flat_hash_map<std::pair<std::string, std::string>, Counts> exported_ ABSL_GUARDED_BY(mu_);
-  // Tables whose fuserank_hot_rows series has been set (set to 0 once no model has them).
-  absl::flat_hash_set<std::string> gauges_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fuserank::server

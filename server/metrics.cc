@@ -284,9 +284,25 @@ TableCacheMetrics Metrics::Table(const std::string& table) {
   if (inserted) {
     it->second.hits = &cache_lookups_->Add({{"table", table}, {"result", "hit"}});
     it->second.misses = &cache_lookups_->Add({{"table", table}, {"result", "miss"}});
-    it->second.hot_rows = &hot_rows_->Add({{"table", table}});
   }
   return it->second;
+}
+
+void Metrics::SetHotRows(const absl::flat_hash_map<std::string, double>& rows) {
+  absl::MutexLock lock(&tables_mu_);
+  for (auto it = hot_rows_series_.begin(); it != hot_rows_series_.end();) {
+    if (rows.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    hot_rows_->Remove(it->second);
+    hot_rows_series_.erase(it++);
+  }
+  for (const auto& [table, value] : rows) {
+    prometheus::Gauge*& series = hot_rows_series_[table];
+    if (series == nullptr) series = &hot_rows_->Add({{"table", table}});
+    series->Set(value);
+  }
 }
 
 void Metrics::SetHotRowsVersion(double version) { hot_rows_version_->Set(version); }

@@ -57,11 +57,10 @@ inline constexpr int kNumStages = 7;
 
 inline constexpr int kNumGrpcCodes = 17;  // OK .. UNAUTHENTICATED
 
-// Embedding-cache series of one table (written by HotRowMetrics: hot_row_metrics.h).
+// Embedding-cache counters of one table (written by HotRowMetrics: hot_row_metrics.h).
 struct TableCacheMetrics {
   prometheus::Counter* hits = nullptr;
   prometheus::Counter* misses = nullptr;
-  prometheus::Gauge* hot_rows = nullptr;
 };
 
 class Metrics {
@@ -103,8 +102,12 @@ class Metrics {
   // fuserank_backend_failures_total{model, device}: backends of `model` whose device
   // failed (engine/device_fault.h); `device` is the failed Backend::device() ("cuda:0").
   void AddBackendFailure(const std::string& model, const std::string& device);
-  // The cache series of `table` (created on first call; the same handles after).
+  // The cache counters of `table` (created on first call; the same handles after). They
+  // last for the life of the process: a counter must not vanish or go back.
   TableCacheMetrics Table(const std::string& table);
+  // fuserank_hot_rows{table} is `rows`: one series per table listed, set to its value; the
+  // series of every table not listed (no served model has it any more) is removed.
+  void SetHotRows(const absl::flat_hash_map<std::string, double>& rows);
   void SetHotRowsVersion(double version);
 
   // `hook` runs before every collection (each /metrics scrape and each Scrape()), on the
@@ -144,6 +147,8 @@ class Metrics {
 
   absl::Mutex tables_mu_;  // only at start and on model load, never per request
   absl::flat_hash_map<std::string, TableCacheMetrics> tables_ ABSL_GUARDED_BY(tables_mu_);
+  // The fuserank_hot_rows series there are, by table.
+  absl::flat_hash_map<std::string, prometheus::Gauge*> hot_rows_series_ ABSL_GUARDED_BY(tables_mu_);
 
   mutable absl::Mutex hook_mu_;  // held while the hook runs
   std::function<void()> collect_hook_ ABSL_GUARDED_BY(hook_mu_);

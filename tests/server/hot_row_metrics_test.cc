@@ -157,7 +157,8 @@ TEST_F(HotRowMetricsTest, CountersNeverGoBackAcrossReloads) {
   ASSERT_TRUE(models_->Reload("a", renamed).ok());
   text = metrics_->Scrape();
   EXPECT_EQ(Value(text, Lookups("item_0", "hit")), 20) << "a counter stays when its table goes";
-  EXPECT_EQ(Value(text, R"(fuserank_hot_rows{table="item_0"})"), 0) << "no model has it now";
+  EXPECT_EQ(Value(text, R"(fuserank_hot_rows{table="item_0"})"), -1)
+      << "no model has it now: its series is gone";
   EXPECT_EQ(Value(text, R"(fuserank_hot_rows{table="item_new"})"), 0);
   EXPECT_EQ(Value(text, "fuserank_hot_rows_version"), 2) << "nothing to carry: no swap";
 

@@ -72,6 +72,7 @@ TEST(MetricsTest, DefinesEveryFamilyOfTheSpec) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ((*metrics)->port(), 0);
   (*metrics)->Table("user_id");
+  (*metrics)->SetHotRows({{"user_id", 0}});
   (*metrics)->SetModelInfo("demo", "1", "cpu");
   (*metrics)->SetModelInfo("gpu", "2", "cuda:0");
   const std::string text = (*metrics)->Scrape();
@@ -174,6 +175,27 @@ TEST(MetricsTest, RemovesTheModelInfoOfARetiredVersion) {
   EXPECT_THAT(text, ::testing::Not(HasSubstr(R"(model="demo",version="1")")));
   EXPECT_THAT(text, HasSubstr(CpuModelInfo() + R"(model="demo",version="2"} 1)"));
   EXPECT_THAT(text, HasSubstr(CpuModelInfo() + R"(model="other",version="1"} 1)"));
+}
+
+// A table no served model has any more leaves no fuserank_hot_rows series behind (a
+// process that loads many models over its life would keep them all); its counters stay.
+TEST(MetricsTest, TheHotRowsSeriesOfATableNoLongerListedIsRemoved) {
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create("");
+  ASSERT_TRUE(metrics.ok());
+  Metrics& m = **metrics;
+  m.Table("old");
+  m.Table("kept");
+  m.SetHotRows({{"old", 5}, {"kept", 2}});
+  std::string text = m.Scrape();
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_hot_rows{table="old"} 5)"));
+  m.SetHotRows({{"kept", 4}});
+  text = m.Scrape();
+  EXPECT_THAT(text, ::testing::Not(HasSubstr(R"(fuserank_hot_rows{table="old"})")));
+  EXPECT_THAT(text, HasSubstr(R"(fuserank_hot_rows{table="kept"} 4)"));
+  EXPECT_THAT(text,
+              HasSubstr(R"(fuserank_embedding_cache_lookups_total{result="hit",table="old"} 0)"));
+  m.SetHotRows({{"kept", 4}, {"old", 1}});  // back in a later model
+  EXPECT_THAT(m.Scrape(), HasSubstr(R"(fuserank_hot_rows{table="old"} 1)"));
 }
 
 TEST(MetricsTest, TheCollectHookRunsBeforeEveryScrapeUntilRemoved) {
