@@ -47,6 +47,12 @@ absl::Status GuardedBackend::health() const {
   return failure_;
 }
 
+std::string GuardedBackend::Retire() {
+  absl::MutexLock lock(&mu_);  // after a React that holds it, before one that waits
+  retired_ = true;
+  return device();
+}
+
 void GuardedBackend::React(const absl::Status& primary_health) {
   {
     absl::MutexLock lock(&mu_);
@@ -62,7 +68,7 @@ void GuardedBackend::React(const absl::Status& primary_health) {
           "model '{}' version '{}': {}; engine.on_device_failure is cpu: the batch is scored "
           "again and the model goes on serving on the CPU engine ({} workers)",
           policy_.model, version, std::string(primary_health.message()), workers_);
-      if (policy_.metrics != nullptr) {
+      if (policy_.metrics != nullptr && !retired_) {
         policy_.metrics->RemoveModelInfo(policy_.model, version, primary_device_);
         policy_.metrics->SetModelInfo(policy_.model, version, fallback_->device());
       }

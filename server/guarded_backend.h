@@ -9,7 +9,8 @@
 //         that met the fault is scored again on it (a validated batch reads only host
 //         memory there), and every later batch runs on it; health() stays OK.
 // Either way the failure is logged once at error level, counted in
-// fuserank_backend_failures_total{model, device}, and `on_failed` runs once.
+// fuserank_backend_failures_total{model, device}, and `on_failed` runs once; with cpu the
+// version's fuserank_model_info series moves to device "cpu" unless it was retired.
 // Thread-safe in the Backend sense.
 #ifndef FUSERANK_SERVER_GUARDED_BACKEND_H_
 #define FUSERANK_SERVER_GUARDED_BACKEND_H_
@@ -67,6 +68,12 @@ class GuardedBackend final : public engine::Backend {
   // True once the device failed (either policy).
   bool device_failed() const { return reacted_.load(std::memory_order_acquire); }
 
+  // The version no longer serves (a reload swapped it out; requests may still finish on
+  // it): from now on a device failure changes no fuserank_model_info series, which are the
+  // serving version's and the reload's to set and remove. Returns the device of the series
+  // this version has (device() now, which no failure changes in the metrics after this).
+  std::string Retire();
+
  private:
   // The reaction to the primary's failure `health` (once; later callers wait for it).
   void React(const absl::Status& health);
@@ -81,6 +88,7 @@ class GuardedBackend final : public engine::Backend {
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);                       // kFail: what every batch gets
   std::unique_ptr<engine::Backend> fallback_ ABSL_GUARDED_BY(mu_);  // kCpu
+  bool retired_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace fuserank::server

@@ -118,8 +118,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   policy.metrics = options.metrics;
   policy.cpu_options = backend_options;
   policy.on_failed = options.on_device_failed;
-  served->backend = std::make_unique<GuardedBackend>(std::move(served->backend), served->model,
-                                                     std::move(policy));
+  auto guard = std::make_unique<GuardedBackend>(std::move(served->backend), served->model,
+                                                std::move(policy));
+  served->guard = guard.get();
+  served->backend = std::move(guard);
   served->decoder = std::make_unique<RequestDecoder>(served->model, options.limits, served->name);
   served->batcher = std::make_unique<engine::Batcher>(served->backend.get(), options.batcher);
   served->hot_rows->StartServing(previous_cache);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/escape_text.h"
+#include "server/guarded_backend.h"
 #include "server/logging.h"
 #include "server/version_reaper.h"
 
@@ -160,6 +161,10 @@ absl::StatusOr<ReloadResult> ServedModels::Swap(absl::string_view name, const st
   result.model = slot->name;
   result.version = (*fresh)->version();
   result.previous_version = old->version();
+  // From here a device failure of the old version (a request still finishing on it) leaves
+  // the metrics alone: its series is removed below, and the new one's is set now.
+  const std::string old_device =
+      old->guard != nullptr ? old->guard->Retire() : old->backend->device();
   RecordInfo(**fresh);
   const std::string new_device = (*fresh)->backend->device();
   {
@@ -172,8 +177,8 @@ absl::StatusOr<ReloadResult> ServedModels::Swap(absl::string_view name, const st
     slot->current.store(Share(std::move(*fresh)));  // the swap: new requests get the new version
   }
   if (metrics_ != nullptr &&
-      (result.version != result.previous_version || new_device != old->backend->device())) {
-    metrics_->RemoveModelInfo(old->name, old->version(), old->backend->device());
+      (result.version != result.previous_version || new_device != old_device)) {
+    metrics_->RemoveModelInfo(old->name, old->version(), old_device);
   }
   old.reset();  // in-flight requests still hold it; the last one to finish frees it
   result.message = absl::StrCat(

@@ -31,6 +31,7 @@
 
 namespace fuserank::server {
 
+class GuardedBackend;
 class VersionReaper;
 
 // One version of one served model. Immutable once published (its hot-row cache changes
@@ -52,6 +53,9 @@ struct ServedModel {
   std::unique_ptr<engine::RemoteTier> remote;
   std::unique_ptr<engine::HotRowCache> hot_rows;  // never null once loaded; outlives the backend
   std::unique_ptr<engine::Backend> backend;
+  // `backend` as the loader wraps it (guarded_backend.h), retired when a reload swaps this
+  // version out; null for a backend built otherwise (tests).
+  GuardedBackend* guard = nullptr;
   std::unique_ptr<engine::Batcher> batcher;
 
   // RankResponse.model_version of the responses this version scores.

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bench/kserve/infer_request.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/device_fault.h"
@@ -21,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/config.h"
+#include "server/model_warmup.h"
 #include "server/server.h"
 #include "tests/e2e/grpc_util.h"
 #include "tests/e2e/kserve_util.h"
@@ -80,8 +83,8 @@ class DeviceFailureE2eTest : public ::testing::Test {
   void Start(const std::string& on_failure) {
     model_ = testing::MakeRandomModel(testing::SmallSpec(2, 2, 200, 8), 41);
     model_.spec.name = "ranker";
-    const std::string dir = testing::TempDir(absl::StrCat("device_failure_", on_failure));
-    absl::StatusOr<std::string> path = testing::WriteTestModel(model_, dir);
+    dir_ = testing::TempDir(absl::StrCat("device_failure_", on_failure));
+    absl::StatusOr<std::string> path = testing::WriteTestModel(model_, dir_);
     ASSERT_TRUE(path.ok()) << path.status();
     std::string yaml = absl::StrCat(
         "server:\n  listen: \"127.0.0.1:0\"\n  admin_listen: \"\"\n  metrics_listen: \"\"\n"
@@ -138,12 +141,22 @@ class DeviceFailureE2eTest : public ::testing::Test {
   }
 
   testing::TestModel model_;
+  std::string dir_;  // the model's files: the model roots
   std::shared_ptr<FaultPlan> plan_ = std::make_shared<FaultPlan>();
   std::unique_ptr<server::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Ranker::Stub> rank_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> infer_;
 };
+
+// The fuserank_model_info series in Prometheus text, one line each.
+std::string ModelInfoLines(const std::string& text) {
+  std::string lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, "fuserank_model_info{")) absl::StrAppend(&lines, line, "\n");
+  }
+  return lines;
+}
 
 constexpr int kServing = 1;
 constexpr int kNotServing = 2;
@@ -261,6 +274,35 @@ TEST_F(DeviceFailureE2eTest, CpuServesOnTheCpuEngineWithTheSameScores) {
   EXPECT_THAT(metrics,
               HasSubstr("fuserank_backend_failures_total{device=\"fake:0\",model=\"ranker\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("device=\"cpu\""));  // fuserank_model_info moved to the CPU
+}
+
+// A request still finishing on a retired version meets the fault after the reload. The
+// version's fuserank_model_info series went with the reload: the failure must neither bring
+// back one for the retired version (1, retired by version 2) nor replace the serving
+// version's when both carry the same labels (2, reloaded from the same spec).
+TEST_F(DeviceFailureE2eTest, AFaultOnARetiredVersionLeavesTheModelInfoOfTheServingOneAlone) {
+  Start("cpu");
+  ASSERT_NE(server_, nullptr);
+  server::ServedModels& models = server_->mutable_models();
+  testing::TestModel next = model_;
+  next.spec.name = "ranker_v2";
+  next.spec.version = "2";
+  absl::StatusOr<std::string> v2 = testing::WriteTestModel(next, dir_);  // in the roots
+  ASSERT_TRUE(v2.ok()) << v2.status();
+  for (const std::string& reload_from : {*v2, std::string()}) {  // "": the same spec again
+    SCOPED_TRACE(reload_from.empty() ? "the same labels" : "another version");
+    const server::ModelHandle retired = *models.Acquire("ranker");
+    absl::StatusOr<server::ReloadResult> reloaded = models.Reload("ranker", reload_from);
+    ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+    plan_->FailNextBatch();
+    engine::BatchResult result;
+    EXPECT_TRUE(retired->backend->Run(0, server::SyntheticBatch(retired->model, 4), &result).ok());
+    plan_->fail_from.store(INT_MAX);
+    ASSERT_EQ(retired->backend->device(), "cpu") << "the retired version met no fault";
+    EXPECT_EQ(ModelInfoLines(server_->metrics().Scrape()),
+              R"(fuserank_model_info{device="fake",model="ranker",version="2"} 1)"
+              "\n");
+  }
 }
 
 }  // namespace
