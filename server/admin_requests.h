@@ -35,7 +35,9 @@ struct SetHotRowsBounds {
 // capacity, or saying the bytes are no SetHotRowsRequest.
 absl::Status ScanSetHotRows(absl::string_view bytes, int hot_rows_per_table);
 
-// The SetHotRowsRequest in `bytes` (ScanSetHotRows, then the size, then the parse).
+// The SetHotRowsRequest in `bytes`: parsed when within `bounds.max_bytes` (the engine then
+// refuses unknown names and sets over capacity); past it INVALID_ARGUMENT, from
+// ScanSetHotRows where a table is over capacity, else naming the size.
 absl::Status ReadSetHotRows(const grpc::ByteBuffer& bytes, const SetHotRowsBounds& bounds,
                             v1::SetHotRowsRequest* out);
 

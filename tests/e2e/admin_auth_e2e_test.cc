@@ -6,6 +6,7 @@
 // address without the opt-in, an empty token file or one others can read refuse to start
 // (in-process and as the fuserank-server binary).
 #include <fcntl.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/client_interceptor.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "fuserank/v1/admin.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -138,6 +140,56 @@ TEST_F(AdminAuthE2eTest, EveryAdminMethodNeedsTheToken) {
       EXPECT_TRUE(status.ok()) << status.error_message();
     }
   }
+}
+
+// Sends `bytes` as the body of a call of `method` on `channel` (with `authorization` when
+// it is not empty) and waits for the answer.
+grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                     const std::string& bytes, const std::string& authorization) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+  grpc::Slice slice(bytes);
+  const grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return status;
+}
+
+// The token is checked before the request's bytes are read: bytes that are no request and
+// a SetHotRows far over capacity are UNAUTHENTICATED without it, INVALID_ARGUMENT with it.
+TEST_F(AdminAuthE2eTest, TheTokenIsCheckedBeforeTheRequestIsRead) {
+  std::unique_ptr<server::Server> server = Start("127.0.0.1:0");
+  ASSERT_NE(server, nullptr);
+  const std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", server->admin_port()), grpc::InsecureChannelCredentials());
+  v1::SetHotRowsRequest over;
+  v1::TableHotRows* table = over.add_tables();
+  table->set_table("item_0");
+  for (int64_t id = 0; id < 100000; ++id) table->add_ids(id);
+  const std::string garbage = "\xff\xff\xff\xff";
+  for (const char* method : {"SetHotRows", "GetHotRows", "RebuildHotRows", "ReloadModel"}) {
+    SCOPED_TRACE(method);
+    const std::string path = absl::StrCat("/fuserank.v1.Admin/", method);
+    grpc::Status status = RawCall(channel, path, garbage, "");
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+    status = RawCall(channel, path, garbage, absl::StrCat("Bearer ", kToken));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("no valid fuserank.v1."));
+  }
+  const std::string set = "/fuserank.v1.Admin/SetHotRows";
+  grpc::Status status = RawCall(channel, set, over.SerializeAsString(), "Bearer wrong");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  status = RawCall(channel, set, over.SerializeAsString(), absl::StrCat("Bearer ", kToken));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("100000 ids, more than the hot-set capacity"));
 }
 
 TEST_F(AdminAuthE2eTest, WithoutATokenFileLoopbackAdminNeedsNone) {

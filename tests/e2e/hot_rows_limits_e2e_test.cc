@@ -3,8 +3,8 @@
 // ~4.5 MB) is installed; one with more ids than the capacity is INVALID_ARGUMENT naming
 // the key, the capacity and the ids sent, at any size the transport holds (it was gRPC's
 // RESOURCE_EXHAUSTED past the port's receive limit); one larger than any valid SetHotRows
-// is INVALID_ARGUMENT naming the size (SPEC section 3); one past the transport quota is
-// reset and the port serves on.
+// is INVALID_ARGUMENT naming the size (SPEC section 3), an unknown table NOT_FOUND below
+// that size; one past the transport quota is reset and the port serves on.
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
@@ -114,6 +114,20 @@ TEST_F(HotRowsLimitsE2eTest, ASetFarOverCapacityIsInvalidArgumentNamingTheCapaci
   EXPECT_TRUE(admin_->Set({{"item_0", LargeIds(4096)}}).status.ok()) << "the port still serves";
 }
 
+// Within the largest valid size the request is parsed and the engine answers: an unknown
+// table is NOT_FOUND even where it also lists more ids than the capacity (SPEC section 3).
+TEST_F(HotRowsLimitsE2eTest, AnUnknownTableOverCapacityIsNotFound) {
+  Start(4096);
+  ASSERT_NE(server_, nullptr);
+  const testing::AdminReply set = admin_->Set({{"nope", LargeIds(5000)}});
+  EXPECT_EQ(set.status.error_code(), grpc::StatusCode::NOT_FOUND) << set.status.error_message();
+  EXPECT_THAT(set.status.error_message(), HasSubstr("'nope'"));
+  const testing::AdminReply item = admin_->Set({{"item_0", LargeIds(5000)}});
+  EXPECT_EQ(item.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(item.status.error_message(),
+              HasSubstr("table 'item_0': 5000 ids, more than the hot-set capacity 4096"));
+}
+
 // Ids within the capacity, but a model name (3 MiB) no valid request has: refused by its
 // size before it is parsed, naming the size.
 TEST_F(HotRowsLimitsE2eTest, ASetLargerThanAnyValidOneIsInvalidArgumentNamingItsSize) {
@@ -133,6 +147,9 @@ TEST_F(HotRowsLimitsE2eTest, AMessagePastTheTransportQuotaIsResetAndThePortServe
   ASSERT_NE(server_, nullptr);
   const testing::AdminReply set = admin_->Set({{"item_0", LargeIds(5000000)}});  // 45 MB
   EXPECT_FALSE(set.status.ok());
+  EXPECT_NE(set.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << "the handler answered (" << set.status.error_message() << "): the transport let "
+      << "45 MB through";
   const testing::AdminReply get = admin_->Get({"item_0"});
   ASSERT_TRUE(get.status.ok()) << get.status.error_message();
   EXPECT_EQ(get.response.tables(0).hot_rows(), 0u);

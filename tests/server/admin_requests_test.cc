@@ -87,7 +87,7 @@ TEST(ReadSetHotRowsTest, ParsesARequestWithinTheBounds) {
   EXPECT_EQ(request.model(), "m");
 }
 
-TEST(ReadSetHotRowsTest, RefusesIdsOverCapacityFirstThenBytesOverTheLargest) {
+TEST(ReadSetHotRowsTest, PastTheLargestSizeRefusesIdsOverCapacityOrTheSizeWithinItParses) {
   v1::SetHotRowsRequest request;
   const std::string bytes = Table("a", 300, 0) + Table("a", 300, 0);  // 2 x 300 ids
   const absl::Status ids = ReadSetHotRows(Buffer(bytes), {100, 64}, &request);
@@ -98,6 +98,9 @@ TEST(ReadSetHotRowsTest, RefusesIdsOverCapacityFirstThenBytesOverTheLargest) {
   EXPECT_THAT(size.message(), HasSubstr(std::to_string(bytes.size()) + " bytes, more than"));
   EXPECT_THAT(size.message(), HasSubstr("(64 bytes"));
   EXPECT_EQ(request.tables_size(), 0) << "nothing parsed";
+  ASSERT_TRUE(ReadSetHotRows(Buffer(bytes), {100, 100000}, &request).ok())
+      << "within the bound the engine answers: an unknown table before the capacity";
+  EXPECT_EQ(request.tables(0).ids_size(), 300);
   const absl::Status utf8 = ReadSetHotRows(Buffer(Table("\xff", 1, 0)), {10, 1000}, &request);
   EXPECT_THAT(utf8.message(), HasSubstr("no valid fuserank.v1.SetHotRowsRequest"));
 }
