@@ -76,9 +76,9 @@ struct PreparedVersion {
 // engine::kMaxModelSpecBytes) and its weights' header (the 8-byte length, then the header
 // itself for the tables a load copies again) is read: both paths
 // inside options.roots, both regular files (a FIFO, device or directory is refused at
-// once), the weights at least as large as the spec implies, and the memory estimate within
-// what options.budget has left. Fast and blocking nothing: ServedModels runs it before
-// taking a model's reload lock.
+// once), the weights no larger than their header and the spec's tensors take, and the memory
+// estimate within what options.budget has left. Fast and blocking nothing: ServedModels runs it
+// before taking a model's reload lock.
 absl::StatusOr<PreparedVersion> PrepareModelVersion(const std::string& name,
                                                     const std::string& spec_path,
                                                     const ModelLoaderOptions& options);
