@@ -123,8 +123,9 @@ std::string Render(const Config& config, bool reference) {
 
 constexpr char kReferenceHeader[] =
     "# fuserank server config (SPEC section 5): every key, with its default, its range or\n"
-    "# choices and what it does. Every key is optional; unknown keys, wrong types and bad\n"
-    "# values stop the server before it listens. Check a config without starting:\n"
+    "# choices and what it does. Every key is optional; unknown keys, wrong types, bad\n"
+    "# values and YAML anchors or aliases stop the server before it listens. Check a\n"
+    "# config without starting:\n"
     "#   fuserank-server --check-config config/fuserank.yaml\n"
     "# Written from the key table (server/config_keys.cc) by\n"
     "#   fuserank-server --print-reference-config > config/fuserank.yaml\n";
