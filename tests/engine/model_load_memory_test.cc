@@ -148,7 +148,9 @@ TEST_F(ModelLoadMemoryTest, MisalignedTablesAreCountedBeforeTheyAreCopied) {
   const std::optional<int64_t> growth = test::PeakMemoryGrowth(
       [&] { static_cast<void>(Model::Load(*spec, ModelLoadOptions{memory.model()})); });
   if (!growth.has_value()) GTEST_SKIP() << "no /proc/self/clear_refs to measure peak memory";
-  EXPECT_LT(*growth, static_cast<int64_t>(memory.model() + memory.model() / 8))
+  // A quarter over the estimate: sanitizer allocators add ~15% here; without the copies
+  // the estimate is half the growth.
+  EXPECT_LT(*growth, static_cast<int64_t>(memory.model() + memory.model() / 4))
       << "the load took more than its estimate " << memory.ToString();
 }
 
