@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -48,13 +49,7 @@ namespace fuserank::testing {
 
 absl::StatusOr<std::string> WriteWithRedisTable(TestModel model, int table,
                                                 const std::string& dir) {
-  engine::TableSpec& spec = model.spec.tables[table];
-  spec.storage = engine::Storage::kRedis;
-  spec.rows = 0;
-  const std::string weight = absl::StrCat("embeddings.", spec.name, ".weight");
-  model.weights.erase(weight);
-  model.shapes.erase(weight);
-  return WriteTestModel(model, dir);
+  return WriteTestModel(WithRedisTable(std::move(model), table), dir);
 }
 
 v1::RankRequest RandomSmallSpecRequest(std::mt19937_64& rng, int64_t rows, int candidates) {
