@@ -166,11 +166,12 @@ class DLRM(nn.Module):
                                  per_sample_weights=weights)
         if bag.mode == "mean":
             bag_of = torch.bucketize(torch.arange(ids.shape[0]), offsets, right=True) - 1
-            totals = torch.zeros(offsets.shape[0], dtype=weights.dtype)
-            totals.index_add_(0, bag_of, weights)
+            # The weights summed in float64, as the engines do: a sum that is 0 reads as 0.
+            totals = torch.zeros(offsets.shape[0], dtype=torch.float64)
+            totals.index_add_(0, bag_of, weights.to(torch.float64))
             safe = torch.where(totals == 0, torch.ones_like(totals), totals)
             pooled = torch.where((totals == 0)[:, None], torch.zeros_like(pooled),
-                                 pooled / safe[:, None])
+                                 (pooled.to(torch.float64) / safe[:, None]).to(pooled.dtype))
         return pooled
 
     def forward(self, dense: Optional[torch.Tensor], bags: Mapping[str, Bags]) -> torch.Tensor:

@@ -156,7 +156,10 @@ FUSERANK_INLINE uint32_t PoolBag(const TableArgs& args, size_t b, float* __restr
   const Csr& csr = args.csr;
   const int dim = table.dim;
   for (int j = 0; j < dim; ++j) out[j] = 0.0f;
-  float weight_sum = 0.0f;
+  // In double: SPEC's "zero when the sum of the weights is 0" is about the sum itself,
+  // which a float running sum misses ({1, 2^-24, -1, -2^-24} adds up to -2^-24 in float,
+  // and the mean became the pooled vector divided by that leftover).
+  double weight_sum = 0.0;
   uint32_t hits = 0;
   for (uint32_t i = csr.bag_begin[b]; i < csr.bag_begin[b + 1]; ++i) {
     const float w = csr.weights[i];
@@ -170,10 +173,10 @@ FUSERANK_INLINE uint32_t PoolBag(const TableArgs& args, size_t b, float* __restr
     weight_sum += w;
   }
   if (table.pooling == Pooling::kMean) {
-    if (weight_sum == 0.0f) {
+    if (weight_sum == 0.0) {
       for (int j = 0; j < dim; ++j) out[j] = 0.0f;
     } else {
-      for (int j = 0; j < dim; ++j) out[j] /= weight_sum;
+      for (int j = 0; j < dim; ++j) out[j] = static_cast<float>(out[j] / weight_sum);
     }
   }
   return hits;

@@ -33,7 +33,8 @@ struct HotLookup {
 //   mean: that sum / sum_i w_i, or zeros when sum_i w_i == 0
 // and zeros for an empty bag. fp16 / bf16 rows are converted exactly (cpu_dtype.h); int8
 // rows are scale * q + bias with the row's (scale, bias) from table.qparams;
-// accumulation is float32 in id order.
+// accumulation is float32 in id order, the sum of the weights double (so that a sum that
+// is 0 reads as 0).
 // REQUIRES: every row in [0, table.rows); int8 tables have qparams.
 void PooledLookup(const EmbeddingTable& table, const uint32_t* bag_begin, const int32_t* rows,
                   const float* weights, int first_bag, int bag_stride, int num_bags, float* out,
