@@ -1,6 +1,7 @@
 // The ranges and cross-field rules of SPEC section 2 for ValidateModelSpec: bounded names,
-// row counts and widths, the rules of each interaction (dot's equal widths, linear's
-// cross_dim, dcn's layers) and the total width the interaction gives.
+// row counts and widths, table names that are not KServe input names (SPEC section 6), the
+// rules of each interaction (dot's equal widths, linear's cross_dim, dcn's layers) and the
+// total width the interaction gives.
 #include "engine/model_spec_checks.h"
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/escape_text.h"
@@ -58,6 +60,37 @@ void CheckDcn(const ModelSpec& spec, ErrorList& problems) {
   CheckWidth(problems, "dcn.low_rank", spec.dcn.low_rank, 0);
 }
 
+// SPEC section 6 names a model's KServe inputs after its tables (`t`, `t__lengths`,
+// `t__weights`) beside `user_dense`, `item_dense` and `item_ids`: a table under one of
+// those three names would be two inputs of one name (ModelInfer could not send its ids).
+void CheckKServeName(ErrorList& problems, const std::string& field, const std::string& name) {
+  for (const char* input : {"user_dense", "item_dense", "item_ids"}) {
+    if (name == input) {
+      problems.Add(field, absl::StrCat("'", name,
+                                       "' is the name of a KServe input of every model (SPEC "
+                                       "section 6); rename the table"));
+    }
+  }
+}
+
+// A table named like another's `__lengths` or `__weights` input (SPEC section 6).
+void CheckKServeSuffixes(const ModelSpec& spec, const std::set<std::string>& names,
+                         ErrorList& problems) {
+  for (size_t i = 0; i < spec.tables.size(); ++i) {
+    const std::string& name = spec.tables[i].name;
+    for (absl::string_view suffix : {"__lengths", "__weights"}) {
+      if (name.size() > suffix.size() && absl::EndsWith(name, suffix) &&
+          names.count(name.substr(0, name.size() - suffix.size())) > 0) {
+        problems.Add(absl::StrCat("tables[", i, "].name"),
+                     absl::StrCat("'", EscapeText(name, kQuoted), "' is the KServe ",
+                                  suffix.substr(2), " input of table '",
+                                  EscapeText(name.substr(0, name.size() - suffix.size()), kQuoted),
+                                  "' (SPEC section 6); rename the table"));
+      }
+    }
+  }
+}
+
 // The names, the weights file and each table's own fields.
 void CheckNamesAndTables(const ModelSpec& spec, ErrorList& problems) {
   if (spec.name.empty()) problems.Add("name", "must not be empty");
@@ -74,6 +107,7 @@ void CheckNamesAndTables(const ModelSpec& spec, ErrorList& problems) {
       problems.Add(p + ".name",
                    absl::StrCat("duplicate table name '", EscapeText(t.name, kQuoted), "'"));
     }
+    CheckKServeName(problems, p + ".name", t.name);
     if (t.remote()) {
       if (t.rows != 0) problems.Add(p + ".rows", "a storage: redis table has no row count");
     } else if (t.rows < 1 || t.rows > kMaxRows) {
@@ -85,6 +119,7 @@ void CheckNamesAndTables(const ModelSpec& spec, ErrorList& problems) {
       CheckWidth(problems, p + ".dim", t.dim, 1);
     }
   }
+  CheckKServeSuffixes(spec, names, problems);
 }
 
 // The dense widths, the MLP layers and the interaction's own parameters.

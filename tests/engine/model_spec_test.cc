@@ -171,6 +171,12 @@ TEST(ModelSpecTest, RejectsDotOverOneVector) {
   EXPECT_THAT(status.message(), HasSubstr("interaction"));
 }
 
+TEST(ModelSpecTest, AcceptsAKServeSuffixThatNamesNoOtherTable) {
+  absl::StatusOr<ModelSpec> spec =
+      ParseModelSpec(Replace(kGoodSpec, "name: item_id", "name: item__lengths"), "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+}
+
 TEST(ModelSpecTest, RoundTripsThroughYaml) {
   ModelSpec spec;
   spec.name = "round: trip \"quoted\"";
@@ -261,6 +267,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"pooling: mean", "pooling: max", "tables[0].pooling: must be one of sum | mean"},
         BadCase{"oov: reject", "oov: wrap", "tables[1].oov: must be one of modulo | reject"},
         BadCase{"name: item_id", "name: user_id", "tables[1].name: duplicate table name"},
+        // Names SPEC section 6 gives KServe inputs: ModelInfer could not send these tables.
+        BadCase{"name: item_id", "name: item_ids",
+                "tables[1].name: 'item_ids' is the name of a KServe input of every model"},
+        BadCase{"name: user_id", "name: user_dense",
+                "tables[0].name: 'user_dense' is the name of a KServe input"},
+        BadCase{"name: item_id", "name: user_id__weights",
+                "tables[1].name: 'user_id__weights' is the KServe weights input of table "
+                "'user_id'"},
+        BadCase{"name: user_id", "name: item_id__lengths",
+                "tables[0].name: 'item_id__lengths' is the KServe lengths input of table "
+                "'item_id'"},
         BadCase{"pooling: mean}", "pooling: mean, colour: red}", "tables[0].colour: unknown key"},
         BadCase{"{name: user_id,  side: user,", "{side: user,", "tables[0].name: missing"},
         BadCase{"dense: {user: 4, item: 3}", "dense: {user: -1, item: 3}",
