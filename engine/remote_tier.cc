@@ -136,6 +136,17 @@ double RemoteTier::fetch_seconds_sum() const {
   return static_cast<double>(fetch_nanos_.load(std::memory_order_relaxed)) * 1e-9;
 }
 
+void RemoteTier::ResetCounts() {
+  for (size_t t = 0; t < model_->tables().size(); ++t) {
+    for (auto& n : counters_[t].lookups) n.store(0, std::memory_order_relaxed);
+    for (auto& n : counters_[t].errors) n.store(0, std::memory_order_relaxed);
+  }
+  for (auto& n : fetch_counts_) n.store(0, std::memory_order_relaxed);
+  fetch_nanos_.store(0, std::memory_order_relaxed);
+  round_trips_.store(0, std::memory_order_relaxed);
+  fetches_.store(0, std::memory_order_relaxed);
+}
+
 void RemoteTier::RecordFetch(double seconds, int round_trips) {
   const size_t bucket =
       std::lower_bound(kFetchBuckets.begin(), kFetchBuckets.end(), seconds) - kFetchBuckets.begin();

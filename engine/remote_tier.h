@@ -103,6 +103,10 @@ class RemoteTier : public RemoteRowSource {
   // Round trips (node pipelines) and fetches (batches that fetched anything) so far.
   uint64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
   uint64_t fetches() const { return fetches_.load(std::memory_order_relaxed); }
+  // Drops every count so far (lookups, errors, fetches: the warm-up's, which are not
+  // traffic). REQUIRES: once, after the warm-up and before the version serves (no Stage
+  // running).
+  void ResetCounts();
   // The cluster key of `id` in table `table`.
   std::string Key(int table, int64_t id) const;
   // Bytes of one value of table `table` in the cluster: row_bytes, plus 8 for int8.

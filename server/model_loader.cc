@@ -124,6 +124,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServeModel(const std::string& name,
   served->backend = std::move(guard);
   served->decoder = std::make_unique<RequestDecoder>(served->model, options.limits, served->name);
   served->batcher = std::make_unique<engine::Batcher>(served->backend.get(), options.batcher);
+  // The warm-up's lookups are not traffic (as the hot-row counts, StartServing).
+  if (served->remote != nullptr) served->remote->ResetCounts();
   served->hot_rows->StartServing(previous_cache);
   return served;
 }

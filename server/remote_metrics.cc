@@ -61,22 +61,23 @@ void RemoteMetrics::Update(const std::vector<ModelHandle>& models) {
       if (!tables[t].remote) continue;
       Exported done = exported_[{tier->id(), t}];
       const engine::RemoteTableCounters& counters = tier->counters(t);
+      // Every tier's and error kind's series exists from the model's first scrape (at 0).
       for (int k = 0; k < engine::kTiers; ++k) {
+        prometheus::Counter& series =
+            lookups_->Add({{"table", tables[t].name},
+                           {"tier", std::string(engine::TierName(static_cast<engine::Tier>(k)))}});
         const uint64_t now = counters.lookups[k].load(std::memory_order_relaxed);
         if (now > done.lookups[k]) {
-          lookups_
-              ->Add({{"table", tables[t].name},
-                     {"tier", std::string(engine::TierName(static_cast<engine::Tier>(k)))}})
-              .Increment(static_cast<double>(now - done.lookups[k]));
+          series.Increment(static_cast<double>(now - done.lookups[k]));
           done.lookups[k] = now;
         }
       }
       for (int k = 0; k < engine::kRemoteErrorKinds; ++k) {
+        prometheus::Counter& series = errors_->Add(
+            {{"table", tables[t].name}, {"kind", std::string(engine::RemoteErrorName(k))}});
         const uint64_t now = counters.errors[k].load(std::memory_order_relaxed);
         if (now > done.errors[k]) {
-          errors_
-              ->Add({{"table", tables[t].name}, {"kind", std::string(engine::RemoteErrorName(k))}})
-              .Increment(static_cast<double>(now - done.errors[k]));
+          series.Increment(static_cast<double>(now - done.errors[k]));
           done.errors[k] = now;
         }
       }

@@ -222,6 +222,47 @@ TEST_F(RemoteTablesE2eTest, EveryScoreIsTheLocalTablesBitForBitAndTheTiersAreExp
   EXPECT_GT(testing::SeriesValue(*text, "fuserank_remote_fetch_duration_seconds_count"), 0);
 }
 
+// The warm-up's synthetic ids (which the cluster does not hold) are not traffic: before the
+// first request every tier and error series of the table is there at 0, and no fetch is
+// counted (the warm-up counted 500-odd `absent` lookups and two fetches).
+TEST_F(RemoteTablesE2eTest, TheWarmUpIsNotCountedAndEverySeriesIsThereFromTheStart) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(0));
+  ASSERT_NO_FATAL_FAILURE(LoadTable());
+  auto remote = StartServer(
+      remote_path_, absl::StrCat("remote: {seed_nodes: ", Seeds(), ", fetch_deadline_ms: 2000}"));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  server::Server* server = Keep(std::move(*remote));
+  absl::StatusOr<std::string> text = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const auto tier = [](const std::string& name) {
+    return absl::StrCat(R"(fuserank_embedding_tier_lookups_total{table="item_1",tier=")", name,
+                        "\"}");
+  };
+  for (const char* name : {"hot", "near", "remote", "absent"}) {
+    EXPECT_EQ(testing::SeriesValue(*text, tier(name)), 0) << name;
+  }
+  for (const char* kind :
+       {"timeout", "connection", "redirect", "cluster_down", "server", "value_size"}) {
+    EXPECT_EQ(testing::SeriesValue(*text, absl::StrCat(R"(fuserank_remote_errors_total{kind=")",
+                                                       kind, R"(",table="item_1"})")),
+              0)
+        << kind;
+  }
+  EXPECT_EQ(testing::SeriesValue(*text, "fuserank_remote_fetches_total"), 0);
+  EXPECT_EQ(testing::SeriesValue(*text, "fuserank_remote_round_trips_total"), 0);
+  EXPECT_EQ(testing::SeriesValue(*text, "fuserank_remote_fetch_duration_seconds_count"), 0);
+
+  std::mt19937_64 rng(9);
+  const testing::Reply reply = testing::Rank(Stub(*server), RandomRequest(rng));
+  ASSERT_TRUE(reply.status.ok()) << reply.status.error_message();
+  text = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_GT(testing::SeriesValue(*text, tier("remote")) + testing::SeriesValue(*text, tier("near")),
+            0);
+  EXPECT_EQ(testing::SeriesValue(*text, tier("absent")), 0);  // every id is in the cluster
+  EXPECT_LE(testing::SeriesValue(*text, "fuserank_remote_fetches_total"), 1);
+}
+
 TEST_F(RemoteTablesE2eTest, AKilledMasterFailsOnlyTheRequestsThatNeededItAndServiceReturns) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(0));
   ASSERT_NO_FATAL_FAILURE(LoadTable());
