@@ -80,7 +80,7 @@ struct KServeService::Call {
   InferRequestInfo info;
   TensorDecoder::WireInputs scanned;  // where CheckWire found each input
   RequestedOutputs outputs;
-  std::string model_name;  // as the request names it (the scan's), for the access log
+  std::string model_name;  // for the access log: the serving model's (as requested until found)
   // For the access log: the candidates the request holds, from item_ids' shape once it is
   // parsed (0 for a call refused before its parse).
   int64_t candidates = 0;
@@ -252,6 +252,7 @@ absl::Status KServeService::Start(grpc::CallbackServerContext* context,
   call->model_name.assign(top.model_name.data(), top.model_name.size());  // for the access log
   ASSIGN_OR_RETURN(call->model, FindModel(std::string(top.model_name),
                                           std::string(top.model_version), "model_name"));
+  call->model_name = call->model->name;  // the model that serves it (the default's name too)
   call->decoder = DecoderFor(*call->model);
   RETURN_IF_ERROR(call->decoder->CheckWire(wire.view(), &top, &call->scanned));
   // 1-byte varints parse into 8-byte values: large enough to give back after it is done.

@@ -99,7 +99,7 @@ struct RankerService::Call {
   google::protobuf::Arena arena;
   std::vector<int64_t> item_ids;  // of the candidates, in request order, for the answer
   std::string request_id;         // its first kLoggedChars, for the access log
-  std::string model_name;         // as requested, likewise
+  std::string model_name;         // the serving model's (as requested until found), likewise
   int candidates = 0;
   uint32_t top_k = 0;
   size_t request_bytes = 0;
@@ -189,6 +189,7 @@ absl::Status RankerService::CheckCall(grpc::CallbackServerContext* context,
   RETURN_IF_ERROR(ScanTopLevel(WireStream(*request).stream(), options_.max_candidates, shape));
   call->model_name = shape->model.substr(0, kLoggedChars);
   ASSIGN_OR_RETURN(call->model, models_->Acquire(shape->model));
+  call->model_name = call->model->name;  // the model that serves it (the default's name too)
   return absl::OkStatus();
 }
 

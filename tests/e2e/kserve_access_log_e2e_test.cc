@@ -1,7 +1,8 @@
 // ModelInfer's access-log line on the real server in-process on 127.0.0.1:0
 // (logging.access_log_sample: 1): the candidates a call held once its request was parsed,
 // for a call refused after the parse too (it said candidates=0 until the decode finished),
-// and 0 for one refused before the parse. The server's stdout is captured while it runs.
+// and 0 for one refused before the parse; the model named is the one that served the call
+// (Rank's line too). The server's stdout is captured while it runs.
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
@@ -109,6 +110,36 @@ TEST_F(KServeAccessLogE2eTest, ACallRefusedAfterItsParseLogsItsCandidates) {
   // Refused before the parse: neither its id nor its candidates were read.
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_THAT(lines[3], HasSubstr("request_id='' model='ctr' candidates=0 code=INVALID_ARGUMENT"));
+}
+
+// A request that leaves the model empty is served by the default model: its line names
+// that model, on both protocols (it said model='').
+TEST_F(KServeAccessLogE2eTest, ALineNamesTheModelThatServedIt) {
+  ASSERT_NE(server_, nullptr);
+  testing::StdoutCapture log(testing::TempDir("kserve_access_log_default") + "/log.txt");
+  int n = 0;
+  inference::ModelInferRequest infer = Request("infer-default", &n);
+  infer.set_model_name("");
+  ASSERT_TRUE(testing::Infer(infer_.get(), infer).status.ok());
+  v1::RankRequest rank = testing::RandomRequest(model_, 5, 40);
+  rank.set_request_id("rank-default");
+  rank.set_model("");
+  const auto ranker = v1::Ranker::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(testing::Rank(ranker.get(), rank).status.ok());
+  rank.set_model("nope");
+  EXPECT_EQ(testing::Rank(ranker.get(), rank).status.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  server_.reset();  // every line is written
+  const std::string text = log.Stop();
+  EXPECT_THAT(LineOf(testing::LinesFrom(text, "infer request_id="), "infer-default"),
+              HasSubstr("model='ctr' "));
+  const std::vector<std::string> lines = testing::LinesFrom(text, "rank request_id=");
+  EXPECT_THAT(LineOf(lines, "rank-default"), HasSubstr("model='ctr' "));
+  // No model of that name: the name as the request gave it (refused before its id is read).
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[1],
+              HasSubstr("request_id='' model='nope' candidates=0 top_k=0 code=NOT_FOUND"));
 }
 
 }  // namespace
