@@ -1,5 +1,7 @@
 #include "server/logging.h"
 
+#include <grpc/support/log.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -126,6 +128,27 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* filename, int lin
   }
 }
 
+// gRPC core's own lines likewise: a client triggers some at will (every compressed request
+// logs "Compression algorithm 'gzip' is disabled." at error level, server.cc).
+void GrpcLog(gpr_log_func_args* args) {
+  static LogRateLimiter limiter(10, absl::Seconds(1));
+  uint64_t dropped = 0;
+  if (!limiter.Allow(&dropped)) return;
+  const std::string text =
+      absl::StrCat("grpc: ", args->message, " (", args->file, ":", args->line, ")",
+                   dropped > 0 ? absl::StrCat(" [", dropped, " dropped]") : "");
+  switch (args->severity) {
+    case GPR_LOG_SEVERITY_DEBUG:
+      spdlog::debug("{}", text);
+      return;
+    case GPR_LOG_SEVERITY_INFO:
+      spdlog::info("{}", text);
+      return;
+    default:
+      spdlog::error("{}", text);
+  }
+}
+
 }  // namespace
 
 void ConfigureLogging(const LoggingConfig& config) {
@@ -146,6 +169,7 @@ void ConfigureLogging(const LoggingConfig& config) {
   logger->flush_on(spdlog::level::warn);
   spdlog::set_default_logger(std::move(logger));
   google::protobuf::SetLogHandler(&ProtobufLog);
+  gpr_set_log_function(&GrpcLog);
 }
 
 void LogInfoLines(absl::string_view title, absl::string_view text) {

@@ -25,7 +25,8 @@ namespace fuserank::server {
 inline constexpr size_t kMaxLogMessageBytes = 16384;
 
 // Replaces spdlog's default logger with one writing `config.format` lines to stderr, and
-// routes libprotobuf's log lines through it (rate-limited: at most 10 a second).
+// routes libprotobuf's and gRPC core's log lines through it (rate-limited: at most 10 a
+// second each).
 void ConfigureLogging(const LoggingConfig& config);
 
 // Logs `title` and a multi-line `text` (the effective config) at info: one escaped message

@@ -93,6 +93,16 @@ size_t MaxTables(const ServedModels& models) {
   return tables;
 }
 
+// Only `identity` is enabled, so a compressed request is refused (UNIMPLEMENTED,
+// "Compression algorithm 'gzip' is disabled.") before gRPC inflates it. gRPC inflates a
+// whole message before any size check of its own or ours: 1 MB of gzip on the wire became
+// 1 GiB of memory, past server.max_request_bytes and the transport quota, which count the
+// wire bytes (docs/security.md).
+void RefuseCompressedRequests(grpc::ServerBuilder* builder) {
+  builder->AddChannelArgument(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
+                              1 << GRPC_COMPRESS_NONE);
+}
+
 }  // namespace
 
 absl::Status CheckConfigForStart(const Config& config, std::vector<std::string>* warnings) {
@@ -231,6 +241,7 @@ absl::Status Server::StartGrpc(const ServingLimits& limits,
   grpc::ResourceQuota quota("fuserank-ranking-port");
   quota.Resize(static_cast<size_t>(limits.transport_memory_bytes));
   builder.SetResourceQuota(quota);
+  RefuseCompressedRequests(&builder);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams);
   // Without this, gRPC sets SO_REUSEPORT and a second server on the same port would start
   // and silently share it.
@@ -263,6 +274,7 @@ absl::Status Server::StartGrpc(const ServingLimits& limits,
     grpc::ResourceQuota admin_quota("fuserank-admin-port");
     admin_quota.Resize(static_cast<size_t>(admin_limits.transport_memory_bytes));
     admin_builder.SetResourceQuota(admin_quota);
+    RefuseCompressedRequests(&admin_builder);
     admin_builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                                      admin_limits.max_concurrent_streams);
     spdlog::info(
