@@ -2,7 +2,7 @@
 """Renders deploy/k8s/base and the cpu overlay with the real kustomize (`kustomize build`,
 or kubectl's built-in `kubectl kustomize`) and checks what comes out: every object, the
 common labels outside the selectors, the cpu overlay dropping only the GPU (and surging
-on rollouts, which the GPU base must not).
+on rollouts, which the GPU base must not) and putting every object in namespace fuserank.
 
 Without either tool it says so and exits 77, which ctest reports as skipped
 (SKIP_RETURN_CODE in tests/deploy/CMakeLists.txt), not as passed.
@@ -62,6 +62,14 @@ class KustomizeTest(unittest.TestCase):
         (base_c,) = one(self.base, "Deployment")["spec"]["template"]["spec"]["containers"]
         for probe in ["livenessProbe", "readinessProbe", "startupProbe"]:
             self.assertEqual(cpu_c[probe], base_c[probe])
+
+    def test_cpu_overlay_lands_in_the_fuserank_namespace(self):
+        # docs/deploy.md's commands after `apply -k deploy/k8s/overlays/cpu` use -n fuserank;
+        # the base names none (an overlay picks it).
+        for doc in self.base:
+            self.assertNotIn("namespace", doc["metadata"], doc["kind"])
+        for doc in self.cpu:
+            self.assertEqual(doc["metadata"].get("namespace"), "fuserank", doc["kind"])
 
     def test_only_a_deployment_without_gpus_surges(self):
         # With a GPU per pod a surge pod waits for a free GPU (none on a full pool): the
