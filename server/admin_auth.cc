@@ -30,9 +30,10 @@ bool InGroup(gid_t gid) {
   return false;
 }
 
-// What Kubernetes makes of a Secret volume with defaultMode 0400 in a pod with an fsGroup:
-// mode exactly 0440, owned by root, its group the fsGroup, which the server (not root)
-// is in. Only the pod's processes are in that group, so it is not warned of.
+// What Kubernetes makes of a Secret volume with defaultMode 0440 in a pod with an fsGroup
+// (0400 too: the kubelet adds group read): mode exactly 0440, owned by root, its group the
+// fsGroup, which the server (not root) is in. Only the pod's processes are in that group,
+// so it is not warned of.
 bool SecretVolumeLayout(const struct stat& st) {
   return (st.st_mode & 07777) == 0440 && st.st_uid == 0 && ::geteuid() != 0 && InGroup(st.st_gid);
 }
@@ -94,7 +95,8 @@ absl::StatusOr<AdminAuth> AdminAuth::FromTokenFile(const std::string& token_file
   if ((mode & (S_IRGRP | S_IROTH)) != 0 && !SecretVolumeLayout(file->stat())) {
     warning = absl::StrFormat(
         "%s: '%s' can be read by its group or by others (mode %04o); the token is a secret: "
-        "chmod 600 it (Kubernetes: defaultMode: 0400 on the Secret volume)",
+        "chmod 600 it (Kubernetes: a Secret volume with defaultMode: 0440 in a pod with an "
+        "fsGroup)",
         kKey, token_file, mode & 07777);
   }
   if (file->size() > kMaxTokenFileBytes) {

@@ -102,7 +102,8 @@ TEST(AdminAuthTest, WarnsOfATokenFileItsGroupOrOthersCanRead) {
     EXPECT_TRUE(auth->required());
     EXPECT_THAT(auth->warning(), AllOf(HasSubstr("server.admin_token_file: '" + path +
                                                  "' can be read by its group or by others"),
-                                       HasSubstr("chmod 600")));
+                                       HasSubstr("chmod 600"),
+                                       HasSubstr("defaultMode: 0440 in a pod with an fsGroup")));
   }
   for (const mode_t mode : {0600, 0400}) {
     absl::StatusOr<AdminAuth> auth =
@@ -127,7 +128,7 @@ int WarningAs(const std::string& path, uid_t id) {
 }
 
 TEST(AdminAuthTest, AcceptsAKubernetesSecretVolumesLayoutWithoutAWarning) {
-  // defaultMode 0400 in a pod with an fsGroup: 0440, owned by root, the server's group.
+  // defaultMode 0440 (or 0400) in a pod with an fsGroup: 0440, owned by root, the server's group.
   if (::geteuid() != 0) GTEST_SKIP() << "a process of another user is started from root";
   const uid_t server = 54321;
   const std::string dir = fuserank::testing::MakeTempDir("secret_volume");
