@@ -22,6 +22,7 @@ inline constexpr int kMaxIdsPerFeature = 1024;
 inline constexpr int kShutdownGraceSeconds = 10;
 inline constexpr int kMaxInflightRequests = 0;  // 0: derived at start
 inline constexpr int kMaxConcurrentStreams = 0;
+inline constexpr int kReplyTimeoutSeconds = 10;
 inline constexpr int64_t kTransportMemoryBytes = 0;
 
 // engine.*

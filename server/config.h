@@ -49,6 +49,9 @@ struct ServerConfig {
   int max_concurrent_streams = defaults::kMaxConcurrentStreams;
   // gRPC resource quota of the ranking port.
   int64_t transport_memory_bytes = defaults::kTransportMemoryBytes;
+  // How long an answered call may wait for the client to take its answer before it is
+  // cancelled, freeing its in-flight slot (server/reply_watch.h).
+  int reply_timeout_seconds = defaults::kReplyTimeoutSeconds;
 };
 
 // engine.cuda_wait: how a CUDA worker waits for its batch.

@@ -183,6 +183,10 @@ std::vector<ConfigKey> BuildKeys() {
       "gRPC resource quota of the ranking port (received request bytes); 0: max(256 MiB, 32 x "
       "max_request_bytes)",
       /*zero_is_auto=*/true));
+  keys.push_back(Ranged("server.reply_timeout_seconds",
+                        FUSERANK_MEMBER(server.reply_timeout_seconds), 1, 3600,
+                        "an answered Rank or ModelInfer call whose client has not taken the "
+                        "answer by then is cancelled (its in-flight slot freed)"));
   // engine
   keys.push_back(Enum<DeviceChoice>(
       "engine.device", FUSERANK_MEMBER(engine.device),

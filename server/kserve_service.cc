@@ -86,6 +86,8 @@ struct KServeService::Call {
   int64_t candidates = 0;
   MissingMessage missing{"inference.ModelInferRequest"};
   std::atomic<bool> cancelled{false};
+  grpc::CallbackServerContext* context = nullptr;
+  ReplyWatch::Entry watch;  // from Finish() to OnDone
   bool accepted = false;
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
   Clock::time_point start;
@@ -161,6 +163,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                                     grpc::ByteBuffer* response) {
   Call* call = AcquireCall().release();  // gRPC's until OnDone hands it back to the pool
   call->start = Clock::now();
+  call->context = context;
   call->response_buffer = response;
   call->cancelled.store(false, std::memory_order_relaxed);
   call->accepted = false;
@@ -357,13 +360,15 @@ void KServeService::Finish(Call* call, const grpc::Status& status) {
   if (call->missing.CountAtFinish(seconds)) {
     Record(*call, status.error_code(), status.error_message(), seconds);
   }  // else counted in OnCallDone
+  if (options_.reply_watch != nullptr) options_.reply_watch->Watch(&call->watch, call->context);
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
 }
 
 void KServeService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
-  call->reactor.reset();        // inside its OnDone: nothing touches it after this
+  if (options_.reply_watch != nullptr) options_.reply_watch->Done(&call->watch);
+  call->reactor.reset();  // inside its OnDone: nothing touches it after this
   if (call->missing.pending()) {
     const bool cancelled = call->cancelled.load(std::memory_order_acquire);
     Record(*call, call->missing.code(cancelled), call->missing.message(cancelled),

@@ -35,6 +35,7 @@
 #include "server/call_limiter.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics.h"
+#include "server/reply_watch.h"
 #include "server/request_decoder.h"
 #include "server/served_models.h"
 #include "server/tensor_decoder.h"
@@ -48,6 +49,9 @@ struct KServeOptions {
   // The ranking port's bound on calls in flight (server.max_inflight_requests), shared with
   // Rank; null: no bound of its own. Must outlive the service.
   CallLimiter* limiter = nullptr;
+  // Cancels calls whose client does not take the answer (server.reply_timeout_seconds);
+  // null: none is. Must outlive the service.
+  ReplyWatch* reply_watch = nullptr;
   double access_log_sample = defaults::kAccessLogSample;  // logging.access_log_sample
 };
 

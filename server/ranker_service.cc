@@ -108,7 +108,9 @@ struct RankerService::Call {
   grpc::ByteBuffer* response_buffer = nullptr;
   ModelHandle model;  // the version that decodes, scores and answers this call
   std::atomic<bool> cancelled{false};
-  bool accepted = false;  // WaitIdle() waits for it
+  grpc::CallbackServerContext* context = nullptr;
+  ReplyWatch::Entry watch;  // from Finish() to OnDone
+  bool accepted = false;    // WaitIdle() waits for it
   Clock::time_point start;
 };
 
@@ -136,6 +138,7 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
                                               grpc::ByteBuffer* response) {
   Call* call = AcquireCall().release();  // gRPC's until OnDone hands it back to the pool
   call->start = Clock::now();
+  call->context = context;
   call->response_buffer = response;
   call->cancelled.store(false, std::memory_order_relaxed);
   call->accepted = false;
@@ -342,13 +345,15 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
   if (call->missing.CountAtFinish(seconds)) {
     Record(*call, status.error_code(), status.error_message(), seconds);
   }  // else counted in OnCallDone
+  if (options_.reply_watch != nullptr) options_.reply_watch->Watch(&call->watch, call->context);
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
 }
 
 void RankerService::OnCallDone(Call* call) {
   FUSERANK_TSAN_ACQUIRE(call);  // everything written before Finish() is visible here
-  call->reactor.reset();        // we are inside its OnDone: nothing touches it after this
+  if (options_.reply_watch != nullptr) options_.reply_watch->Done(&call->watch);
+  call->reactor.reset();  // we are inside its OnDone: nothing touches it after this
   if (call->missing.pending()) {
     const bool cancelled = call->cancelled.load(std::memory_order_acquire);
     Record(*call, call->missing.code(cancelled), call->missing.message(cancelled),

@@ -34,6 +34,7 @@
 #include "server/memory_trimmer.h"
 #include "server/metrics.h"
 #include "server/rank_request_view.h"
+#include "server/reply_watch.h"
 #include "server/request_scan.h"
 #include "server/served_models.h"
 
@@ -46,6 +47,9 @@ struct RankerOptions {
   // The ranking port's shared bound (Rank and ModelInfer together), or null: then the
   // service bounds its own calls by max_inflight_requests. Must outlive the service.
   CallLimiter* limiter = nullptr;
+  // Cancels calls whose client does not take the answer (server.reply_timeout_seconds);
+  // null: none is. Must outlive the service.
+  ReplyWatch* reply_watch = nullptr;
   double access_log_sample = defaults::kAccessLogSample;  // logging.access_log_sample
 };
 

@@ -190,6 +190,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
   // One bound for the whole ranking port: Rank and ModelInfer calls together.
   server->call_limiter_ = std::make_unique<CallLimiter>(limits.max_inflight_requests);
   ranker_options.limiter = server->call_limiter_.get();
+  server->reply_watch_ =
+      std::make_unique<ReplyWatch>(std::chrono::seconds(config.server.reply_timeout_seconds));
+  ranker_options.reply_watch = server->reply_watch_.get();
   ranker_options.access_log_sample = config.logging.access_log_sample;
   server->ranker_ = std::make_unique<RankerService>(server->models_.get(), server->metrics_.get(),
                                                     ranker_options);
@@ -199,6 +202,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
                            config.engine.max_batch_ids};
   kserve_options.server_version = FUSERANK_VERSION;
   kserve_options.limiter = server->call_limiter_.get();
+  kserve_options.reply_watch = server->reply_watch_.get();
   kserve_options.access_log_sample = config.logging.access_log_sample;
   server->kserve_ = std::make_unique<KServeService>(server->models_.get(), server->metrics_.get(),
                                                     kserve_options);

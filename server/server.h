@@ -25,6 +25,7 @@
 #include "server/model_loader.h"
 #include "server/model_watcher.h"
 #include "server/ranker_service.h"
+#include "server/reply_watch.h"
 #include "server/served_models.h"
 #include "server/serving_limits.h"
 
@@ -77,6 +78,8 @@ class Server {
   std::unique_ptr<ModelWatcher> watcher_;           // null when model.watch_interval_seconds is 0
   // The ranking port's bound on calls in flight; outlives both services that share it.
   std::unique_ptr<CallLimiter> call_limiter_;
+  // Cancels the ranking port's calls whose answer is not taken; outlives both services.
+  std::unique_ptr<ReplyWatch> reply_watch_;
   std::unique_ptr<RankerService> ranker_;
   std::unique_ptr<KServeService> kserve_;  // on the ranking port, into the same batchers
   std::unique_ptr<AdminService> admin_;
