@@ -4,6 +4,8 @@
 #include "server/logging.h"
 
 #include <fcntl.h>
+#include <grpc/grpc.h>
+#include <grpc/support/log.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,6 +138,21 @@ TEST(LoggingTest, ProtobufLinesGoThroughTheLogger) {
   EXPECT_THAT(lines[0], HasSubstr("libprotobuf: "));
   EXPECT_THAT(lines[0], HasSubstr("invalid UTF-8"));
   EXPECT_TRUE(engine::IsPrintableUtf8(lines[0]));
+}
+
+// gRPC core's lines too (a client triggers some at will: every compressed request logs one
+// at error level), rate-limited to 10 a second.
+TEST(LoggingTest, GrpcCoreLinesGoThroughTheLoggerRateLimited) {
+  grpc_init();  // gRPC core writes nothing before it
+  const std::vector<std::string> lines = LinesOf(LogFormat::kJson, [] {
+    for (int i = 0; i < 25; ++i) gpr_log(GPR_ERROR, "line %d from \x1b core", i);
+  });
+  ASSERT_GE(lines.size(), 1u);
+  EXPECT_LE(lines.size(), 10u) << absl::StrJoin(lines, "\n");
+  EXPECT_THAT(lines[0], HasSubstr(R"("level":"error")"));
+  EXPECT_THAT(lines[0], HasSubstr("grpc: line 0 from \\u001b core"));
+  EXPECT_TRUE(engine::IsPrintableUtf8(lines[0]));
+  grpc_shutdown();
 }
 
 }  // namespace
