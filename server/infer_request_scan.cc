@@ -11,6 +11,7 @@ namespace {
 // Field numbers of proto/inference/grpc_service.proto.
 constexpr uint32_t kRequestModelName = 1;
 constexpr uint32_t kRequestModelVersion = 2;
+constexpr uint32_t kRequestId = 3;
 constexpr uint32_t kRequestParameters = 4;
 constexpr uint32_t kRequestInputs = 5;
 constexpr uint32_t kRequestOutputs = 6;
@@ -121,6 +122,12 @@ absl::Status ScanParameter(wire::Reader in, const Where& where, Unknowns* unknow
     const bool known = ((field == 1 || field == 2 || field == 5) && type == kVarint) ||
                        (field == 3 && type == kDelimited) || (field == 4 && type == kFixed64);
     if (!known) return unknowns->Skip(r, tag, where);
+    if (field == 3) {  // string_param
+      absl::string_view value;
+      return wire::String(r, &value)
+                 ? absl::OkStatus()
+                 : NotARequest(absl::StrCat(where.Text(), ": a string_param is not valid UTF-8"));
+    }
     return SkipKnown(r, tag) ? absl::OkStatus()
                              : NotARequest(absl::StrCat(where.Text(), " is malformed"));
   });
@@ -137,8 +144,10 @@ absl::Status ScanEntry(wire::Reader* in, const Where& where, Unknowns* unknowns)
       return ScanParameter(value, where, unknowns);
     }
     if (Field(tag) == 1 && WireType(tag) == kDelimited) {
-      return SkipKnown(r, tag) ? absl::OkStatus()
-                               : NotARequest(absl::StrCat(where.Text(), " is malformed"));
+      absl::string_view key;
+      return wire::String(r, &key)
+                 ? absl::OkStatus()
+                 : NotARequest(absl::StrCat(where.Text(), ": a key is not valid UTF-8"));
     }
     return unknowns->Skip(r, tag, where);
   });
@@ -163,8 +172,10 @@ absl::Status ScanOutput(wire::Reader in, int k, Unknowns* unknowns) {
       return ScanParametersEntry(r, where.In(".parameters"), &parameters, unknowns);
     }
     if (Field(tag) == kInputName && WireType(tag) == kDelimited) {
-      return SkipKnown(r, tag) ? absl::OkStatus()
-                               : NotARequest(absl::StrCat(where.Text(), " is malformed"));
+      absl::string_view name;
+      return wire::String(r, &name)
+                 ? absl::OkStatus()
+                 : NotARequest(absl::StrCat(where.Text(), ".name is not valid UTF-8"));
     }
     return unknowns->Skip(r, tag, where);
   });
@@ -286,7 +297,11 @@ absl::Status ScanInferTop(absl::string_view bytes, InferRequestTop* top) {
         }
         return ScanOutput(output, top->outputs++, &unknowns);
       }
-      default: {  // id, inputs (walked by ScanInferInputs) and raw_input_contents
+      case kRequestId: {
+        absl::string_view id;
+        return wire::String(r, &id) ? absl::OkStatus() : NotARequest("id is not valid UTF-8");
+      }
+      default: {  // inputs (walked by ScanInferInputs) and raw_input_contents
         if (field == kRequestInputs) ++top->inputs;
         if (field == kRequestRawContents) ++top->raw_input_contents;
         return SkipKnown(r, tag) ? absl::OkStatus() : NotARequest("a field is truncated");

@@ -140,18 +140,19 @@ absl::StatusOr<TensorView> ViewInput(const ModelInferRequest& request, int index
     return view;
   }
   const TypedContents typed = ContentsOf(input.contents(), type);
-  if (typed.size != view.elements) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": shape ", ShapeString(view.shape), " holds ", view.elements, " ",
-        TensorTypeName(type), " elements, contents.", typed.field, " has ", typed.size));
-  }
   // Values in a field the datatype does not read would be parsed for nothing (and are
-  // counted against the input's bound before parsing: infer_request_scan.h).
+  // counted against the input's bound before parsing: infer_request_scan.h). Named before
+  // the count, which such a request gets wrong only because of them.
   const int64_t others = TypedElements(input.contents()) - typed.size;
   if (others != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": contents holds ", others, " values outside contents.", typed.field,
         ", the only field datatype ", TensorTypeName(type), " reads; leave the others empty"));
+  }
+  if (typed.size != view.elements) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": shape ", ShapeString(view.shape), " holds ", view.elements, " ",
+        TensorTypeName(type), " elements, contents.", typed.field, " has ", typed.size));
   }
   view.data = typed.data;
   return view;

@@ -200,6 +200,14 @@ TEST_F(InferRequestScanTest, RefusesGroupsAndMalformedBytes) {
   ExpectRefused(good + Delimited(5, Delimited(1, "\xc0\x80")),
                 "inputs[13].name is not valid UTF-8");
   ExpectRefused(good + Tag(4, 4), "the request is malformed");
+  // Every string is checked, each named (protobuf's parse would say only that it failed).
+  ExpectRefused(good + Delimited(3, "r\xff"), "id is not valid UTF-8");
+  ExpectRefused(good + Delimited(4, Delimited(1, "\xff")), "parameters: a key is not valid UTF-8");
+  ExpectRefused(good + Delimited(4, Delimited(1, "k") + Delimited(2, Delimited(3, "\xc0\x80"))),
+                "parameters: a string_param is not valid UTF-8");
+  ExpectRefused(good + Delimited(6, Delimited(1, "\xff")), ".name is not valid UTF-8");
+  ExpectRefused(good + Delimited(6, Delimited(1, "scores") + Delimited(2, Delimited(1, "\xff"))),
+                ".parameters: a key is not valid UTF-8");
 }
 
 TEST_F(InferRequestScanTest, RefusesShapesOfMoreThanEightDimensions) {

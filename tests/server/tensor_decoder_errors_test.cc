@@ -137,6 +137,17 @@ std::vector<BadCase> BadCases() {
        [](auto* r) { r->mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); },
        "user_0: contents holds 1 values outside contents.int64_contents, the only field "
        "datatype INT64 reads; leave the others empty"},
+      // Every value in a field the datatype does not read (int_contents for INT64, the
+      // common slip): the wrong field is named, not a count of 0 in the right one.
+      {"ValuesOnlyInTheWrongField", false,
+       [](auto* r) {
+         auto* contents = r->mutable_inputs(0)->mutable_contents();
+         for (int64_t v : contents->int64_contents()) {
+           contents->add_int_contents(static_cast<int32_t>(v));
+         }
+         contents->clear_int64_contents();
+       },
+       "values outside contents.int64_contents, the only field datatype INT64 reads"},
       {"NaNWeight", false,
        [](auto* r) {
          SetFp32(r, "item_1__weights", {3}, {1, kNaN, 1});
