@@ -40,7 +40,8 @@ server:
   shutdown_grace_seconds: 1
   max_inflight_requests: )",
                                         kInflight, R"(
-  reply_timeout_seconds: 1
+  max_concurrent_streams: 64
+  reply_timeout_seconds: 3
 engine: {device: cpu, streams: 1}
 model: {path: ")",
                                         *path, R"(", watch_interval_seconds: 0}
@@ -55,28 +56,26 @@ model: {path: ")",
   request.set_model("");
   ASSERT_TRUE(testing::Rank(ranker.get(), request).status.ok());
 
-  // kInflight calls without a deadline whose answers can never be written.
+  // Calls without a deadline whose answers can never be written, one more at a time until
+  // they hold every slot (this client's own calls, one at a time, may take one meanwhile).
   testing::RawH2Connection stalled((*server)->port(), /*stream_window=*/0);
   ASSERT_TRUE(stalled.ok());
-  for (int i = 0; i < kInflight; ++i) {
-    ASSERT_TRUE(
-        stalled.SendUnary(1 + 2 * i, "/fuserank.v1.Ranker/Rank", request.SerializeAsString()));
-  }
-  // They hold every slot until the watch cancels them a second after their answers.
-  const auto start = std::chrono::steady_clock::now();
   bool refused = false;
-  bool served_again = false;
-  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
-    const testing::Reply reply = testing::Rank(ranker.get(), request);
-    if (reply.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-      refused = true;
-    } else if (reply.status.ok() && refused) {
-      served_again = true;
-      break;
-    }
+  for (int sent = 0; sent < 32 && !refused; ++sent) {
+    ASSERT_TRUE(
+        stalled.SendUnary(1 + 2 * sent, "/fuserank.v1.Ranker/Rank", request.SerializeAsString()));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    refused = testing::Rank(ranker.get(), request).status.error_code() ==
+              grpc::StatusCode::RESOURCE_EXHAUSTED;
   }
-  EXPECT_TRUE(refused) << "the stalled calls never held every in-flight slot";
+  ASSERT_TRUE(refused) << "the stalled calls never held every in-flight slot";
+  // The watch cancels them server.reply_timeout_seconds after their answers.
+  const auto start = std::chrono::steady_clock::now();
+  bool served_again = false;
+  while (!served_again && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    served_again = testing::Rank(ranker.get(), request).status.ok();
+  }
   EXPECT_TRUE(served_again) << "the stalled calls kept their slots";
   EXPECT_GE(stalled.resets(), kInflight);  // each stalled call was reset
   (*server)->Shutdown();

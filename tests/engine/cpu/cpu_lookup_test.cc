@@ -136,22 +136,27 @@ TEST_P(PooledLookupTest, MatchesDoubleReference) {
 // SPEC: a mean is zero when the sum of the weights is 0. These weights sum to 0, but added
 // one by one in float they leave -2^-24 (1 + 2^-24 rounds to 1), and dividing the pooled
 // vector by that leftover gave values around 2^24 instead of zeros.
-TEST_P(PooledLookupTest, WeightsThatCancelExactlyGiveTheZeroMean) {
-  const auto [dtype, pooling, generic] = GetParam();
-  if (pooling != Pooling::kMean) GTEST_SKIP() << "mean pooling only";
-  std::mt19937_64 rng(7);
-  for (int dim : {1, 8, 33}) {
-    SCOPED_TRACE(testing::Message() << "dim=" << dim);
-    const TestTable t = MakeTable(dtype, pooling, 16, dim, rng);
-    BagSet set;
-    set.bag_begin = {0};
-    set.rows = {3, 5, 9, 12};
-    set.weights = {1.0f, 0x1p-24f, -1.0f, -0x1p-24f};
-    set.bag_begin.push_back(4);
-    std::vector<float> out(dim, kPoison);
-    PooledLookup(t.table, set, 0, 1, 1, out.data(), dim);
-    for (int j = 0; j < dim; ++j) EXPECT_EQ(out[j], 0.0f) << "j " << j;
+TEST(PooledLookupMeanTest, WeightsThatCancelExactlyGiveTheZeroMean) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8}) {
+    for (bool generic : {false, true}) {
+      SCOPED_TRACE(testing::Message()
+                   << "dtype " << static_cast<int>(dtype) << " generic " << generic);
+      ForceGenericCpuPaths(generic);
+      std::mt19937_64 rng(7);
+      for (int dim : {1, 8, 33}) {
+        SCOPED_TRACE(testing::Message() << "dim=" << dim);
+        const TestTable t = MakeTable(dtype, Pooling::kMean, 16, dim, rng);
+        BagSet set;
+        set.rows = {3, 5, 9, 12};
+        set.weights = {1.0f, 0x1p-24f, -1.0f, -0x1p-24f};
+        set.bag_begin.push_back(4);
+        std::vector<float> out(dim, kPoison);
+        PooledLookup(t.table, set, 0, 1, 1, out.data(), dim);
+        for (int j = 0; j < dim; ++j) EXPECT_EQ(out[j], 0.0f) << "j " << j;
+      }
+    }
   }
+  ForceGenericCpuPaths(false);
 }
 
 INSTANTIATE_TEST_SUITE_P(
