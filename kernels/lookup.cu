@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kThreads) PrefetchingLookupKernel(const Lookup
       }
       if (out == nullptr || lane >= dim * R::kElemBytes / 16) continue;  // no task, or no vector
       float acc[R::kPerVector] = {};
-      double wsum = 0.0;
+      float wsum = 0.0f;
       if (row != nullptr) {
         R::Add(q[j], p[j], w, acc);
         wsum += w;

@@ -131,16 +131,15 @@ struct Bag {
   float* out;
 };
 
-// The pooled value, saturated (engine::SaturateNonFinite, as the CPU after pooling). The
-// weights are summed in double, as on the CPU, so that a sum that is 0 reads as 0.
-__device__ __forceinline__ float Finish(float acc, double wsum, bool mean) {
+// The pooled value, saturated (engine::SaturateNonFinite, as the CPU after pooling).
+__device__ __forceinline__ float Finish(float acc, float wsum, bool mean) {
   if (!mean) return SaturateFinite(acc);
-  return wsum != 0.0 ? SaturateFinite(static_cast<float>(acc / wsum)) : 0.0f;
+  return wsum != 0.0f ? SaturateFinite(acc / wsum) : 0.0f;
 }
 
 // Writes vector v of a pooled row: 16-byte stores where the output allows.
 template <int kE>
-__device__ __forceinline__ void StoreVector(float* row_out, int v, const float* acc, double wsum,
+__device__ __forceinline__ void StoreVector(float* row_out, int v, const float* acc, float wsum,
                                             bool mean) {
   float* out = row_out + v * kE;
   if ((reinterpret_cast<uintptr_t>(out) & 15) == 0) {
@@ -184,7 +183,7 @@ __device__ uint32_t PoolVectors(const Bag& bag, const HotCacheTable& hot, int di
   uint32_t counted = 0;
   for (int v = lane; v < units; v += lanes) {
     float acc[kE] = {};
-    double wsum = 0.0;
+    float wsum = 0.0f;
     uint32_t hits = 0;
     uint32_t j = bag.begin;
     for (; j + kUnroll <= bag.end; j += kUnroll) {
@@ -223,7 +222,7 @@ __device__ uint32_t PoolElements(const Bag& bag, const HotCacheTable& hot, int d
   uint32_t counted = 0;
   for (int e = lane; e < dim; e += lanes) {
     float acc = 0.0f;
-    double wsum = 0.0;
+    float wsum = 0.0f;
     uint32_t hits = 0;
     uint32_t j = bag.begin;
     for (; j + kUnroll <= bag.end; j += kUnroll) {

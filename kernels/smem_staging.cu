@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) StagedLookupKernel(const StagedLooku
     const int units = t.dim / 4;
     for (int v = lane; v < units; v += kLanes) {
       float acc[4] = {};
-      double wsum = 0.0;
+      float wsum = 0.0f;
       for (uint32_t j = begin[task]; j < begin[task + 1]; ++j) {
         const int32_t row = rows[j];
         const float w = weights != nullptr ? weights[j] : 1.0f;

@@ -1,9 +1,11 @@
 #include "engine/cpu/cpu_lookup.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "engine/cpu/cpu_dtype.h"
 #include "engine/cpu/cpu_simd.h"
@@ -176,7 +178,12 @@ FUSERANK_INLINE uint32_t PoolBag(const TableArgs& args, size_t b, float* __restr
     if (weight_sum == 0.0) {
       for (int j = 0; j < dim; ++j) out[j] = 0.0f;
     } else {
-      for (int j = 0; j < dim; ++j) out[j] = static_cast<float>(out[j] / weight_sum);
+      // Clamped to float's range before the cast (a quotient past it is undefined as a
+      // float; SaturateNonFinite would make an infinity +-FLT_MAX after pooling anyway).
+      constexpr double kMax = std::numeric_limits<float>::max();
+      for (int j = 0; j < dim; ++j) {
+        out[j] = static_cast<float>(std::clamp(out[j] / weight_sum, -kMax, kMax));
+      }
     }
   }
   return hits;

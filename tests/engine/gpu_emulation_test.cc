@@ -140,15 +140,14 @@ Emulated EmulateGpu(const Model& m, const GpuLayout& g, const std::vector<unsign
     const int32_t* rows = Section<int32_t>(base, rows_off);
     const float* weights = h.has_weights ? Section<float>(base, weights_off) : nullptr;
     for (int e = 0; e < d.dim; ++e) {
-      float acc = 0;
-      double wsum = 0;
+      float acc = 0, wsum = 0;
       for (uint32_t j = begin[bag]; j < begin[bag + 1]; ++j) {
         const float w = weights ? weights[j] : 1.0f;
         const std::byte* row = rows_base + static_cast<size_t>(rows[j]) * stride;
         acc = std::fma(w, DeviceElement(g.row_type, row, d.dim, e), acc);
         wsum += w;
       }
-      out[d.out_col + e] = d.mean ? (wsum != 0 ? static_cast<float>(acc / wsum) : 0.0f) : acc;
+      out[d.out_col + e] = d.mean ? (wsum != 0 ? acc / wsum : 0.0f) : acc;
     }
   };
   for (uint32_t b = 0; b < h.num_item_bags; ++b) {
