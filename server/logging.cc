@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -105,6 +106,16 @@ class EscapedMessage final : public spdlog::custom_flag_formatter {
 
 namespace {
 
+// Once spdlog has shut down (the end of main) there is no logger: a line libprotobuf or
+// gRPC core writes then (from a thread still winding down) goes to stderr, escaped. True
+// when it did.
+bool WithoutLogger(const std::string& text) {
+  if (spdlog::default_logger_raw() != nullptr) return false;
+  const std::string line = engine::EscapeText(text, kMaxLogMessageBytes) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  return true;
+}
+
 // libprotobuf's own lines (gRPC could not parse a message: a string field that is not
 // UTF-8, say) go through the logger, so they are escaped and in the configured format, and
 // are rate-limited: a client can trigger them at will.
@@ -116,6 +127,7 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* filename, int lin
   const std::string text =
       absl::StrCat("libprotobuf: ", message, " (", filename, ":", line, ")",
                    dropped > 0 ? absl::StrCat(" [", dropped, " dropped]") : "");
+  if (WithoutLogger(text)) return;
   switch (level) {
     case google::protobuf::LOGLEVEL_INFO:
       spdlog::info("{}", text);
@@ -133,10 +145,13 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* filename, int lin
 void GrpcLog(gpr_log_func_args* args) {
   static LogRateLimiter limiter(10, absl::Seconds(1));
   uint64_t dropped = 0;
-  if (!limiter.Allow(&dropped)) return;
+  // The line gRPC writes just before it aborts is never dropped.
+  const bool assertion = absl::StartsWith(args->message, "assertion failed");
+  if (!assertion && !limiter.Allow(&dropped)) return;
   const std::string text =
       absl::StrCat("grpc: ", args->message, " (", args->file, ":", args->line, ")",
                    dropped > 0 ? absl::StrCat(" [", dropped, " dropped]") : "");
+  if (WithoutLogger(text)) return;
   switch (args->severity) {
     case GPR_LOG_SEVERITY_DEBUG:
       spdlog::debug("{}", text);
