@@ -193,6 +193,9 @@ def _check_dcn(src: SourceModel, d0: int) -> None:
                                   f"(concat(z, tables) is {d0} wide), got {list(t.shape)}")
 
 
+KSERVE_INPUTS = ("user_dense", "item_dense", "item_ids")  # inputs of every model (SPEC 6)
+
+
 def validate(src: SourceModel) -> None:
     """Every rule of SPEC section 2 the served model depends on; raises ExportError."""
     seen = set()
@@ -214,6 +217,16 @@ def validate(src: SourceModel) -> None:
         if not 1 <= t.weight.shape[0] <= MAX_ROWS:
             raise ExportError(f"{tensor}: rows must be in 1..{MAX_ROWS}, got {t.weight.shape[0]}")
         check_width(int(t.weight.shape[1]), f"{tensor}: dim")
+    for t in src.tables:  # SPEC section 6 names a model's KServe inputs after its tables
+        if t.name in KSERVE_INPUTS:
+            raise ExportError(f"table {t.name!r} ({t.source}): '{t.name}' is the name of a KServe "
+                              "input of every model (SPEC section 6); rename the table")
+        for suffix in ("__lengths", "__weights"):
+            base = t.name[:-len(suffix)]
+            if t.name.endswith(suffix) and base in seen:
+                raise ExportError(f"table {t.name!r} ({t.source}): '{t.name}' is the KServe "
+                                  f"{suffix[2:]} input of table '{base}' (SPEC section 6); "
+                                  "rename the table")
     for count, what in ((src.dense_user, "dense.user"), (src.dense_item, "dense.item")):
         if check_count(count, what) > MAX_WIDTH:
             raise ExportError(f"{what}: must be at most {MAX_WIDTH} (the server's limit), got "

@@ -159,6 +159,17 @@ class SpecLimitsTest(ExportTestBase):
                                                     r"most 256 bytes, got 300"):
             fe.export_module(model, os.path.join(self.tmp, "t.yaml"))
 
+    def test_table_names_that_are_kserve_inputs_are_errors(self):
+        for name, pattern in (("item_ids", r"table 'item_ids'.*the name of a KServe input"),
+                              ("item_id__weights", r"the KServe weights input of table 'item_id'")):
+            with self.subTest(name=name):
+                model = fx.make_model("concat", 82)
+                model.embeddings[name] = model.embeddings.pop("item_cat")
+                model.table_sides[name] = "item"
+                with self.assertRaisesRegex(fe.ExportError, pattern):
+                    fe.export_module(model, os.path.join(self.tmp, "k.yaml"))
+                self.assertEqual(os.listdir(self.tmp), [])
+
     def test_widths_beyond_the_servers_limits_are_errors(self):
         from fuserank_export_model import Layer, SourceModel, TableWeights
 
