@@ -86,8 +86,7 @@ struct KServeService::Call {
   int64_t candidates = 0;
   MissingMessage missing{"inference.ModelInferRequest"};
   std::atomic<bool> cancelled{false};
-  grpc::CallbackServerContext* context = nullptr;
-  ReplyWatch::Entry watch;  // from Finish() to OnDone
+  ReplyWatch::Entry watch;  // its context from the start, listed from Finish() to OnDone
   bool accepted = false;
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
   Clock::time_point start;
@@ -163,7 +162,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                                     grpc::ByteBuffer* response) {
   Call* call = AcquireCall().release();  // gRPC's until OnDone hands it back to the pool
   call->start = Clock::now();
-  call->context = context;
+  call->watch.context = context;
   call->response_buffer = response;
   call->cancelled.store(false, std::memory_order_relaxed);
   call->accepted = false;
@@ -360,7 +359,7 @@ void KServeService::Finish(Call* call, const grpc::Status& status) {
   if (call->missing.CountAtFinish(seconds)) {
     Record(*call, status.error_code(), status.error_message(), seconds);
   }  // else counted in OnCallDone
-  if (options_.reply_watch != nullptr) options_.reply_watch->Watch(&call->watch, call->context);
+  if (options_.reply_watch != nullptr) options_.reply_watch->Watch(&call->watch);
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
 }

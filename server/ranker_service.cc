@@ -108,8 +108,7 @@ struct RankerService::Call {
   grpc::ByteBuffer* response_buffer = nullptr;
   ModelHandle model;  // the version that decodes, scores and answers this call
   std::atomic<bool> cancelled{false};
-  grpc::CallbackServerContext* context = nullptr;
-  ReplyWatch::Entry watch;  // from Finish() to OnDone
+  ReplyWatch::Entry watch;  // its context from the start, listed from Finish() to OnDone
   bool accepted = false;    // WaitIdle() waits for it
   Clock::time_point start;
 };
@@ -138,7 +137,7 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
                                               grpc::ByteBuffer* response) {
   Call* call = AcquireCall().release();  // gRPC's until OnDone hands it back to the pool
   call->start = Clock::now();
-  call->context = context;
+  call->watch.context = context;
   call->response_buffer = response;
   call->cancelled.store(false, std::memory_order_relaxed);
   call->accepted = false;
@@ -345,7 +344,7 @@ void RankerService::Finish(Call* call, const grpc::Status& status) {
   if (call->missing.CountAtFinish(seconds)) {
     Record(*call, status.error_code(), status.error_message(), seconds);
   }  // else counted in OnCallDone
-  if (options_.reply_watch != nullptr) options_.reply_watch->Watch(&call->watch, call->context);
+  if (options_.reply_watch != nullptr) options_.reply_watch->Watch(&call->watch);
   FUSERANK_TSAN_RELEASE(call);
   call->reactor->Finish(status);  // OnDone may run (on another thread) from here on
 }

@@ -20,8 +20,7 @@ ReplyWatch::~ReplyWatch() {
   thread_.join();
 }
 
-void ReplyWatch::Watch(Entry* entry, grpc::CallbackServerContext* context) {
-  entry->context = context;
+void ReplyWatch::Watch(Entry* entry) {
   entry->since = Clock::now();
   absl::MutexLock lock(&mu_);
   entry->prev = tail_;

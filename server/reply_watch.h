@@ -29,7 +29,7 @@ class ReplyWatch {
 
   // Lives in a service's call object (reused from call to call): the watch's list links.
   struct Entry {
-    grpc::CallbackServerContext* context = nullptr;
+    grpc::CallbackServerContext* context = nullptr;  // set by the service as the call starts
     Clock::time_point since;
     Entry* prev = nullptr;
     Entry* next = nullptr;
@@ -40,7 +40,8 @@ class ReplyWatch {
   ~ReplyWatch();  // stops the thread; REQUIRES: no call watched any more
 
   // Just before the call's Finish() (its OnDone may run from Finish() on, on any thread).
-  void Watch(Entry* entry, grpc::CallbackServerContext* context);
+  // REQUIRES: entry->context is the call's.
+  void Watch(Entry* entry);
   // In the call's OnDone, before its call object is reused or freed: off the list, or,
   // when the watch thread is cancelling it, once that TryCancel() has returned (at once
   // when this OnDone runs inside that TryCancel()).
