@@ -106,62 +106,51 @@ class EscapedMessage final : public spdlog::custom_flag_formatter {
 
 namespace {
 
-// Once spdlog has shut down (the end of main) there is no logger: a line libprotobuf or
-// gRPC core writes then (from a thread still winding down) goes to stderr, escaped. True
-// when it did.
-bool WithoutLogger(const std::string& text) {
-  if (spdlog::default_logger_raw() != nullptr) return false;
-  const std::string line = engine::EscapeText(text, kMaxLogMessageBytes) + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  return true;
+// A line of a library's own (libprotobuf, gRPC core) through the logger: escaped, in the
+// configured format, and rate-limited by `limiter` (a client can trigger some at will)
+// unless `always`; the next line let through says how many were dropped. Once spdlog has
+// shut down (the end of main) there is no logger: a line written then (from a thread still
+// winding down) goes to stderr, escaped.
+void LogLibraryLine(LogRateLimiter& limiter, bool always, spdlog::level::level_enum level,
+                    absl::string_view prefix, absl::string_view message, const char* file,
+                    int line) {
+  uint64_t dropped = 0;
+  if (!always && !limiter.Allow(&dropped)) return;
+  const std::string text =
+      absl::StrCat(prefix, message, " (", file, ":", line, ")",
+                   dropped > 0 ? absl::StrCat(" [", dropped, " dropped]") : "");
+  if (spdlog::default_logger_raw() == nullptr) {
+    const std::string escaped = engine::EscapeText(text, kMaxLogMessageBytes) + "\n";
+    std::fwrite(escaped.data(), 1, escaped.size(), stderr);
+    return;
+  }
+  spdlog::log(level, "{}", text);
 }
 
-// libprotobuf's own lines (gRPC could not parse a message: a string field that is not
-// UTF-8, say) go through the logger, so they are escaped and in the configured format, and
-// are rate-limited: a client can trigger them at will.
+// libprotobuf's lines: a message gRPC could not parse (a string field that is not UTF-8,
+// say). A fatal one is never dropped.
 void ProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
                  const std::string& message) {
   static LogRateLimiter limiter(10, absl::Seconds(1));
-  uint64_t dropped = 0;
-  if (level != google::protobuf::LOGLEVEL_FATAL && !limiter.Allow(&dropped)) return;
-  const std::string text =
-      absl::StrCat("libprotobuf: ", message, " (", filename, ":", line, ")",
-                   dropped > 0 ? absl::StrCat(" [", dropped, " dropped]") : "");
-  if (WithoutLogger(text)) return;
-  switch (level) {
-    case google::protobuf::LOGLEVEL_INFO:
-      spdlog::info("{}", text);
-      return;
-    case google::protobuf::LOGLEVEL_FATAL:
-      spdlog::critical("{}", text);
-      return;
-    default:
-      spdlog::warn("{}", text);
-  }
+  const spdlog::level::level_enum to =
+      level == google::protobuf::LOGLEVEL_INFO    ? spdlog::level::info
+      : level == google::protobuf::LOGLEVEL_FATAL ? spdlog::level::critical
+                                                  : spdlog::level::warn;
+  LogLibraryLine(limiter, level == google::protobuf::LOGLEVEL_FATAL, to, "libprotobuf: ", message,
+                 filename, line);
 }
 
-// gRPC core's own lines likewise: a client triggers some at will (every compressed request
-// logs "Compression algorithm 'gzip' is disabled." at error level, server.cc).
+// gRPC core's lines: every compressed request logs "Compression algorithm 'gzip' is
+// disabled." at error level (server.cc). The line gRPC writes just before it aborts is
+// never dropped.
 void GrpcLog(gpr_log_func_args* args) {
   static LogRateLimiter limiter(10, absl::Seconds(1));
-  uint64_t dropped = 0;
-  // The line gRPC writes just before it aborts is never dropped.
-  const bool assertion = absl::StartsWith(args->message, "assertion failed");
-  if (!assertion && !limiter.Allow(&dropped)) return;
-  const std::string text =
-      absl::StrCat("grpc: ", args->message, " (", args->file, ":", args->line, ")",
-                   dropped > 0 ? absl::StrCat(" [", dropped, " dropped]") : "");
-  if (WithoutLogger(text)) return;
-  switch (args->severity) {
-    case GPR_LOG_SEVERITY_DEBUG:
-      spdlog::debug("{}", text);
-      return;
-    case GPR_LOG_SEVERITY_INFO:
-      spdlog::info("{}", text);
-      return;
-    default:
-      spdlog::error("{}", text);
-  }
+  const spdlog::level::level_enum to =
+      args->severity == GPR_LOG_SEVERITY_DEBUG  ? spdlog::level::debug
+      : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                : spdlog::level::err;
+  LogLibraryLine(limiter, absl::StartsWith(args->message, "assertion failed"), to,
+                 "grpc: ", args->message, args->file, args->line);
 }
 
 }  // namespace
