@@ -33,6 +33,23 @@ void CountIds(const BagSet& bags, uint32_t owners, size_t tables, const char* si
   }
 }
 
+// Zeroes, in the packed weights `w` of one side, the weights of every mean-pooled bag whose
+// weights add up to exactly 0 in double (the CPU engine's sum, cpu_lookup.cc).
+void ZeroCancellingMeanBags(const BagSet& bags, const std::vector<bool>& mean, float* w) {
+  if (std::find(mean.begin(), mean.end(), true) == mean.end()) return;
+  size_t table = 0;
+  for (size_t b = 0; b < bags.num_bags(); ++b) {
+    const uint32_t first = bags.bag_begin[b];
+    const uint32_t end = bags.bag_begin[b + 1];
+    if (mean[table] && end > first) {
+      double sum = 0.0;
+      for (uint32_t j = first; j < end; ++j) sum += bags.weights[j];
+      if (sum == 0.0) std::fill(w + first, w + end, 0.0f);
+    }
+    if (++table == mean.size()) table = 0;
+  }
+}
+
 }  // namespace
 
 PackInfo MakePackInfo(const Model& model) {
@@ -41,6 +58,12 @@ PackInfo MakePackInfo(const Model& model) {
   info.dense_item = static_cast<uint32_t>(model.spec().dense_item);
   for (int s : model.user_tables()) info.user_rows.push_back(model.tables()[s].rows);
   for (int s : model.item_tables()) info.item_rows.push_back(model.tables()[s].rows);
+  for (int s : model.user_tables()) {
+    info.user_mean.push_back(model.tables()[s].pooling == Pooling::kMean);
+  }
+  for (int s : model.item_tables()) {
+    info.item_mean.push_back(model.tables()[s].pooling == Pooling::kMean);
+  }
   return info;
 }
 
@@ -69,6 +92,9 @@ absl::StatusOr<kernels::PackedHeader> BatchPacker::Plan(const Batch& batch) {
     result_begin_.push_back(result_begin_.back() + top_k_[r]);
   }
   const size_t user_tables = info_.user_rows.size();
+  FUSERANK_CHECK((info_.user_mean.empty() || info_.user_mean.size() == user_tables) &&
+                 (info_.item_mean.empty() || info_.item_mean.size() == info_.item_rows.size()))
+      << "batch packer: PackInfo's pooling flags do not match its tables";
   ids_per_table_.assign(user_tables + info_.item_rows.size(), 0);
   CountIds(batch.user, requests, user_tables, "user", ids_per_table_.data());
   CountIds(batch.item, candidates, info_.item_rows.size(), "item",
@@ -112,6 +138,11 @@ void BatchPacker::Write(const Batch& batch, const kernels::PackedHeader& h, void
   if (h.has_weights) {
     Put(dst, h.user_weights, batch.user.weights);
     Put(dst, h.item_weights, batch.item.weights);
+    auto* base = static_cast<unsigned char*>(dst);
+    ZeroCancellingMeanBags(batch.user, info_.user_mean,
+                           reinterpret_cast<float*>(base + h.user_weights));
+    ZeroCancellingMeanBags(batch.item, info_.item_mean,
+                           reinterpret_cast<float*>(base + h.item_weights));
   }
   Put(dst, h.user_dense, batch.user_dense);
   Put(dst, h.item_dense, batch.item_dense);

@@ -23,6 +23,9 @@ struct PackInfo {
   uint32_t dense_item = 0;
   std::vector<int64_t> user_rows;  // rows of each user table, user-table order
   std::vector<int64_t> item_rows;  // rows of each item table
+  // Whether each user (item) table pools by the mean; empty: none does.
+  std::vector<bool> user_mean;
+  std::vector<bool> item_mean;
 };
 
 PackInfo MakePackInfo(const Model& model);
@@ -37,7 +40,10 @@ class BatchPacker {
   // fault the device); only its sizes are checked again, and aborts when they disagree.
   absl::StatusOr<kernels::PackedHeader> Plan(const Batch& batch);
 
-  // Writes the batch last passed to Plan() into `dst` (header.total_bytes bytes).
+  // Writes the batch last passed to Plan() into `dst` (header.total_bytes bytes). A
+  // mean-pooled bag whose weights add up to exactly 0 (in double, as the CPU engine adds
+  // them) gets zero weights, so the kernels' float sum is 0 too and the bag pools to the
+  // zero vector (SPEC section 2) instead of being divided by float's rounding residue.
   void Write(const Batch& batch, const kernels::PackedHeader& h, void* dst) const;
 
   // Per request r of the batch last planned: its results are [r] .. [r + 1).

@@ -139,6 +139,59 @@ TEST(BatchPackerTest, WeightsAreLeftOutWhenAllAreOne) {
   }
 }
 
+// Bags of four ids each, every one with the weights `w[bag % w.size()]`: replaces `bags`,
+// whose owners and tables stay as they were.
+void SetBagWeights(BagSet* bags, const std::vector<std::vector<float>>& w) {
+  const size_t n = bags->num_bags();
+  bags->Clear();
+  for (size_t b = 0; b < n; ++b) {
+    for (int j = 0; j < 4; ++j) {
+      bags->rows.push_back(j);
+      bags->weights.push_back(w[b % w.size()][j]);
+    }
+    bags->bag_begin.push_back(static_cast<uint32_t>(bags->rows.size()));
+  }
+}
+
+// A mean-pooled bag whose weights add up to 0 is packed with zero weights, so the kernels'
+// float sum is 0 and the bag pools to the zero vector (SPEC section 2), as the CPU engine's
+// double sum makes it: {1, 2^-24, -1, -2^-24} adds up to -2^-24 in float. Sum-pooled bags
+// and mean bags with any other sum keep their weights.
+TEST(BatchPackerTest, MeanBagsWhoseWeightsCancelArePackedWithZeroWeights) {
+  ModelSpec spec = fuserank::testing::SmallSpec(1, 2, 20, 4);
+  spec.tables[0].pooling = Pooling::kMean;  // user_0
+  spec.tables[1].pooling = Pooling::kMean;  // item_0; item_1 sums
+  Fixture f = MakeFixture(spec, 5, {2, 1});
+  ASSERT_NE(f.model, nullptr);
+  const float tiny = 1.0f / (1 << 24);
+  const std::vector<float> cancelling = {1.0f, tiny, -1.0f, -tiny};
+  ASSERT_EQ(((1.0f + tiny) + -1.0f) + -tiny, -tiny);  // what a float running sum leaves
+  const std::vector<float> other = {0.5f, 0.25f, -0.5f, 0.125f};
+  // Item bags: candidate-major, item_0 then item_1; 3 candidates, so bags 0..5.
+  SetBagWeights(&f.batch.item, {cancelling, cancelling, other, other, cancelling, other});
+  SetBagWeights(&f.batch.user, {cancelling, other});
+  BatchPacker packer(MakePackInfo(*f.model), false);
+  auto h = packer.Plan(f.batch);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->has_weights, 1u);
+  std::vector<unsigned char> buf(h->total_bytes);
+  packer.Write(f.batch, *h, buf.data());
+  const std::vector<float> zero(4, 0.0f);
+  const auto item = Read<float>(buf, h->item_weights, 24);
+  const auto user = Read<float>(buf, h->user_weights, 8);
+  auto bag = [](const std::vector<float>& v, int b) {
+    return std::vector<float>(v.begin() + 4 * b, v.begin() + 4 * b + 4);
+  };
+  EXPECT_EQ(bag(item, 0), zero);        // item_0 (mean), cancelling
+  EXPECT_EQ(bag(item, 1), cancelling);  // item_1 sums
+  EXPECT_EQ(bag(item, 2), other);       // item_0, another sum
+  EXPECT_EQ(bag(item, 3), other);
+  EXPECT_EQ(bag(item, 4), zero);   // item_0, cancelling, candidate 2
+  EXPECT_EQ(bag(item, 5), other);  // item_1
+  EXPECT_EQ(bag(user, 0), zero);   // user_0 (mean), request 0
+  EXPECT_EQ(bag(user, 1), other);  // request 1
+}
+
 // top_k 0 reads as every candidate, as the CPU backend reads it: the packed top_k and the
 // result offsets equal the CPU backend's result. ValidateBatch() refuses 0 for a request
 // with candidates (the decoders write the count), so only a batch built without the
