@@ -8,7 +8,6 @@
 // (fail) or is served as zeros (zero).
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -32,6 +31,7 @@
 #include "tests/e2e/grpc_util.h"
 #include "tests/e2e/hot_rows_util.h"
 #include "tests/e2e/rank_check_util.h"
+#include "tests/e2e/rank_load_util.h"
 #include "tests/e2e/remote_table_util.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/test_model.h"
@@ -117,49 +117,6 @@ model: {path: ")",
     return servers_.back().get();
   }
 
-  // Sends requests from `threads` threads until `stop`; counts OK and UNAVAILABLE replies
-  // (the latter must name item_1) and any other status as `other`; `streak` counts the
-  // OK replies since the last one that was not. Its destructor stops and joins the
-  // threads, so a test that ends early (an ASSERT) does not leave them running.
-  struct Load {
-    ~Load() { Stop(); }
-    void Stop() {
-      stop = true;
-      for (std::thread& t : threads) {
-        if (t.joinable()) t.join();
-      }
-    }
-    std::atomic<bool> stop{false};
-    std::atomic<int> ok{0};
-    std::atomic<int> unavailable{0};
-    std::atomic<int> other{0};
-    std::atomic<int> unnamed{0};
-    std::atomic<int> streak{0};
-    std::vector<std::thread> threads;
-  };
-  void StartLoad(v1::Ranker::Stub* stub, Load* load, int threads = 4) {
-    for (int t = 0; t < threads; ++t) {
-      load->threads.emplace_back([stub, load, t] {
-        std::mt19937_64 rng(100 + t);
-        while (!load->stop.load()) {
-          const testing::Reply reply = testing::Rank(stub, RandomRequest(rng));
-          if (reply.status.ok()) {
-            ++load->ok;
-            ++load->streak;
-            continue;
-          }
-          load->streak = 0;
-          if (reply.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-            ++load->unavailable;
-            if (reply.status.error_message().find("'item_1'") == std::string::npos) ++load->unnamed;
-          } else {
-            ++load->other;
-          }
-        }
-      });
-    }
-  }
-
   // Polls `done()` until it is true (then true) or kPatience has passed (then false),
   // rather than sleeping a fixed time: a loaded machine (4 load threads on 2 cores, under
   // TSan) takes longer.
@@ -172,7 +129,7 @@ model: {path: ")",
     return true;
   }
   // Waits until `load` has had `n` more OK replies than now.
-  static bool WaitForMoreOks(const Load& load, int n) {
+  static bool WaitForMoreOks(const testing::RankLoad& load, int n) {
     const int from = load.ok.load();
     return WaitFor([&] { return load.ok.load() >= from + n; });
   }
@@ -271,8 +228,7 @@ TEST_F(RemoteTablesE2eTest, AKilledMasterFailsOnlyTheRequestsThatNeededItAndServ
                                              ", near_cache_rows: 0, fetch_deadline_ms: 2000}"));
   ASSERT_TRUE(remote.ok()) << remote.status();
   v1::Ranker::Stub* stub = Stub(*Keep(std::move(*remote)));
-  Load load;
-  StartLoad(stub, &load);
+  testing::RankLoad load(stub, kRows, "'item_1'");
   ASSERT_TRUE(WaitFor([&] { return load.streak.load() >= kStreak; }))
       << "no " << kStreak << " OK replies in a row before the kill: " << load.ok.load() << " OK, "
       << load.unavailable.load() << " UNAVAILABLE, " << load.other.load() << " other";
@@ -356,8 +312,7 @@ TEST_F(RemoteTablesE2eTest, ASlotMigratedUnderLoadIsFollowed) {
   ASSERT_TRUE(remote.ok()) << remote.status();
   server::Server* server = Keep(std::move(*remote));
   v1::Ranker::Stub* stub = Stub(*server);
-  Load load;
-  StartLoad(stub, &load);
+  testing::RankLoad load(stub, kRows, "'item_1'");
   ASSERT_TRUE(WaitForMoreOks(load, 20)) << "no traffic before the migration";
   const std::string key = "fuserank:item_1:5";
   const int slot = remote::KeySlot(key);
