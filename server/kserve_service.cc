@@ -32,9 +32,6 @@ using Clock = engine::BatcherClock;
 constexpr size_t kMaxPooledCalls = 256;
 // Calls whose protos hold more than this (capacity included) are freed, not pooled.
 constexpr size_t kMaxPooledCallBytes = size_t{1} << 20;
-// A call done with a request this large (wire bytes and parsed values) asks the trimmer to
-// give memory back.
-constexpr size_t kTrimAfterBytes = size_t{1} << 20;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -88,6 +85,7 @@ struct KServeService::Call {
   std::atomic<bool> cancelled{false};
   ReplyWatch::Entry watch;  // its context from the start, listed from Finish() to OnDone
   bool accepted = false;
+  size_t wire_bytes = 0;     // the request's, on the wire
   size_t request_bytes = 0;  // on the wire, and what parsing may have made of it
   Clock::time_point start;
   // Bytes each position of the request's inputs and raw contents and of the response's
@@ -171,7 +169,9 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   call->model_name.clear();
   call->candidates = 0;
   call->missing.Reset();
-  call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
+  call->wire_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
+  call->request_bytes = call->wire_bytes;
+  trimmer_.CallReceived(call->wire_bytes);
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
   inflight_.fetch_add(1, std::memory_order_relaxed);
@@ -374,7 +374,7 @@ void KServeService::OnCallDone(Call* call) {
            call->missing.seconds());
   }
   const bool accepted = call->accepted;
-  if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
+  trimmer_.CallDone(call->wire_bytes, call->request_bytes);
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
   if (accepted) gate_.Done();

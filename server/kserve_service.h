@@ -145,7 +145,7 @@ class KServeService final : public KServeBase {
   AcceptGate gate_;  // Accept() against StartShutdown(), WaitIdle()
 
   engine::ObjectPool<Call> pool_;
-  MemoryTrimmer trimmer_;  // after large requests
+  MemoryTrimmer trimmer_;  // after large requests and spikes
 
   // Decoders by served model name, each for the version it was built from (compared by
   // identity: a weak_ptr keeps no retired model alive).

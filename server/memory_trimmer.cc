@@ -22,6 +22,25 @@ MemoryTrimmer::~MemoryTrimmer() {
   thread_.join();
 }
 
+void MemoryTrimmer::CallReceived(size_t wire_bytes) {
+  const size_t live = live_bytes_.fetch_add(wire_bytes, std::memory_order_relaxed) + wire_bytes;
+  size_t peak = peak_bytes_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_bytes_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
+
+void MemoryTrimmer::CallDone(size_t wire_bytes, size_t held_bytes) {
+  const size_t live = live_bytes_.fetch_sub(wire_bytes, std::memory_order_relaxed) - wire_bytes;
+  bool trim = held_bytes >= kLargeRequestBytes;
+  // The end of a spike: racing calls may both see it; one of them takes it (exchange).
+  const size_t peak = peak_bytes_.load(std::memory_order_relaxed);
+  if (peak >= kSpikeBytes && live <= peak / 8 &&
+      peak_bytes_.exchange(live, std::memory_order_relaxed) >= kSpikeBytes) {
+    trim = true;
+  }
+  if (trim) Noted();
+}
+
 void MemoryTrimmer::Noted() {
   absl::MutexLock lock(&mu_);
   pending_ = true;

@@ -37,8 +37,6 @@ constexpr size_t kMaxPooledCalls = 256;
 constexpr size_t kArenaFirstBlock = 16 << 10;
 // Strings of the request kept for the access log.
 constexpr size_t kLoggedChars = 128;
-// A call done with a request this large asks the trimmer to give memory back.
-constexpr size_t kTrimAfterBytes = 1 << 20;
 
 google::protobuf::ArenaOptions ArenaOptions(char* first_block, size_t size) {
   google::protobuf::ArenaOptions options;
@@ -147,6 +145,7 @@ grpc::ServerUnaryReactor* RankerService::Rank(grpc::CallbackServerContext* conte
   call->candidates = 0;
   call->top_k = 0;
   call->request_bytes = request != nullptr && request->Valid() ? request->Length() : 0;
+  trimmer_.CallReceived(call->request_bytes);
   call->missing.Reset();
   grpc::ServerUnaryReactor* reactor = &call->reactor.emplace(this, call);
   metrics_->AddInflight(1);
@@ -359,7 +358,7 @@ void RankerService::OnCallDone(Call* call) {
            call->missing.seconds());
   }
   const bool accepted = call->accepted;
-  if (call->request_bytes >= kTrimAfterBytes) trimmer_.Noted();
+  trimmer_.CallDone(call->request_bytes, call->request_bytes);
   ReleaseCall(std::unique_ptr<Call>(call));
   metrics_->AddInflight(-1);
   if (accepted) gate_.Done();

@@ -110,7 +110,7 @@ class RankerService final : public v1::Ranker::WithRawCallbackMethod_Rank<v1::Ra
   const RankerOptions options_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<int> inflight_{0};  // calls handed to Rank() and not yet done
-  MemoryTrimmer trimmer_;         // after large requests
+  MemoryTrimmer trimmer_;         // after large requests and spikes
 
   AcceptGate gate_;  // Accept() against StartShutdown(), WaitIdle()
 
