@@ -182,4 +182,4 @@ class CliTest(unittest.TestCase):
 
 if __name__ == "__main__":
     du.python_check()
-    unittest.main(verbosity=2)
+    du.run_tests()

@@ -5,6 +5,7 @@
 #include "engine/backend_factory.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,7 +92,8 @@ TEST(BackendFactoryTest, AutoWithAMissingModuleRunsOnTheCpu) {
   EXPECT_EQ(result.items.size(), 2u);
 }
 
-// This build's own module: a GPU decides the outcome, and auto and cuda must agree.
+// This build's own module: a GPU decides the outcome, and auto and cuda must agree; where
+// a GPU is (/dev/nvidiactl, or FUSERANK_REQUIRE_GPU=1), cuda must work.
 TEST(BackendFactoryTest, AutoAndCudaAgreeOnWhetherAGpuIsUsable) {
   auto model = SmallModel();
   ASSERT_NE(model, nullptr);
@@ -111,6 +113,14 @@ TEST(BackendFactoryTest, AutoAndCudaAgreeOnWhetherAGpuIsUsable) {
   const bool no_module = message.find("without the CUDA backend") != std::string::npos ||
                          message.find("cannot load the CUDA backend module") != std::string::npos;
   EXPECT_TRUE(no_device || no_module) << message;
+  // Where a GPU is (or is required), the CUDA engine failing is a failure, not a skip.
+  const char* required = std::getenv("FUSERANK_REQUIRE_GPU");
+  const bool gpu_required = required != nullptr && std::string(required) == "1";
+  const bool gpu_here = std::filesystem::exists("/dev/nvidiactl") &&
+                        (required == nullptr || std::string(required) != "0");
+  EXPECT_FALSE(gpu_required || gpu_here)
+      << "a GPU is here (" << (gpu_required ? "FUSERANK_REQUIRE_GPU=1" : "/dev/nvidiactl")
+      << ", FUSERANK_REQUIRE_GPU=0 lets this pass) but engine.device cuda failed: " << message;
   EXPECT_EQ((*automatic)->device(), "cpu");
   std::printf("engine.device cuda here: %s\n", message.c_str());
 }

@@ -77,7 +77,12 @@ TEST(AdminWorkerTest, AFullQueueIsRefusedAtOnceAndStopDropsTheQueuedTasks) {
   EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(busy.message(), HasSubstr("the admin service is busy: 2 calls are already waiting"));
   std::thread stopper([&] { worker.Stop(); });
-  absl::SleepFor(absl::Milliseconds(20));  // Stop waits for the task in progress
+  // Stop has closed the worker (and dropped the queue) once a post is UNAVAILABLE; until
+  // then the queue is full and a post is refused without being queued. Stop then waits for
+  // the task in progress.
+  while (worker.Post({Work([] {}), nullptr, ""}).code() != absl::StatusCode::kUnavailable) {
+    std::this_thread::yield();
+  }
   release.Notify();
   stopper.join();
   EXPECT_EQ(ran, 1);

@@ -287,7 +287,9 @@ TEST(RequestDecoderCanonicalTest, NeverReadsAnotherModelsBatchOrAModelWithRedisT
 TEST(RequestDecoderCanonicalTest, AgreesWithTheGeneralPathOnRandomRequests) {
   const RequestDecoder decoder(Build(CanonicalTestModel()), kLimits);
   const std::string first = FullRequest().SerializeAsString();
-  std::mt19937_64 rng(fuserank::testing::TestSeed());
+  const uint64_t seed = fuserank::testing::TestSeed();
+  SCOPED_TRACE(fuserank::testing::SeedTrace(seed));
+  std::mt19937_64 rng(seed);
   auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
   // Mostly rows of every table; now and then past the 10 or 50 rows of the oov: reject
   // tables, or negative.
