@@ -88,7 +88,8 @@ TEST(LoaderOptionsFromTest, EveryKeyReachesItsOption) {
 TEST(LoaderOptionsFromTest, TheOtherValuesOfTheChoices) {
   absl::StatusOr<Config> config = ParseConfig(
       "server: {max_candidates: 100}\nengine: {max_batch_candidates: 5000, cuda_wait: block, "
-      "device: cpu, cpu_precision: bf16}\ncache: {placement: device}\nmodel: {path: /models/demo.yaml}\n",
+      "device: cpu, cpu_precision: bf16}\ncache: {placement: device}\nmodel: {path: "
+      "/models/demo.yaml}\n",
       "options.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   const ModelLoaderOptions o = LoaderOptionsFrom(*config);
