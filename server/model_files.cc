@@ -78,4 +78,12 @@ ModelFiles Restamp(const ModelFiles& files, absl::Span<const ModelFiles* const> 
   return now;
 }
 
+std::string ChangedFiles(const ModelFiles& before, const ModelFiles& now) {
+  const bool spec = before.spec_path != now.spec_path || !(before.spec == now.spec);
+  const bool weights = before.weights_path != now.weights_path || !(before.weights == now.weights);
+  if (spec && weights) return now.spec_path + " and " + now.weights_path;
+  if (spec) return now.spec_path;
+  return weights ? now.weights_path : "";
+}
+
 }  // namespace fuserank::server

@@ -67,6 +67,10 @@ absl::StatusOr<std::string> NamedWeightsPath(const std::string& spec_path);
 // refused one may cost seconds to parse.
 ModelFiles Restamp(const ModelFiles& files, absl::Span<const ModelFiles* const> seen = {});
 
+// What differs from `before` in `now`, for a log line: the spec path, the weights path (now's:
+// a spec may have named another file), or both joined by " and "; "" when nothing does.
+std::string ChangedFiles(const ModelFiles& before, const ModelFiles& now);
+
 }  // namespace fuserank::server
 
 #endif  // FUSERANK_SERVER_MODEL_FILES_H_

@@ -71,7 +71,8 @@ void ModelWatcher::Poll(const ModelHandle& current, Watch* watch) {
   }
   watch->pending.reset();
   ++reloads_;
-  spdlog::info("model '{}': {} changed, reloading", current->name, current->path);
+  spdlog::info("model '{}': {} changed, reloading", current->name,
+               ChangedFiles(current->files, now));
   absl::StatusOr<ReloadResult> result =
       models_->Reload(current->name, current->path, current.get());
   if (absl::IsAborted(result.status())) return;  // reloaded meanwhile (the Admin RPC)

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/escape_text.h"
 #include "server/guarded_backend.h"
+#include "server/input_changes.h"
 #include "server/logging.h"
 #include "server/version_reaper.h"
 
@@ -157,6 +158,7 @@ absl::StatusOr<ReloadResult> ServedModels::Swap(absl::string_view name, const st
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string input_changes = InputChanges(old->model->spec(), (*fresh)->model->spec());
   ReloadResult result;
   result.model = slot->name;
   result.version = (*fresh)->version();
@@ -188,6 +190,13 @@ absl::StatusOr<ReloadResult> ServedModels::Swap(absl::string_view name, const st
   if (result.version == result.previous_version) {
     absl::StrAppend(&result.message, "; note: both carry version '", result.version,
                     "': bump `version` in the spec so that responses tell them apart");
+  }
+  if (!input_changes.empty()) {
+    absl::StrAppend(&result.message, "; note: its inputs differ from version '",
+                    result.previous_version, "''s (", input_changes,
+                    "): requests with dense values of the old widths or tables it lacks are "
+                    "refused (INVALID_ARGUMENT), and a table a request leaves out scores as "
+                    "the zero vector");
   }
   return result;
 }

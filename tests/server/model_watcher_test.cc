@@ -2,7 +2,8 @@
 // replaced file is loaded once it has stayed the same for one more poll, a file that is
 // still changing is not, a refused version is not retried until the files change again,
 // a refused spec is not read again while its stamp stays, a new spec's weights file is
-// followed, the thread itself picks up a change, and once asked to stop it starts no reload.
+// followed, the thread itself picks up a change, and once asked to stop it starts no reload;
+// the reload's log line names the file that changed.
 #include "server/model_watcher.h"
 
 #include <fcntl.h>
@@ -258,6 +259,21 @@ TEST_F(ModelWatcherTest, AWeightsSymlinkSwitchedToAnotherFileIsAChange) {
   fs::remove(dir_ + "/sym/m.safetensors");
   fs::create_symlink(dir_ + "/v2/m.safetensors", dir_ + "/sym/m.safetensors");
   EXPECT_FALSE(Restamp(first->files) == first->files);
+}
+
+// The reload's log line names the file that changed: the spec, the weights, or both.
+TEST(ChangedFilesTest, NamesWhatChanged) {
+  ModelFiles before{"/m/m.yaml", "/m/m.safetensors", {true, 1, 2, 30, 400}, {true, 1, 3, 50, 600}};
+  ModelFiles now = before;
+  EXPECT_EQ(ChangedFiles(before, now), "");
+  now.weights.mtime_ns = 601;
+  EXPECT_EQ(ChangedFiles(before, now), "/m/m.safetensors");
+  now.spec.size = 31;
+  EXPECT_EQ(ChangedFiles(before, now), "/m/m.yaml and /m/m.safetensors");
+  now.weights = before.weights;
+  EXPECT_EQ(ChangedFiles(before, now), "/m/m.yaml");
+  now.weights_path = "/m/other.safetensors";  // the new spec names another file
+  EXPECT_EQ(ChangedFiles(before, now), "/m/m.yaml and /m/other.safetensors");
 }
 
 }  // namespace

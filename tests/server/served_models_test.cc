@@ -29,6 +29,7 @@ using test::ServedModelsTest;
 using test::Version;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST_F(ServedModelsTest, TheFirstModelIsTheDefaultUnlessOneIsMarked) {
   ServedModels first(FileLoader());
@@ -137,6 +138,31 @@ TEST_F(ServedModelsTest, ReloadSwapsInTheNewVersionWhileHoldersKeepTheOld) {
   EXPECT_TRUE(Eventually([&] { return old_model.expired() && models.versions_freed() == 1; }))
       << "the old version is freed once its last holder lets go";
   EXPECT_EQ(models.versions_freed(), 1);
+}
+
+// A version that takes other inputs loads (the operator's call), and the reload's message
+// says what changed for clients; one with the same inputs says nothing of them.
+TEST_F(ServedModelsTest, AReloadToOtherInputsSaysWhatClientsMustChange) {
+  ServedModels models(FileLoader());
+  ASSERT_TRUE(models.Load("", v1_path_, false).ok());
+  absl::StatusOr<ReloadResult> same = models.Reload("m", v2_path_);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_THAT(same->message, Not(HasSubstr("inputs differ")));
+  // v2: user_0, item_0, 2 user dense values. v3: user_0, user_1, item_1, 5.
+  engine::ModelSpec spec = fuserank::testing::SmallSpec(2, 2, 50, 4);
+  spec.tables.erase(spec.tables.begin() + 2);  // item_0
+  spec.name = "m";
+  spec.version = "v3";
+  spec.dense_user = 5;
+  const std::string v3 = test::Write(fuserank::testing::MakeRandomModel(spec, 3), dir_ + "/v3");
+  ASSERT_FALSE(v3.empty());
+  absl::StatusOr<ReloadResult> other = models.Reload("m", v3);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_THAT(other->message,
+              HasSubstr("note: its inputs differ from version 'v2''s (tables gone: item_0 "
+                        "(item); new tables: user_1 (user), item_1 (item); user dense 2 -> 5): "
+                        "requests with dense values of the old widths or tables it lacks are "
+                        "refused (INVALID_ARGUMENT)"));
 }
 
 // The last holder of a retired version is a request completing on that version's own
