@@ -96,6 +96,12 @@ TEST_F(TlsE2eTest, MutualTlsRequiresAClientCertificateFromTheCa) {
   EXPECT_TRUE(mutual.ok()) << mutual.error_message();
   const grpc::Status anonymous = Call(server->port(), grpc::SslCredentials(TrustingTheCa()));
   EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAVAILABLE) << anonymous.error_message();
+  // The same subject, issued by another CA: refused too (the chain is verified).
+  grpc::SslCredentialsOptions stranger = TrustingTheCa();
+  stranger.pem_cert_chain = Read("stranger.pem");
+  stranger.pem_private_key = Read("stranger.key");
+  const grpc::Status other_ca = Call(server->port(), grpc::SslCredentials(stranger));
+  EXPECT_EQ(other_ca.error_code(), grpc::StatusCode::UNAVAILABLE) << other_ca.error_message();
 }
 
 }  // namespace
