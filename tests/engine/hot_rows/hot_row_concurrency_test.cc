@@ -29,7 +29,12 @@ TEST_P(HotRowManagerConcurrencyTest, SwapsUnderReadersNeverChangeABit) {
   constexpr int kCapacity = 512;
   const auto model = MakeHotRowTestModel(kRows, 8, GetParam(), seed);
   auto manager = MakeHotRowManager(model, kCapacity);
-  const absl::Time end = absl::Now() + absl::Milliseconds(1500);
+  // Runs until the writer has made kSwaps swaps and the readers taken kSnapshots snapshots
+  // (well under a second here), not for a fixed time: a loaded machine only takes longer.
+  // The deadline is a backstop: reaching it fails the test below.
+  constexpr uint64_t kSwaps = 100;
+  constexpr int64_t kSnapshots = 400;
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
   std::atomic<bool> done{false};
   std::atomic<int64_t> failures{0}, total_hits{0}, total_misses{0}, snapshots{0};
   uint64_t successes = 0;
@@ -39,7 +44,7 @@ TEST_P(HotRowManagerConcurrencyTest, SwapsUnderReadersNeverChangeABit) {
     std::uniform_int_distribution<int64_t> id(-2 * kRows, 2 * kRows), size(0, kCapacity);
     std::uniform_int_distribution<int64_t> reject_id(0, kRows - 1);
     const std::vector<std::string> names = {"user_0", "item_0", "item_1"};
-    while (absl::Now() < end) {
+    while ((successes < kSwaps || snapshots.load() < kSnapshots) && absl::Now() < deadline) {
       std::map<std::string, std::vector<int64_t>> request;
       for (int t = 0; t < 3; ++t) {
         if (rng() % 2 == 0) continue;
@@ -110,10 +115,10 @@ TEST_P(HotRowManagerConcurrencyTest, SwapsUnderReadersNeverChangeABit) {
   for (auto& t : readers) t.join();
 
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_GT(successes, 50u) << "too few swaps to prove anything";
+  EXPECT_GE(successes, kSwaps) << "too few swaps within 120 s to prove anything";
   EXPECT_EQ(manager->version(), successes);
   EXPECT_GT(total_hits.load(), 0);
-  EXPECT_GT(snapshots.load(), 100);
+  EXPECT_GE(snapshots.load(), kSnapshots);
   auto status = manager->Get({});
   ASSERT_TRUE(status.ok());
   uint64_t hits = 0, misses = 0;
