@@ -171,6 +171,7 @@ TEST(PooledLookupEdgeTest, NoBagsWritesNothing) {
   float out[2] = {kPoison, kPoison};
   PooledLookup(t.table, set, 0, 1, 0, out, 2);
   EXPECT_EQ(out[0], kPoison);
+  EXPECT_EQ(out[1], kPoison);
 }
 
 }  // namespace
