@@ -18,13 +18,42 @@ def print_kernel_tables(ours, torch):
                   f"{r.get('prefetch', 0):2.0f} "
                   f"{r['us']:9.1f} {r['gbps']:7.0f} {r['pct_of_copy']:6.0f}"
                   f" {r.get('host_pack_us', 0):9.1f} {r.get('us_with_host_pack', 0):9.1f}")
-    batches = {(r["candidates"], r["graphs"], r["reorder"], r.get("stage_events", 1),
-                r.get("autotune", 1)): r
+    # l2_flushed: 1 where the L2 was flushed before each run (cold); 0, or absent (the runs up
+    # to 2026-12-04, which cycled a pool that fits in the L2), warm.
+    batches = {(r.get("l2_flushed", 0), r["candidates"], r["graphs"], r["reorder"],
+                r.get("stage_events", 1), r.get("autotune", 1)): r
                for r in ours if r.get("bench") == "batch"}
-    peers = {(r["candidates"], r["mode"]): r for r in torch if r.get("bench") == "torch"}
-    if not (batches or peers):
-        return
-    print("device us per batch, 1 request, a pool of 64 distinct batches cycled   targets: torch eager / ours >= 5, torch graph / ours >= 1.5")
+    peers = {(r.get("l2_flushed", 0), r["candidates"], r["mode"]): r
+             for r in torch if r.get("bench") == "torch"}
+    for l2 in sorted({k[0] for k in batches} | {k[0] for k in peers}, reverse=True):
+        print_batch_table(l2, {k[1:]: r for k, r in batches.items() if k[0] == l2},
+                          {k[1:]: r for k, r in peers.items() if k[0] == l2})
+    algos = [r for r in ours if r.get("bench") == "mlp_algo"]
+    if algos:
+        print("MLP algorithms (autotune: the heuristic's first that ran -> the one kept, us per matmul)")
+        for r in algos:
+            print(f"  {r['plan']:>6} layer {r['layer']:.0f} ({r['in']:.0f} -> {r['out']:.0f}) "
+                  f"{r['rows']:5.0f} rows: kept proposal {r['index']:.0f} (0: the heuristic's "
+                  f"first), {r['ran']:.0f} ran, "
+                  + (f"{r['first_us']:.1f} -> {r['chosen_us']:.1f}" if r['first_us'] > 0
+                     else "not timed"))
+    hosts = [r for r in ours if r.get("bench") == "host_tables"]
+    if hosts:
+        print("cache.placement: host (tables in mapped host memory), device us per batch, graphs on")
+        print(f"{'zipf':>5} {'cand':>5} {'hot':>5} {'host':>9} {'device':>9} {'x':>6} {'hit rate':>8}")
+        for r in hosts:
+            print(f"{r['zipf']:5.2f} {r['candidates']:5.0f} {r['hot_rows']:5.0f} {r['device_us']:9.1f} "
+                  f"{r['device_tables_us']:9.1f} {r['device_us'] / r['device_tables_us']:6.2f} "
+                  f"{r['hit_rate']:8.3f}")
+
+
+def print_batch_table(l2, batches, peers):
+    """Per-batch device time against PyTorch, for one L2 state: batches keyed (candidates,
+    graphs, reorder, stage_events, autotune), peers (candidates, mode)."""
+    state = ("L2 flushed before each run (cold)" if l2 else
+             "L2 warm (the pool's rows fit in it: not cold)")
+    print(f"device us per batch, 1 request, a pool of 64 distinct batches cycled, {state}   "
+          "targets: torch eager / ours >= 5, torch graph / ours >= 1.5")
     print(f"{'cand':>5} {'graphs':>8} {'no graph':>9} {'launch':>6} {'torch eg':>9} {'torch gr':>9} "
           f"{'eager/us':>9} {'graph/us':>9} {'no events':>9} {'heur algo':>9}")
 
@@ -45,23 +74,6 @@ def print_kernel_tables(ours, torch):
 
         print(f"{n:5d} {us(g)[1:]:>8} {us(ng)} {g.get('launches', 0):6.0f} {us(te)} {us(tg)} "
               f"{ratio(te)} {ratio(tg)} {us(quiet)} {us(heuristic)}")
-    algos = [r for r in ours if r.get("bench") == "mlp_algo"]
-    if algos:
-        print("MLP algorithms (autotune: the heuristic's first that ran -> the one kept, us per matmul)")
-        for r in algos:
-            print(f"  {r['plan']:>6} layer {r['layer']:.0f} ({r['in']:.0f} -> {r['out']:.0f}) "
-                  f"{r['rows']:5.0f} rows: kept proposal {r['index']:.0f} (0: the heuristic's "
-                  f"first), {r['ran']:.0f} ran, "
-                  + (f"{r['first_us']:.1f} -> {r['chosen_us']:.1f}" if r['first_us'] > 0
-                     else "not timed"))
-    hosts = [r for r in ours if r.get("bench") == "host_tables"]
-    if hosts:
-        print("cache.placement: host (tables in mapped host memory), device us per batch, graphs on")
-        print(f"{'zipf':>5} {'cand':>5} {'hot':>5} {'host':>9} {'device':>9} {'x':>6} {'hit rate':>8}")
-        for r in hosts:
-            print(f"{r['zipf']:5.2f} {r['candidates']:5.0f} {r['hot_rows']:5.0f} {r['device_us']:9.1f} "
-                  f"{r['device_tables_us']:9.1f} {r['device_us'] / r['device_tables_us']:6.2f} "
-                  f"{r['hit_rate']:8.3f}")
 
 
 def print_smem_staging(ours):

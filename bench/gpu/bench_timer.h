@@ -51,6 +51,13 @@ class DeviceTimer {
   }
   cudaStream_t stream() const { return stream_; }
 
+  // Evicts the L2: writes the flush buffer (several times the L2) and waits for it, so the
+  // next work on any stream finds none of the data the last run left in L2.
+  void FlushL2() {
+    Check(cudaMemsetAsync(flush_, ++flushes_ & 0xFF, flush_bytes_, stream_), "flush");
+    Check(cudaStreamSynchronize(stream_), "flush sync");
+  }
+
   // Median seconds of `reps` runs of `enqueue` (after `warmup`), L2 flushed before each.
   double Time(const std::function<void(cudaStream_t)>& enqueue, int reps, int warmup = 3,
               bool flush = true) {
@@ -74,6 +81,7 @@ class DeviceTimer {
   cudaEvent_t stop_ = nullptr;
   void* flush_ = nullptr;
   size_t flush_bytes_ = 0;
+  int flushes_ = 0;  // FlushL2's count: each writes another byte than the last
 };
 
 // {"bench": name, k: v, ...} on one line of stdout.

@@ -3,7 +3,8 @@
 //   2. fused lookup bandwidth at >= 64k lookups of 128-byte rows (lookup_bench.cc);
 //   3. per-batch device time of the bench model (26 tables, dim 32, dot, 256-128-1) for
 //      1 request of 16, 256 and 1024 candidates, graphs on and off: copy in, kernels,
-//      copy out, timed with CUDA events by the backend; launches per batch;
+//      copy out, timed with CUDA events by the backend; launches per batch; the L2
+//      flushed before each run (cold), and for the first configuration also not (warm);
 //   4. the same with cache.placement: host, Zipf traffic, with and without hot rows
 //      (host_tables_bench.cc);
 //   5. hot rows staged in shared memory against the plain lookup (smem_staging_bench.cc:
@@ -70,8 +71,27 @@ engine::ModelSpec BenchSpec() {
   return spec;
 }
 
-// Distinct batches cycled per size by the per-batch benches.
+// Distinct batches cycled per size by the per-batch benches. The 9 large item tables give
+// 64 x n uniform draws each of 128-byte rows out of 200k: about 1.2 MB at 16 candidates and
+// 18 MB at 256, which fit in the L2 (50 MB on an H100, 60 MB on an H200), and 64 MB at
+// 1024, which nearly does. So once the pool has been through, a run finds most of its rows
+// where the runs before it left them: cycling alone measures a warm L2.
 constexpr int kBatchPool = 64;
+
+// What a timed run finds in the L2. kFlushed writes 4x the L2 before each run (as the lookup
+// benches do, bench_timer.h), so its rows come from device memory, and so do the model's
+// weights, which a server under load would keep in L2: for a server's batch the cold
+// figure leans pessimistic and the warm one optimistic.
+enum class L2 { kWarm, kFlushed };
+
+struct BatchBenchConfig {
+  bool graphs = true;
+  bool reorder = false;
+  bool stage_events = true;
+  bool autotune = true;
+  L2 l2 = L2::kFlushed;
+  bool print_choices = false;
+};
 
 // One request of n candidates, one id per bag, uniform rows; top 100 (or all).
 Batch OneRequest(std::shared_ptr<const engine::Model> model, uint32_t n, std::mt19937_64& rng) {
@@ -118,35 +138,34 @@ void PrintMlpChoices(const engine::cuda::CudaBackend& backend) {
   }
 }
 
-void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bool reorder,
-                     int reps, bool stage_events = true, bool autotune = true,
-                     bool print_choices = false) {
+void RunBatchBenches(std::shared_ptr<const engine::Model> model, const BatchBenchConfig& config,
+                     int reps, DeviceTimer& timer) {
   engine::BackendOptions options;
   options.workers = 1;
-  options.cuda_graphs = graphs;
+  options.cuda_graphs = config.graphs;
   options.max_batch_candidates = 8192;
   engine::cuda::CudaOptions cuda_options;
-  cuda_options.reorder_ids = reorder;
-  cuda_options.graph_stage_events = stage_events;
+  cuda_options.reorder_ids = config.reorder;
+  cuda_options.graph_stage_events = config.stage_events;
   cuda_options.stage_sample_period = 1;  // every replay timed: what the event nodes cost
-  cuda_options.mlp_autotune = autotune;
+  cuda_options.mlp_autotune = config.autotune;
   auto backend = engine::cuda::CudaBackend::Create(model, options, cuda_options);
   if (!backend.ok()) {
     std::fprintf(stderr, "CudaBackend: %s\n", backend.status().ToString().c_str());
     std::exit(1);
   }
-  if (print_choices) PrintMlpChoices(**backend);
+  if (config.print_choices) PrintMlpChoices(**backend);
+  const bool flushed = config.l2 == L2::kFlushed;
   std::mt19937_64 rng(7);
   for (uint32_t n : {16u, 256u, 1024u}) {
-    // A pool of distinct batches, cycled: each run reads other rows than the last, so the
-    // device time is not that of rows already in L2 (the pool's rows are still a small
-    // share of the tables, as a real stream of requests' are).
+    // A pool of distinct batches, cycled (kBatchPool: warm unless the L2 is flushed).
     std::vector<Batch> pool;
     for (int p = 0; p < kBatchPool; ++p) pool.push_back(OneRequest(model, n, rng));
     BatchResult result;
     std::vector<double> device, wall, lookup, cross, dnn, topk;
     for (int i = 0; i < 20 + reps; ++i) {
       const Batch& batch = pool[static_cast<size_t>(i) % pool.size()];
+      if (flushed) timer.FlushL2();  // done before the clock starts: in neither time
       const auto t0 = std::chrono::steady_clock::now();
       const absl::Status st = (*backend)->Run(0, batch, &result);
       const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -164,12 +183,13 @@ void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bo
     }
     const auto& stats = (*backend)->stats(0);
     std::printf(
-        "batch of %4u (pool of %d): graphs %-3s stage events %d reorder %d autotune %d  device"
-        " %7.1f us (p99 %7.1f)  wall %7.1f us  launches %d",
-        n, kBatchPool, graphs ? "on" : "off", stage_events ? 1 : 0, reorder ? 1 : 0,
-        autotune ? 1 : 0, Median(device) * 1e6, Percentile(device, 0.99) * 1e6, Median(wall) * 1e6,
+        "batch of %4u (pool of %d, L2 %-7s): graphs %-3s stage events %d reorder %d autotune %d"
+        "  device %7.1f us (p99 %7.1f)  wall %7.1f us  launches %d",
+        n, kBatchPool, flushed ? "flushed" : "warm", config.graphs ? "on" : "off",
+        config.stage_events ? 1 : 0, config.reorder ? 1 : 0, config.autotune ? 1 : 0,
+        Median(device) * 1e6, Percentile(device, 0.99) * 1e6, Median(wall) * 1e6,
         stats.last_launches);
-    if (!graphs || stage_events) {
+    if (!config.graphs || config.stage_events) {
       std::printf("  [lookup %.1f cross %.1f dnn %.1f topk %.1f us]", Median(lookup) * 1e6,
                   Median(cross) * 1e6, Median(dnn) * 1e6, Median(topk) * 1e6);
     }
@@ -178,10 +198,11 @@ void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bo
     JsonLine("batch")
         .Add("candidates", n)
         .Add("pool", kBatchPool)
-        .Add("graphs", graphs ? 1 : 0)
-        .Add("stage_events", stage_events ? 1 : 0)
-        .Add("reorder", reorder ? 1 : 0)
-        .Add("autotune", autotune ? 1 : 0)
+        .Add("l2_flushed", flushed ? 1 : 0)
+        .Add("graphs", config.graphs ? 1 : 0)
+        .Add("stage_events", config.stage_events ? 1 : 0)
+        .Add("reorder", config.reorder ? 1 : 0)
+        .Add("autotune", config.autotune ? 1 : 0)
         .Add("device_us", Median(device) * 1e6)
         .Add("device_us_p99", Percentile(device, 0.99) * 1e6)
         .Add("wall_us", Median(wall) * 1e6)
@@ -199,7 +220,20 @@ void RunBatchBenches(std::shared_ptr<const engine::Model> model, bool graphs, bo
 
 int main(int argc, char** argv) {
   using namespace fuserank::bench;
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  // --help before the device check: it needs no GPU.
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("usage: fuserank-gpu-bench [--quick]\n  the GPU figures of docs/gpu.md on "
+                  "GPU 0; --quick: fewer repetitions\n");
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--quick") != 0) {
+      std::fprintf(stderr, "fuserank-gpu-bench: unknown argument '%s' (see --help)\n", argv[i]);
+      return 2;
+    }
+    quick = true;
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::fprintf(stderr, "fuserank-gpu-bench: no CUDA device\n");
@@ -221,15 +255,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int reps = quick ? 50 : 300;
-  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps, /*stage_events=*/true,
-                  /*autotune=*/true, /*print_choices=*/true);
+  // Cold (the L2 flushed before each run), every configuration.
+  RunBatchBenches(*model, {.print_choices = true}, reps, timer);
   // The MLPs on the heuristic's first algorithms: what the autotune gains.
-  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps, /*stage_events=*/true,
-                  /*autotune=*/false);
+  RunBatchBenches(*model, {.autotune = false}, reps, timer);
   // The same graphs without their stage events: what the event nodes cost a replay.
-  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/false, reps, /*stage_events=*/false);
-  RunBatchBenches(*model, /*graphs=*/false, /*reorder=*/false, reps);
-  RunBatchBenches(*model, /*graphs=*/true, /*reorder=*/true, reps);
+  RunBatchBenches(*model, {.stage_events = false}, reps, timer);
+  RunBatchBenches(*model, {.graphs = false}, reps, timer);
+  RunBatchBenches(*model, {.reorder = true}, reps, timer);
+  // Warm: the pool cycled with the L2 as the runs before left it, as every run up to run 4
+  // measured (those figures are warm-L2 ones).
+  RunBatchBenches(*model, {.l2 = L2::kWarm}, reps, timer);
   RunHostTableBenches(*model, quick ? 30 : 100);
   // Last: an experiment that has not run on a GPU before, so that a failure of it (which
   // ends the process) costs none of the figures above.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The bench half of the GPU check (check.sh run bench), on the GPU machine from the bundle:
 #   1. fuserank-gpu-bench: copy bandwidth, fused lookup bandwidth, per-batch device time at
-#      16/256/1024 candidates with graphs on and off, launches per batch;
-#   2. the PyTorch peer on the same GPU, eager and CUDA-graphed (the image's own PyTorch);
+#      16/256/1024 candidates with graphs on and off (the L2 flushed before each run, and
+#      warm), launches per batch;
+#   2. the PyTorch peer on the same GPU, eager and CUDA-graphed (the image's own PyTorch),
+#      the L2 flushed and warm likewise;
 #   3. the server end to end on the GPU (server_e2e.sh): scores against the same server on
 #      the CPU, closed-loop load through gRPC, and a /metrics check;
 #   4. the server under engine settings (server_sweep.sh): qps, p99 and where a call's time

@@ -8,9 +8,11 @@ dot interaction, sigmoid and torch.topk. For 1 request of 16, 256 and 1024 candi
 times one batch as fuserank's device time is timed: from the copy of the inputs to the
 device to the copy of the top-K back, with CUDA events, eager and CUDA-graphed
 (torch.cuda.CUDAGraph with static inputs). Like fuserank-gpu-bench (gpu_bench.cc,
-kBatchPool), each size cycles a pool of POOL distinct batches (uniform ids, as there), so
-neither side replays one batch whose rows stay in L2. fp32, TF32 off. One JSON line per
-figure.
+kBatchPool), each size cycles a pool of POOL distinct batches (uniform ids, as there). The
+pool's rows fit in the L2 (about 64 MB at 1024 candidates, less below), so cycling alone
+times a warm L2; as fuserank-gpu-bench does, each size is timed with the L2 flushed before
+every run (4x its size written, then a sync: cold) and then without (warm), "l2_flushed" in
+the JSON. fp32, TF32 off. One JSON line per figure.
 usage: torch_peer_gpu.py [--reps N]
 """
 
@@ -71,12 +73,29 @@ def make_inputs(n, gen):
         torch.rand(n, DENSE_ITEM, generator=gen))]
 
 
-def time_eager(model, pool, k, reps):
+def l2_flusher():
+    """flush(): writes 4x the L2 and waits, so the next run finds none of the last one's data
+    in L2 (fuserank-gpu-bench's DeviceTimer::FlushL2)."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = getattr(props, "L2_cache_size", 0) or 64 << 20  # not reported: 64 MiB, over an H200's
+    buf = torch.empty(4 * l2, dtype=torch.uint8, device="cuda")
+    count = [0]
+
+    def flush():
+        count[0] += 1
+        buf.fill_(count[0] & 0xFF)
+        torch.cuda.synchronize()
+    return flush
+
+
+def time_eager(model, pool, k, reps, flush):
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out_scores = torch.empty(k).pin_memory()
     out_index = torch.empty(k, dtype=torch.int64).pin_memory()
     device_ms, wall_us = [], []
     for i in range(reps + 10):
+        if flush:
+            flush()  # done before the clock and the start event: in neither time
         t0 = time.perf_counter()
         start.record()
         dev = [t.to("cuda", non_blocking=True) for t in pool[i % len(pool)]]
@@ -91,7 +110,7 @@ def time_eager(model, pool, k, reps):
     return statistics.median(device_ms) * 1e3, statistics.median(wall_us)
 
 
-def time_graph(model, pool, k, reps):
+def time_graph(model, pool, k, reps, flush):
     static = [t.to("cuda") for t in pool[0]]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -107,6 +126,8 @@ def time_graph(model, pool, k, reps):
     out_index = torch.empty(k, dtype=torch.int64).pin_memory()
     device_ms, wall_us = [], []
     for i in range(reps + 10):
+        if flush:
+            flush()
         t0 = time.perf_counter()
         start.record()
         for dst, src in zip(static, pool[i % len(pool)]):
@@ -134,20 +155,24 @@ def main():
     print(json.dumps({"bench": "torch_device", "name": torch.cuda.get_device_name(),
                       "torch": torch.__version__}), flush=True)
     with torch.inference_mode():
+        flusher = l2_flusher()
         for n in (16, 256, 1024):
             pool = [make_inputs(n, gen) for _ in range(POOL)]
             k = min(n, TOP_K)
-            for mode, fn in (("eager", time_eager), ("graph", time_graph)):
-                try:
-                    device_us, wall_us = fn(model, pool, k, args.reps)
-                except RuntimeError as err:  # e.g. an op that cannot be captured
-                    print(json.dumps({"bench": "torch", "mode": mode, "candidates": n,
-                                      "error": str(err)[:300]}), flush=True)
-                    continue
-                print(f"torch {mode:5s} batch of {n:4d}: device {device_us:8.1f} us  "
-                      f"wall {wall_us:8.1f} us", flush=True)
-                print(json.dumps({"bench": "torch", "mode": mode, "candidates": n,
-                                  "device_us": device_us, "wall_us": wall_us}), flush=True)
+            for flushed in (1, 0):
+                for mode, fn in (("eager", time_eager), ("graph", time_graph)):
+                    head = {"bench": "torch", "mode": mode, "candidates": n, "l2_flushed": flushed}
+                    try:
+                        device_us, wall_us = fn(model, pool, k, args.reps,
+                                                flusher if flushed else None)
+                    except RuntimeError as err:  # e.g. an op that cannot be captured
+                        print(json.dumps({**head, "error": str(err)[:300]}), flush=True)
+                        continue
+                    l2 = "flushed" if flushed else "warm"
+                    print(f"torch {mode:5s} batch of {n:4d} (L2 {l2:7s}): device "
+                          f"{device_us:8.1f} us  wall {wall_us:8.1f} us", flush=True)
+                    print(json.dumps({**head, "device_us": device_us, "wall_us": wall_us}),
+                          flush=True)
 
 
 if __name__ == "__main__":
