@@ -135,8 +135,8 @@ def forward_table(results):
         "peer's Python conversion of a RankRequest into tensors, which its service also pays. "
         "fuserank: `BM_EngineRun/.../threads:1` of the microbenchmarks below (Backend::Run on "
         "a decoded batch, median of 3 repetitions). Both sides cycle a few pre-built batches "
-        "(16 for fuserank), so both are **warm-cache** figures: the rows they read stay in "
-        "L2/L3, unlike a server's traffic.",
+        f"(16 for fuserank, {f.get('pool', 32)} for the peer: not the same pool), so both are "
+        "**warm-cache** figures: the rows they read stay in L2/L3, unlike a server's traffic.",
         "",
         "| candidates | torch forward ms (p10 - p90) | torch candidates/s | Python decode ms "
         "| fuserank engine ms (warm cache) | fuserank candidates/s | speed-up |",

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Summarizes bench/run_dlrm_bench.sh's results (medians over repeats) as a Markdown
-table: samples/s (= requests/s x candidates), request latency p50 / p99 with the calls
+table: candidates/s (= requests/s x candidates; an MLPerf DLRM-v2 sample is 100-700 of
+them), request latency p50 / p99 with the calls
 they come from (a p99 of fewer than 1,000 calls is printed as the maximum), errors. Prints it, and
 with --markdown replaces the text between the dlrm-bench markers of that file."""
 import argparse
@@ -28,7 +29,7 @@ def main():
              f"at the start {run.get('loadavg_at_start', '?')}, at the end {run.get('loadavg_at_end', '?')} "
              "(the machine is shared). calls: OK calls of the median run, the percentiles' sample; "
              "under 1,000 calls the p99 is the run's maximum and shown as such.", "",
-             "| system | samples/s | requests/s | calls | p50 ms | p99 ms | errors (all runs) |",
+             "| system | candidates/s (user-item pairs, not MLPerf samples) | requests/s | calls | p50 ms | p99 ms | errors (all runs) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for system in ("fuserank", "torch", "ort"):
         rows = [json.load(open(f)) for f in sorted(glob.glob(

@@ -176,6 +176,14 @@ results, doc, candidates, duration, started, load_start, load_end = sys.argv[1:8
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
 if subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0:
     commit += "+dirty"
+def cpu():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 rows = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(results, "*.json")))]
 order = {"local": 0, "tables_11pct": 1, "all": 2}
 label = {"local": "0% (all local)", "tables_11pct": "~11% (item_0, item_1)", "all": "100% (all 26 tables)"}
@@ -193,7 +201,7 @@ lines = ["<!-- remote-bench:begin -->",
          "same Zipf law (seed 3), whose tail keys the cache has not seen. The counters are "
          "those of each measured window." % (
              started, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), commit, load_start, load_end,
-             platform.processor() or platform.machine(),
+             cpu(),
              os.cpu_count(), candidates, duration),
          "",
          "| Zipf | traffic | remote share of lookups | qps | calls | p50 ms | p99 ms | p99 / all-local | near-cache hit rate | round trips per fetching batch |",

@@ -76,7 +76,7 @@ def main():
               f"python decode {row['decode_ms']:.3f} ms", flush=True)
     if args.json:
         print(json.dumps({"torch": torch.__version__, "threads": args.threads,
-                          "model": model.spec.name, "results": results}))
+                          "pool": args.pool, "model": model.spec.name, "results": results}))
 
 
 if __name__ == "__main__":
