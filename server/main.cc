@@ -1,4 +1,5 @@
-// fuserank-server: serves the Ranker until SIGTERM or SIGINT, then drains and exits 0.
+// fuserank-server: serves the Ranker until SIGTERM or SIGINT, then drains and exits 0
+// (a stop signal during the start exits 1 at once; SIGHUP is logged and ignored).
 //   fuserank-server --config FILE        serve
 //   fuserank-server --check-config FILE  validate the config and what start would refuse
 //                                        (token and TLS files, model roots, the memory
@@ -7,13 +8,10 @@
 //   fuserank-server --print-reference-config
 //                                        print the reference config (every key, its
 //                                        default and doc: config/fuserank.yaml)
-#include <pthread.h>
-#include <signal.h>
-
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +22,7 @@
 #include "engine/cpu/sgemm_bf16.h"
 #include "server/config.h"
 #include "server/logging.h"
+#include "server/process_signals.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
@@ -83,7 +82,40 @@ int CheckConfig(const std::string& path) {
   return 0;
 }
 
+// bf16 pays only where the core's dot instructions outrun its fp32 FMAs (not on every CPU
+// that has them: docs/cpu-engine.md); a few milliseconds to say which.
+void LogBf16Peaks(const fuserank::engine::CpuDispatch& cpu) {
+  const double bf16 = fuserank::engine::MeasureBf16DotGflops(20000, 5);
+  // The fp32 peak of the ISA in use: the start-up probe's figure where it ran (it runs
+  // only to choose between AVX-512 and AVX2), else measured now.
+  double fp32 = cpu.isa == fuserank::engine::CpuIsa::kAvx512 ? cpu.fma512_gflops
+                : cpu.isa == fuserank::engine::CpuIsa::kAvx2 ? cpu.fma256_gflops
+                                                             : 0.0;
+  if (fp32 <= 0) fp32 = fuserank::engine::MeasureFmaGflops(cpu.isa, 20000, 5);
+  const std::string line = absl::StrFormat(
+      "engine.cpu_precision: bf16: bf16 dot peak %.0f GFLOP/s against the fp32 FMA peak "
+      "%.0f GFLOP/s of this core",
+      bf16, fp32);
+  if (bf16 < fp32) {
+    spdlog::warn("{}: bf16 is likely slower than fp32 here", line);
+  } else {
+    spdlog::info("{}", line);
+  }
+}
+
+// Ends the SIGHUP warning: how this server reloads instead.
+std::string SighupNote(const fuserank::server::Config& config) {
+  const int watch = config.model_watch_interval_seconds;
+  return absl::StrFormat(
+      "fuserank reloads a model through Admin ReloadModel or the model file watch "
+      "(model.watch_interval_seconds: %d%s), not on a signal",
+      watch, watch > 0 ? "" : ", off");
+}
+
 int Serve(const std::string& path) {
+  // Before any thread starts, so that every thread inherits the blocked signals and only
+  // ProcessSignals' thread takes them.
+  fuserank::server::ProcessSignals::Block();
   absl::StatusOr<fuserank::server::Config> config = fuserank::server::LoadConfigFile(path);
   if (!config.ok()) {
     std::fprintf(stderr, "fuserank-server: bad config:\n%s\n",
@@ -91,6 +123,9 @@ int Serve(const std::string& path) {
     return 1;
   }
   fuserank::server::ConfigureLogging(config->logging);
+  // From here a stop signal ends the start at once (models may take minutes to load).
+  std::unique_ptr<fuserank::server::ProcessSignals> signals =
+      fuserank::server::ProcessSignals::Start(SighupNote(*config));
   // The CPU engine's code path, chosen (and probed) once, before any model loads.
   const fuserank::engine::CpuDispatch& cpu = fuserank::engine::GetCpuDispatch();
   if (!cpu.status.ok()) {
@@ -98,56 +133,21 @@ int Serve(const std::string& path) {
     return 1;
   }
   spdlog::info("{}", cpu.Describe());
-  if (config->engine.cpu_precision == fuserank::engine::CpuPrecision::kBf16) {
-    // bf16 pays only where the core's dot instructions outrun its fp32 FMAs (not on every
-    // CPU that has them: docs/cpu-engine.md); a few milliseconds to say which.
-    const double bf16 = fuserank::engine::MeasureBf16DotGflops(20000, 5);
-    // The fp32 peak of the ISA in use: the start-up probe's figure where it ran (it runs
-    // only to choose between AVX-512 and AVX2), else measured now.
-    double fp32 = cpu.isa == fuserank::engine::CpuIsa::kAvx512 ? cpu.fma512_gflops
-                  : cpu.isa == fuserank::engine::CpuIsa::kAvx2 ? cpu.fma256_gflops
-                                                               : 0.0;
-    if (fp32 <= 0) fp32 = fuserank::engine::MeasureFmaGflops(cpu.isa, 20000, 5);
-    const std::string line = absl::StrFormat(
-        "engine.cpu_precision: bf16: bf16 dot peak %.0f GFLOP/s against the fp32 FMA peak "
-        "%.0f GFLOP/s of this core",
-        bf16, fp32);
-    if (bf16 < fp32) {
-      spdlog::warn("{}: bf16 is likely slower than fp32 here", line);
-    } else {
-      spdlog::info("{}", line);
-    }
-  }
+  if (config->engine.cpu_precision == fuserank::engine::CpuPrecision::kBf16) LogBf16Peaks(cpu);
   fuserank::server::LogInfoLines("effective config (" + path + "):",
                                  fuserank::server::EffectiveConfigYaml(*config));
 
-  // Every thread started from here on inherits the blocked signals; this thread waits.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  fuserank::server::ServerHooks hooks;
+  hooks.before_listening = [&signals] { signals->Serving(); };
   absl::StatusOr<std::unique_ptr<fuserank::server::Server>> server =
-      fuserank::server::Server::Start(*config);
+      fuserank::server::Server::Start(*config, hooks);
   if (!server.ok()) {
     spdlog::critical("cannot start: {}", std::string(server.status().message()));
     return 1;
   }
-  int signal = 0;
-  sigwait(&signals, &signal);
+  const int signal = signals->WaitForStop();  // a second one exits at once
   spdlog::info("{}: shutting down (grace {} s; a second signal exits at once)", strsignal(signal),
                config->server.shutdown_grace_seconds);
-  // A drain that cannot end (a batch stuck in the backend keeps its call from finishing)
-  // would otherwise leave only SIGKILL: a second SIGTERM or Ctrl-C ends the process.
-  // The logger is held here: the default one is dropped at the end of main.
-  std::thread([signals, logger = spdlog::default_logger()] {
-    int again = 0;
-    sigwait(&signals, &again);
-    logger->warn("{} during the drain: exiting without waiting for it", strsignal(again));
-    logger->flush();
-    std::_Exit(1);
-  }).detach();
   (*server)->Shutdown();
   server->reset();
   spdlog::info("bye");

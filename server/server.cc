@@ -21,6 +21,7 @@
 #include "server/admin_limits.h"
 #include "server/admin_requests.h"
 #include "server/config_validation.h"
+#include "server/listen_probe.h"
 #include "server/model_loader.h"
 #include "server/serving_limits.h"
 #include "server/tls_files.h"
@@ -82,6 +83,14 @@ const char* ListenHint(const TlsConfig& tls) {
   return tls.enabled() ? " (address in use, or server.tls.key_file does not match "
                          "server.tls.cert_file?)"
                        : " (address in use?)";
+}
+
+// A gRPC address (`key`: server.listen or server.admin_listen) another socket holds stops
+// the start before minutes of model loading; gRPC itself binds only once they have loaded.
+absl::Status CheckNotInUse(const Config& config, const char* key, const std::string& address) {
+  if (address.empty() || !ListenAddressInUse(address)) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat(config.file, ": ", key, ": cannot listen on '", address, "' (address in use?)"));
 }
 
 // The most tables of a served model: what the largest SetHotRows is sized for.
@@ -172,6 +181,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
   absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create(config.server.metrics_listen);
   if (!metrics.ok()) return WithContext(metrics.status(), config.file);
   server->metrics_ = std::move(*metrics);
+  RETURN_IF_ERROR(CheckNotInUse(config, "server.listen", config.server.listen));
+  RETURN_IF_ERROR(CheckNotInUse(config, "server.admin_listen", config.server.admin_listen));
   const ServingLimits limits = ResolveServingLimits(config, AvailableCores());
   spdlog::info("admission: {}", DescribeServingLimits(config, limits));
   Server* raw = server.get();
@@ -213,7 +224,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const Config& config, Serv
     server->watcher_ = std::make_unique<ModelWatcher>(
         server->models_.get(), absl::Seconds(config.model_watch_interval_seconds));
   }
+  if (hooks.before_listening) hooks.before_listening();
   RETURN_IF_ERROR(server->StartGrpc(limits, *credentials));
+  server->started_ = true;
   auto where = [](const std::string& address, int port) {
     return address.empty() ? std::string("off") : absl::StrCat(address, " (port ", port, ")");
   };
@@ -346,6 +359,7 @@ void Server::Shutdown() {
   if (grpc_server_ != nullptr) grpc_server_->Shutdown(now);
   if (admin_server_ != nullptr) admin_server_->Shutdown(now);
   if (models_ != nullptr) models_->ShutdownBatchers();
+  if (!started_) return;  // a failed start: its error says what happened
   spdlog::info("shut down in {:.3f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }

@@ -36,13 +36,17 @@ struct ServerHooks {
   // Builds every version's backend instead of engine::CreateBackend (tests inject
   // backends through it); null: the engine's.
   BackendFactory create_backend;
+  // Runs once Start has loaded every model, just before the gRPC ports open (main() ends
+  // its start phase there: a stop signal then drains instead of exiting); null: nothing.
+  std::function<void()> before_listening;
 };
 
 class Server {
  public:
   // Loads the models, creates their backends and starts serving. Any failure (a model
   // that does not load, an address that cannot be bound, engine.device: cuda without a
-  // GPU) is returned before anything listens for good.
+  // GPU) is returned before anything listens for good; a gRPC address already in use is
+  // refused before the models load.
   // Health (grpc.health.v1: the server, fuserank.v1.Ranker, inference.GRPCInferenceService)
   // is SERVING until Shutdown(), except while a served version's backend reports a failed
   // device (engine.on_device_failure: fail; guarded_backend.h): NOT_SERVING then.
@@ -51,7 +55,8 @@ class Server {
   ~Server();  // Shutdown()
 
   // Health NOT_SERVING, new calls refused (UNAVAILABLE), calls in flight given up to
-  // server.shutdown_grace_seconds to finish, then everything stopped. Idempotent.
+  // server.shutdown_grace_seconds to finish, then everything stopped and the time it took
+  // logged (nothing logged for a server whose Start failed). Idempotent.
   void Shutdown();
 
   // The bound ports (the real ones when the config said port 0); 0: not serving.
@@ -87,6 +92,7 @@ class Server {
   std::unique_ptr<grpc::Server> admin_server_;
   int port_ = 0;
   int admin_port_ = 0;
+  bool started_ = false;  // Start succeeded: Shutdown() logs
   // Guards the health service's statuses: set from backend workers and reloads too.
   absl::Mutex health_mu_;
   grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;

@@ -1,8 +1,14 @@
 // Server start and stop: refused calls after shutdown, calls in flight drained, ports in
-// use and models that do not load stopping the start with a message naming the key.
+// use (checked before the models load) and models that do not load stopping the start
+// with a message naming the key.
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +33,8 @@ using testing::Reply;
 using testing::TempDir;
 using testing::TestModel;
 
+// After Shutdown() has returned gRPC itself answers UNAVAILABLE (the server's own refusal
+// during the drain: shutdown_drain_e2e_test.cc).
 TEST(ServerLifecycleTest, AfterShutdownCallsAreUnavailable) {
   const std::string dir = TempDir("lifecycle");
   const TestModel model = testing::MakeRandomModel(testing::SmallSpec(1, 1, 100, 4), 5);
@@ -108,7 +116,52 @@ TEST(ServerLifecycleTest, ShutdownLetsCallsInFlightFinish) {
   EXPECT_GE(drained.load(), 1) << "calls in flight at the shutdown must finish, not be cut off";
 }
 
-TEST(ServerLifecycleTest, APortInUseStopsTheStartNamingTheKey) {
+// A plain socket holding 127.0.0.1:<port>; the port, or 0 when it could not.
+struct HeldPort {
+  HeldPort() {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&address), size) == 0 &&
+        listen(fd, 4) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0) {
+      port = ntohs(address.sin_port);
+    }
+  }
+  ~HeldPort() {
+    if (fd >= 0) close(fd);
+  }
+  int fd = -1;
+  int port = 0;
+};
+
+// The ports are checked before the models load: with a model path that does not exist, the
+// error still names the port (a start of minutes of loading stops at once), and nothing
+// listened meanwhile.
+TEST(ServerLifecycleTest, APortInUseStopsTheStartBeforeTheModelsLoad) {
+  const HeldPort held;
+  ASSERT_NE(held.port, 0) << strerror(errno);
+  const std::string taken = absl::StrCat("127.0.0.1:", held.port);
+  auto start = [](const std::string& listen, const std::string& admin) {
+    absl::StatusOr<server::Config> config = server::ParseConfig(
+        absl::StrCat("server: {listen: \"", listen, "\", admin_listen: \"", admin,
+                     "\", metrics_listen: \"\"}\n", "model: {path: /nonexistent/m.yaml}\n"),
+        "ports.yaml");
+    EXPECT_TRUE(config.ok()) << config.status();
+    return config.ok() ? server::Server::Start(*config).status() : config.status();
+  };
+  const absl::Status ranking = start(taken, "");
+  EXPECT_THAT(
+      std::string(ranking.message()),
+      HasSubstr("ports.yaml: server.listen: cannot listen on '" + taken + "' (address in use?)"));
+  const absl::Status admin = start("127.0.0.1:0", taken);
+  EXPECT_THAT(std::string(admin.message()),
+              HasSubstr("ports.yaml: server.admin_listen: cannot listen on '" + taken +
+                        "' (address in use?)"));
+}
+
+TEST(ServerLifecycleTest, APortAServerHoldsStopsTheStartNamingTheKey) {
   const std::string dir = TempDir("port_in_use");
   const TestModel model = testing::MakeRandomModel(testing::SmallSpec(1, 1, 10, 4), 7);
   absl::StatusOr<std::string> path = testing::WriteTestModel(model, dir);
