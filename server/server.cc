@@ -32,6 +32,7 @@ namespace {
 
 constexpr char kRankerServiceName[] = "fuserank.v1.Ranker";
 constexpr char kKServeServiceName[] = "inference.GRPCInferenceService";
+constexpr char kAdminServiceName[] = "fuserank.v1.Admin";
 
 std::string ModelKey(const Config& config, size_t i) {
   return config.models.size() == 1 && config.models[i].name.empty()
@@ -92,6 +93,9 @@ absl::Status CheckNotInUse(const Config& config, const char* key, const std::str
   return absl::UnavailableError(
       absl::StrCat(config.file, ": ", key, ": cannot listen on '", address, "' (address in use?)"));
 }
+
+// "1 call" / "3 calls".
+std::string Calls(int n) { return absl::StrCat(n, n == 1 ? " call" : " calls"); }
 
 // The most tables of a served model: what the largest SetHotRows is sized for.
 size_t MaxTables(const ServedModels& models) {
@@ -307,6 +311,11 @@ absl::Status Server::StartGrpc(const ServingLimits& limits,
           absl::StrCat(config_.file, ": server.admin_listen: cannot listen on '",
                        config_.server.admin_listen, "'", ListenHint(config_.server.tls)));
     }
+    // Its own health service: the admin port serves while the server does (a failed device
+    // leaves Admin working), and turns NOT_SERVING when the drain starts refusing Admin calls.
+    absl::MutexLock lock(&health_mu_);
+    admin_health_ = admin_server_->GetHealthCheckService();
+    if (admin_health_ != nullptr) admin_health_->SetServingStatus(kAdminServiceName, true);
   }
   return absl::OkStatus();
 }
@@ -335,6 +344,8 @@ void Server::Shutdown() {
   {
     absl::MutexLock health_lock(&health_mu_);
     health_final_ = true;
+    // Every service each port's health knows ("" included).
+    if (admin_health_ != nullptr) admin_health_->SetServingStatus(false);
     if (health_ != nullptr) health_->SetServingStatus(false);
   }
   // New Rank calls get UNAVAILABLE; those in flight finish (their batchers still run).
@@ -347,10 +358,11 @@ void Server::Shutdown() {
     if (kserve_ != nullptr) kserve_->StartShutdown();
     const bool kserve_idle = kserve_ == nullptr || kserve_->WaitIdle(grace);
     if (!ranker_->WaitIdle(grace) || !kserve_idle) {
+      // Rank and ModelInfer calls the port still holds (those the drain waited for, and
+      // any refusal being answered in this instant).
       spdlog::warn(
-          "calls still in flight after server.shutdown_grace_seconds ({} s) are "
-          "cancelled",
-          config_.server.shutdown_grace_seconds);
+          "server.shutdown_grace_seconds ({} s) ran out: cancelling the {} still in flight",
+          config_.server.shutdown_grace_seconds, Calls(call_limiter_->inflight()));
     }
   }
   if (watcher_ != nullptr) watcher_->Stop();

@@ -47,16 +47,18 @@ class Server {
   // that does not load, an address that cannot be bound, engine.device: cuda without a
   // GPU) is returned before anything listens for good; a gRPC address already in use is
   // refused before the models load.
-  // Health (grpc.health.v1: the server, fuserank.v1.Ranker, inference.GRPCInferenceService)
-  // is SERVING until Shutdown(), except while a served version's backend reports a failed
-  // device (engine.on_device_failure: fail; guarded_backend.h): NOT_SERVING then.
+  // Health on the ranking port (grpc.health.v1: the server, fuserank.v1.Ranker,
+  // inference.GRPCInferenceService) is SERVING until Shutdown(), except while a served
+  // version's backend reports a failed device (engine.on_device_failure: fail;
+  // guarded_backend.h): NOT_SERVING then. On the admin port (the server,
+  // fuserank.v1.Admin) it is SERVING until Shutdown().
   static absl::StatusOr<std::unique_ptr<Server>> Start(const Config& config,
                                                        ServerHooks hooks = {});
   ~Server();  // Shutdown()
 
-  // Health NOT_SERVING, new calls refused (UNAVAILABLE), calls in flight given up to
-  // server.shutdown_grace_seconds to finish, then everything stopped and the time it took
-  // logged (nothing logged for a server whose Start failed). Idempotent.
+  // Health NOT_SERVING on both ports, new calls refused (UNAVAILABLE), calls in flight
+  // given up to server.shutdown_grace_seconds to finish, then everything stopped and the
+  // time it took logged (nothing logged for a server whose Start failed). Idempotent.
   void Shutdown();
 
   // The bound ports (the real ones when the config said port 0); 0: not serving.
@@ -93,9 +95,10 @@ class Server {
   int port_ = 0;
   int admin_port_ = 0;
   bool started_ = false;  // Start succeeded: Shutdown() logs
-  // Guards the health service's statuses: set from backend workers and reloads too.
+  // Guards the health services' statuses: set from backend workers and reloads too.
   absl::Mutex health_mu_;
   grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
+  grpc::HealthCheckServiceInterface* admin_health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
   bool health_final_ ABSL_GUARDED_BY(health_mu_) = false;  // shutting down
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;

@@ -1,22 +1,21 @@
 // The Admin service during a shutdown's drain, through the real server on 127.0.0.1: while
 // a Rank call still runs (held in a gated backend), SetHotRows, GetHotRows, RebuildHotRows
 // and ReloadModel are UNAVAILABLE at once (SPEC section 3: every call from the shutdown
-// on), and the held Rank call still finishes.
+// on), the admin port's health ("" and fuserank.v1.Admin, SERVING before) is NOT_SERVING,
+// and the held Rank call still finishes.
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
-#include "engine/cpu/cpu_backend.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config.h"
 #include "server/server.h"
+#include "tests/e2e/gated_backend_util.h"
 #include "tests/e2e/grpc_util.h"
 #include "tests/e2e/hot_rows_util.h"
 #include "tests/e2e/rank_check_util.h"
@@ -28,32 +27,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
+constexpr int kServing = 1;
 constexpr int kNotServing = 2;
-
-// Holds the first Run() after Arm() until Release(); every other Run() goes straight on.
-struct Gate {
-  std::atomic<bool> armed{false};
-  absl::Notification entered, released;
-};
-
-class GatedBackend final : public engine::Backend {
- public:
-  GatedBackend(std::unique_ptr<engine::Backend> cpu, std::shared_ptr<Gate> gate)
-      : cpu_(std::move(cpu)), gate_(std::move(gate)) {}
-  std::string device() const override { return cpu_->device(); }
-  int num_workers() const override { return cpu_->num_workers(); }
-  absl::Status Run(int worker, const engine::Batch& batch, engine::BatchResult* result) override {
-    if (gate_->armed.exchange(false)) {
-      gate_->entered.Notify();
-      gate_->released.WaitForNotification();
-    }
-    return cpu_->Run(worker, batch, result);
-  }
-
- private:
-  std::unique_ptr<engine::Backend> cpu_;
-  std::shared_ptr<Gate> gate_;
-};
 
 TEST(AdminShutdownE2eTest, AdminCallsDuringTheDrainAreUnavailable) {
   const testing::TestModel model =
@@ -68,20 +43,23 @@ TEST(AdminShutdownE2eTest, AdminCallsDuringTheDrainAreUnavailable) {
                    *path, "\"}\n"),
       "admin_shutdown.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  auto gate = std::make_shared<Gate>();
-  server::ServerHooks hooks;
-  hooks.create_backend = [gate](std::shared_ptr<const engine::Model> m, engine::DeviceChoice,
-                                const engine::BackendOptions& options)
-      -> absl::StatusOr<std::unique_ptr<engine::Backend>> {
-    return std::make_unique<GatedBackend>(engine::CreateCpuBackend(std::move(m), options), gate);
-  };
-  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Start(*config, hooks);
+  auto gate = std::make_shared<testing::Gate>();
+  absl::StatusOr<std::unique_ptr<server::Server>> server =
+      server::Server::Start(*config, testing::GatedCpuHooks(gate));
   ASSERT_TRUE(server.ok()) << server.status();
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
                                      grpc::InsecureChannelCredentials());
   auto ranker = v1::Ranker::NewStub(channel);
   testing::HotRowsAdmin admin((*server)->admin_port());
   ASSERT_TRUE(admin.Get().status.ok());
+  // The admin port's health knows the Admin service, and serves.
+  auto admin_channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->admin_port()),
+                                           grpc::InsecureChannelCredentials());
+  for (const std::string service : {"", "fuserank.v1.Admin"}) {
+    const absl::StatusOr<int> serving = testing::HealthCheck(admin_channel, service);
+    ASSERT_TRUE(serving.ok()) << "'" << service << "': " << serving.status();
+    EXPECT_EQ(*serving, kServing) << "'" << service << "'";
+  }
 
   gate->armed = true;
   const v1::RankRequest request = testing::RandomRequest(model, 3, 10);
@@ -95,6 +73,12 @@ TEST(AdminShutdownE2eTest, AdminCallsDuringTheDrainAreUnavailable) {
     health = testing::HealthCheck(channel, "");
   } while (health.ok() && *health != kNotServing);
   EXPECT_TRUE(health.ok()) << health.status();  // the ranking port serves until the drain ends
+  // So does the admin port, which says it no longer serves (before the ranking port does).
+  for (const std::string service : {"", "fuserank.v1.Admin"}) {
+    const absl::StatusOr<int> draining = testing::HealthCheck(admin_channel, service);
+    EXPECT_EQ(draining.ok() ? *draining : -1, kNotServing)
+        << "'" << service << "': " << draining.status();
+  }
 
   const testing::AdminReply get = admin.Get();
   EXPECT_EQ(get.status.error_code(), grpc::StatusCode::UNAVAILABLE) << get.status.error_message();

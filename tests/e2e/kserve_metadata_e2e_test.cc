@@ -237,7 +237,9 @@ TEST_F(KServeMetadataE2eTest, ModelInferIsCountedInTheRequestMetrics) {
   EXPECT_THAT(text, HasSubstr(R"(fuserank_request_duration_seconds_count{rpc="ModelMetadata"})"));
 }
 
-TEST(KServeLifecycleTest, AfterShutdownModelInferIsUnavailableAndNotReady) {
+// After Shutdown() has returned gRPC itself answers UNAVAILABLE; the server's own refusal
+// and readiness during the drain: shutdown_drain_e2e_test.cc.
+TEST(KServeLifecycleTest, AfterShutdownModelInferIsUnavailable) {
   std::vector<NamedModel> models = testing::KServeModels();
   models.resize(1);
   auto server = testing::StartKServeServer(models, testing::TempDir("kserve_shutdown"));
