@@ -10,7 +10,7 @@
 # usage: bench/reload_bench.sh          (from anywhere; ~3 minutes with the defaults)
 # env:   BUILD=build  RATE=200  CANDIDATES=64  DURATION=12  WARMUP=2  REPEATS=3
 #        SWAP_EVERY=1.5 (seconds between reloads)  SIZE=bench (the 335 MB bench model of
-#        bench/models/gen_bench_model.sh) | small (a 20 MB one)  ENGINE="{device: cpu}"
+#        bench/models/gen_bench_model.sh) | small (a 31 MB one)  ENGINE="{device: cpu}"
 # Writes bench/out/reload/{results/*.json,summary.json,logs/}; prints the summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."

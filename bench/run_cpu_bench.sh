@@ -12,7 +12,8 @@
 # the peers from PyPI: ONNX Runtime, PyTorch 2.x, fbgemm (bench/run_peer_bench.sh, its own)
 # and the MLPerf DLRM-v2 anchor (bench/run_dlrm_bench.sh, its own markers).
 #
-# usage: bench/run_cpu_bench.sh            (from anywhere; about 10 minutes)
+# usage: bench/run_cpu_bench.sh            (from anywhere; about 25 minutes on 2 cores: the
+#        CPU part 7 (422 s measured), the other benches above about 16 more)
 # env:   BUILD=build  DURATION=10 WARMUP=3 REPEATS=3  CONCURRENCY=4  SIZES="16 256"
 #        SWEEP_DURATION=6 SWEEP_WARMUP=2 FRACTIONS="0.1 0.3 0.5 0.7 0.9"  MICRO_MIN_TIME=0.2
 #        SYSTEMS="fuserank torch"  ENGINE="{device: cpu, cpu_threads: 2}"

@@ -114,6 +114,9 @@ def load_mapping(path: str) -> Dict[str, Any]:
             mapping = yaml.safe_load(f)
     except OSError as e:
         raise ExportError(f"--mapping {path}: {e.strerror}") from e
+    except UnicodeDecodeError as e:  # a binary file (a .pt given for the mapping)
+        raise ExportError(f"--mapping {path}: not a YAML text file (byte "
+                          f"0x{e.object[e.start]:02x} at offset {e.start} is not UTF-8)") from e
     except yaml.YAMLError as e:
         raise ExportError(f"--mapping {path}: invalid YAML: {e}") from e
     if not isinstance(mapping, dict):

@@ -15,6 +15,8 @@ are in the model's metadata, key `fuserank_groups` (JSON), for the code that fee
 (bench/peers/ort_dlrm.py). `oov: reject` is the caller's check; the graph takes every id
 modulo the table's rows. The `linear` cross is folded into the first top layer, as the
 server folds it; fp16/bf16 tables are widened to float32. Needs numpy, PyYAML, onnx.
+A model it cannot read (a spec that is no model spec, truncated weights, weights that do
+not fit the spec) or an --out it cannot write: one line naming the file and why, exit 2.
 """
 
 import argparse
@@ -29,22 +31,57 @@ import yaml
 _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
 
 
+class ExportError(ValueError):
+    """Input or output the export cannot use: a one-line message naming the file and the
+    reason (main prints it and exits 2)."""
+
+
 def read_safetensors(path):
-    """{name: float32 array}, read plainly (bf16 widened by a shift)."""
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-        start = 8 + length
-    data = np.memmap(path, dtype=np.uint8, mode="r")
+    """{name: float32 array}, read plainly (bf16 widened by a shift). A file that is no
+    safetensors, or shorter than its header says (truncated), is an ExportError naming
+    `path`."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise ExportError(f"{path}: truncated: {size} bytes, not even the 8-byte length "
+                                  "of the header")
+            (length,) = struct.unpack("<Q", head)
+            if length > size - 8:
+                raise ExportError(f"{path}: truncated: the header says it is {length} bytes, "
+                                  f"the file has {size - 8} after the length")
+            header = json.loads(f.read(length))
+    except OSError as e:
+        raise ExportError(f"{path}: {e.strerror}") from e
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExportError(f"{path}: not a safetensors file (its header is not JSON: {e})") from e
+    if not isinstance(header, dict):
+        raise ExportError(f"{path}: not a safetensors file (its header is not a JSON object)")
+    start = 8 + length
+    data = np.memmap(path, dtype=np.uint8, mode="r") if size > start else np.zeros(0, np.uint8)
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        if info["dtype"] not in _DTYPES:
-            raise ValueError(f"{path}: tensor '{name}': dtype {info['dtype']} is not exported")
-        begin, end = info["data_offsets"]
-        a = data[start + begin:start + end].view(_DTYPES[info["dtype"]]).reshape(info["shape"])
-        if info["dtype"] == "BF16":
+        try:
+            dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+            shape = [int(d) for d in shape]
+            begin, end = int(begin), int(end)
+        except (TypeError, KeyError, ValueError) as e:
+            raise ExportError(f"{path}: tensor '{name}': want dtype, shape and data_offsets "
+                              "[begin, end]") from e
+        if dtype not in _DTYPES:
+            raise ExportError(f"{path}: tensor '{name}': dtype {dtype} is not exported")
+        want = int(np.prod(shape, dtype=np.int64)) * np.dtype(_DTYPES[dtype]).itemsize
+        if min(shape, default=0) < 0 or end - begin != want or begin < 0:
+            raise ExportError(f"{path}: tensor '{name}': data_offsets [{begin}, {end}] do not "
+                              f"hold {dtype} {shape} ({want} bytes)")
+        if start + end > size:
+            raise ExportError(f"{path}: truncated: tensor '{name}' ends at byte {start + end}, "
+                              f"the file has {size}")
+        a = data[start + begin:start + end].view(_DTYPES[dtype]).reshape(shape)
+        if dtype == "BF16":
             a = (a.astype(np.uint32) << 16).view(np.float32)
         out[name] = np.asarray(a, dtype=np.float32)
     return out
@@ -52,8 +89,22 @@ def read_safetensors(path):
 
 class Spec:
     def __init__(self, path):
-        with open(path) as f:
-            doc = yaml.safe_load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+        except OSError as e:
+            raise ExportError(f"--model {path}: {e.strerror}") from e
+        except (UnicodeDecodeError, yaml.YAMLError) as e:
+            raise ExportError(f"--model {path}: not a model spec YAML ("
+                              f"{' '.join(str(e).split())})") from e
+        try:
+            self._read(path, doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            what = f"missing key {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
+            raise ExportError(f"--model {path}: not a model spec the export reads: "
+                              f"{what}") from e
+
+    def _read(self, path, doc):
         self.name = str(doc.get("name", ""))
         self.version = str(doc.get("version", ""))
         self.weights = os.path.join(os.path.dirname(os.path.abspath(path)), doc["weights"])
@@ -273,31 +324,58 @@ def dcn(g, w, spec, x0, width):
     return x
 
 
-def export(model_path, out_path, opset=17):
-    import onnx
+def check_out(out_path):
+    """--out names a file in a folder that exists (checked before the model is read)."""
+    folder = os.path.dirname(out_path) or "."
+    if os.path.isdir(out_path):
+        raise ExportError(f"--out {out_path}: is a directory, not a file")
+    if not os.path.isdir(folder):
+        raise ExportError(f"--out {out_path}: no folder {folder}")
 
+
+def export(model_path, out_path, opset=17):
+    check_out(out_path)
     spec = Spec(model_path)
-    model = build(spec, read_safetensors(spec.weights), opset)
+    weights = read_safetensors(spec.weights)
+    try:
+        import onnx
+    except ImportError as e:
+        raise ExportError(f"the onnx package is needed ({e}); the venv of "
+                          "bench/run_peer_bench.sh has it") from e
+    try:
+        model = build(spec, weights, opset)
+    except ExportError:
+        raise
+    except (ValueError, KeyError) as e:  # the weights do not fit the spec, or a layer's shape
+        what = f"tensor {e} is missing" if isinstance(e, KeyError) else str(e)
+        raise ExportError(f"--model {model_path} (weights {spec.weights}): {what}") from e
     onnx.checker.check_model(model, full_check=True)
     tmp = out_path + ".tmp"
-    onnx.save(model, tmp)
-    os.replace(tmp, out_path)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, out_path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise ExportError(f"--out {out_path}: cannot write: {e.strerror or e}") from e
     return model
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True, help="model spec YAML")
     p.add_argument("--out", required=True, help="the ONNX file to write")
     p.add_argument("--opset", type=int, default=17)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     try:
         model = export(args.model, args.out, args.opset)
-    except (ValueError, KeyError, OSError) as e:
-        sys.exit(f"fuserank_onnx_export: {args.model}: {e}")
+    except ExportError as e:
+        print(f"fuserank_onnx_export: error: {e}", file=sys.stderr)
+        return 2
     print(f"fuserank_onnx_export: {args.out}: {len(model.graph.node)} nodes, "
           f"{os.path.getsize(args.out) / 2**20:.1f} MiB")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

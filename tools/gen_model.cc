@@ -1,28 +1,33 @@
 // fuserank-gen-model: writes a seeded synthetic model (spec YAML + safetensors) of any
 // shape. Weights are deterministic for a given --seed and tensor name, and are streamed
-// to disk in chunks, so a multi-GB model needs only a few MB of memory.
+// to disk in chunks, so a multi-GB model needs only a few MB of memory
+// (tools/gen_model_weights.h). Both outputs are checked before anything is written (not
+// a folder, replaceable, room for the weights) and replaced together once both are whole.
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "engine/cpu/cpu_dtype.h"
 #include "engine/model_spec.h"
-#include "engine/safetensors.h"
 #include "engine/status_macros.h"
+#include "tools/cli/flags.h"
+#include "tools/cli/output_file.h"
+#include "tools/gen_model_weights.h"
 
 ABSL_FLAG(std::string, out, "", "spec to write, DIR/NAME.yaml; weights go to DIR/NAME.safetensors");
 ABSL_FLAG(std::string, name, "", "model name (default: NAME of --out)");
@@ -54,31 +59,12 @@ ABSL_FLAG(std::string, top_mlp, "64,32,1", "top MLP widths, the last one 1");
 ABSL_FLAG(std::string, dtype, "fp32", "embedding dtype: fp32 | fp16 | bf16");
 ABSL_FLAG(std::string, pooling, "sum", "pooling of every table: sum | mean");
 ABSL_FLAG(std::string, oov, "modulo", "out-of-range ids in every table: modulo | reject");
+ABSL_FLAG(uint64_t, max_weights_bytes, uint64_t{1} << 40,
+          "refuse a model whose weights file would be larger than this (default 1 TiB); a "
+          "model larger than the free space of --out's file system is refused too");
 
 namespace fuserank::engine {
 namespace {
-
-// SplitMix64: tiny, fast, and identical on every platform (std distributions are not).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float Uniform() { return static_cast<float>(Next() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
-
- private:
-  uint64_t state_;
-};
-
-uint64_t TensorSeed(uint64_t seed, absl::string_view name) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return Rng(seed ^ h).Next();
-}
 
 absl::Status ParseIntList(absl::string_view flag, absl::string_view text,
                           std::vector<int64_t>* out) {
@@ -273,108 +259,68 @@ absl::StatusOr<ModelSpec> SpecFromFlags() {
   return spec;
 }
 
-struct Planned {
-  SafetensorsWriter::Entry entry;
-  float bound = 0;     // uniform in [-bound, bound] (layers)
-  bool table = false;  // else: triangular ("normal-ish") with std 1/sqrt(dim)
-};
-
-std::vector<Planned> Plan(const ModelSpec& spec) {
-  std::vector<Planned> plan;  // float32 layers first, then the (maybe 2-byte) tables
-  auto layer = [&](const std::string& prefix, int64_t in, int64_t out) {
-    const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-    plan.push_back({{prefix + ".weight", "F32", {out, in}}, bound});
-    plan.push_back({{prefix + ".bias", "F32", {out}}, bound});
-  };
-  int in = spec.dense_total();
-  for (size_t i = 0; i < spec.bottom_mlp.size(); ++i) {
-    layer(absl::StrCat("bottom_mlp.", i), in, spec.bottom_mlp[i]);
-    in = spec.bottom_mlp[i];
-  }
-  in = spec.interaction_width();
-  if (spec.interaction == Interaction::kLinear) {
-    layer("cross", spec.concat_width(), spec.cross_dim);
-    in = spec.cross_dim;
-  }
-  // dcn: weights ~ U(+-1/(2 sqrt(fan_in))) so that x_l stays the size of x0 over the layers.
-  const int64_t d0 = spec.concat_width(), rank = spec.dcn.low_rank;
-  for (int l = 0; l < spec.dcn.layers; ++l) {
-    const std::string p = absl::StrCat("dcn.", l);
-    if (rank > 0) {
-      plan.push_back({{p + ".V.weight", "F32", {rank, d0}}, 0.5f / std::sqrt(float(d0))});
-      plan.push_back({{p + ".U.weight", "F32", {d0, rank}}, 0.5f / std::sqrt(float(rank))});
-    } else {
-      plan.push_back({{p + ".W.weight", "F32", {d0, d0}}, 0.5f / std::sqrt(float(d0))});
-    }
-    plan.push_back({{p + ".bias", "F32", {d0}}, 0.1f});
-  }
-  for (size_t i = 0; i < spec.top_mlp.size(); ++i) {
-    layer(absl::StrCat("top_mlp.", i), in, spec.top_mlp[i]);
-    in = spec.top_mlp[i];
-  }
-  const std::string dtype(SafetensorsDType(spec.embedding_dtype));
-  for (const TableSpec& t : spec.tables) {
-    plan.push_back({{absl::StrCat("embeddings.", t.name, ".weight"), dtype, {t.rows, t.dim}},
-                    std::sqrt(6.0f / t.dim) / 2,
-                    true});
-  }
-  return plan;
+std::string HumanBytes(uint64_t bytes) {
+  return absl::StrFormat("%.1f GiB (%u bytes)", static_cast<double>(bytes) / (1 << 30), bytes);
 }
 
-// Streams one tensor's values, generated and encoded a chunk at a time.
-absl::Status WriteTensor(const Planned& p, uint64_t seed, SafetensorsWriter* writer) {
-  Rng rng(TensorSeed(seed, p.entry.name));
-  uint64_t remaining = 1;
-  for (int64_t d : p.entry.shape) remaining *= d;
-  constexpr size_t kChunk = 1 << 20;
-  std::vector<float> values(kChunk);
-  std::vector<uint16_t> halves(p.entry.dtype == "F32" ? 0 : kChunk);
-  while (remaining > 0) {
-    const size_t n = std::min<uint64_t>(kChunk, remaining);
-    for (size_t i = 0; i < n; ++i) {
-      values[i] = p.table ? (rng.Uniform() + rng.Uniform() - 1.0f) * 2 * p.bound
-                          : (2 * rng.Uniform() - 1.0f) * p.bound;
+// Before anything is written: both outputs can be replaced (neither a folder nor a file
+// that cannot be written), the weights are within --max_weights_bytes and fit the free
+// space of the file system that will hold them.
+absl::Status CheckOutputs(const ModelSpec& spec, const std::filesystem::path& out,
+                          uint64_t weights_bytes) {
+  RETURN_IF_ERROR(WithContext(cli::CheckReplaceable(out.string()), "--out"));
+  RETURN_IF_ERROR(WithContext(cli::CheckReplaceable(spec.weights_path), "--out's weights"));
+  const uint64_t max_bytes = absl::GetFlag(FLAGS_max_weights_bytes);
+  if (weights_bytes > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the weights would take ",
+                                                   HumanBytes(weights_bytes),
+                                                   ", over --max_weights_bytes=", max_bytes));
+  }
+  // The folder of --out, or the nearest one above it that exists (it will be created).
+  std::filesystem::path folder = out.parent_path().empty() ? "." : out.parent_path();
+  std::error_code ec;
+  while (!std::filesystem::exists(folder, ec) && folder.has_parent_path() &&
+         folder.parent_path() != folder) {
+    folder = folder.parent_path();
+  }
+  struct statvfs fs {};
+  if (::statvfs(folder.c_str(), &fs) == 0) {
+    const unsigned __int128 free_bytes = static_cast<unsigned __int128>(fs.f_bavail) * fs.f_frsize;
+    if (weights_bytes > free_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the weights would take ", HumanBytes(weights_bytes), ", and ", folder.string(), " has ",
+          HumanBytes(static_cast<uint64_t>(free_bytes)), " free"));
     }
-    if (p.entry.dtype == "F32") {
-      RETURN_IF_ERROR(writer->Append(values.data(), n * sizeof(float)));
-    } else {
-      const bool f16 = p.entry.dtype == "F16";
-      for (size_t i = 0; i < n; ++i) {
-        halves[i] = f16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
-      }
-      RETURN_IF_ERROR(writer->Append(halves.data(), n * sizeof(uint16_t)));
-    }
-    remaining -= n;
   }
   return absl::OkStatus();
 }
 
+// Both files are written to temporaries beside them and renamed into place only once both
+// are whole, the weights first, so that a spec on disk never names weights that are not
+// there; a failure leaves what was there before, and no temporary file.
 absl::Status Run() {
   ASSIGN_OR_RETURN(ModelSpec spec, SpecFromFlags());
   const std::filesystem::path out(absl::GetFlag(FLAGS_out));
+  const std::vector<tools::PlannedTensor> plan = tools::PlanWeights(spec);
+  const uint64_t weights_bytes = tools::WeightsFileBytes(plan);
+  RETURN_IF_ERROR(CheckOutputs(spec, out, weights_bytes));
   std::error_code ec;
-  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
-  const std::vector<Planned> plan = Plan(spec);
-  std::vector<SafetensorsWriter::Entry> entries;
-  for (const Planned& p : plan) entries.push_back(p.entry);
-  ASSIGN_OR_RETURN(auto writer,
-                   SafetensorsWriter::Create(spec.weights_path, std::move(entries),
-                                             {{"format", "pt"},
-                                              {"generator", "fuserank-gen-model"},
-                                              {"seed", absl::StrCat(absl::GetFlag(FLAGS_seed))}}));
-  for (const Planned& p : plan)
-    RETURN_IF_ERROR(WriteTensor(p, absl::GetFlag(FLAGS_seed), writer.get()));
-  RETURN_IF_ERROR(writer->Close());
-  // The spec last, so a spec on disk never names weights that are not there yet.
-  const std::string tmp = out.string() + ".tmp";
-  {
-    std::ofstream yaml(tmp, std::ios::binary | std::ios::trunc);
-    yaml << "# Generated by fuserank-gen-model (seed " << absl::GetFlag(FLAGS_seed) << ").\n"
-         << ModelSpecToYaml(spec);
-    if (!yaml.flush()) return absl::InternalError(absl::StrCat(tmp, ": write failed"));
+  if (out.has_parent_path() && !std::filesystem::is_directory(out.parent_path(), ec)) {
+    std::filesystem::create_directories(out.parent_path(), ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat("--out: cannot create the folder ",
+                                              out.parent_path().string(), ": ", ec.message()));
+    }
   }
-  std::filesystem::rename(tmp, out, ec);
-  if (ec) return absl::InternalError(absl::StrCat(out.string(), ": ", ec.message()));
+  ASSIGN_OR_RETURN(std::unique_ptr<cli::OutputFile> yaml, cli::OutputFile::Create(out.string()));
+  RETURN_IF_ERROR(
+      yaml->Append(absl::StrCat("# Generated by fuserank-gen-model (seed ",
+                                absl::GetFlag(FLAGS_seed), ").\n", ModelSpecToYaml(spec))));
+  RETURN_IF_ERROR(yaml->Close());
+  cli::PendingFile weights(spec.weights_path);
+  RETURN_IF_ERROR(tools::WriteWeights(plan, absl::GetFlag(FLAGS_seed), weights.temp()));
+  RETURN_IF_ERROR(weights.Commit());
+  RETURN_IF_ERROR(yaml->Commit());
   std::printf("wrote %s and %s (%ju bytes)\n", out.string().c_str(), spec.weights_path.c_str(),
               static_cast<uintmax_t>(std::filesystem::file_size(spec.weights_path, ec)));
   return absl::OkStatus();
@@ -384,17 +330,20 @@ absl::Status Run() {
 }  // namespace fuserank::engine
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "writes a seeded synthetic model: fuserank-gen-model --out=DIR/NAME.yaml [flags]");
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "fuserank-gen-model: unexpected argument '%s'\n", rest[1]);
-    return 2;
-  }
+  fuserank::cli::ParseFlagsOrExit(
+      argc, argv, "fuserank-gen-model",
+      "writes a seeded synthetic model: fuserank-gen-model --out=DIR/NAME.yaml [flags]",
+      {"tools/gen_model.cc"});
   absl::Status status = fuserank::engine::Run();
   if (!status.ok()) {
     std::fprintf(stderr, "fuserank-gen-model: %s\n", std::string(status.message()).c_str());
-    return 1;
+    // 2: what the flags asked cannot be done (a bad value, an --out that cannot be
+    // replaced, a model too large); 1: writing failed.
+    const absl::StatusCode code = status.code();
+    return code == absl::StatusCode::kInvalidArgument ||
+                   code == absl::StatusCode::kResourceExhausted
+               ? 2
+               : 1;
   }
   return 0;
 }

@@ -9,20 +9,23 @@
 // bad line, an fp16/bf16 value out of range, a --dtype unlike the tensor's), then sent one
 // batch at a time, so memory holds one batch, not the table. Idempotent (SET overwrites
 // with the same bytes); prints progress and a summary; exits 1 when any row was not written.
-#include <algorithm>
+// Bad flags (a seed node that is no HOST:PORT, --batch or --timeout_ms < 1, --keys/--tensor/
+// --qparams with --dump, an argument that is no flag) and bad input (an empty dump, an id
+// twice) exit 2 before anything is written.
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/remote/cluster_client.h"
+#include "engine/remote/cluster_state.h"
+#include "tools/cli/flags.h"
 #include "tools/load_redis_rows.h"
 
 ABSL_FLAG(std::vector<std::string>, seed_nodes, {}, "host:port of cluster nodes (comma-separated)");
@@ -37,8 +40,8 @@ ABSL_FLAG(std::string, dtype, "",
 ABSL_FLAG(std::string, qparams, "",
           "an I8 tensor's qparams tensor (default: the tensor's name with .qparams for .weight)");
 ABSL_FLAG(std::string, key_prefix, "fuserank:", "as remote.key_prefix");
-ABSL_FLAG(int, batch, 2000, "rows per pipelined round");
-ABSL_FLAG(int, timeout_ms, 10000, "deadline of one round");
+ABSL_FLAG(int, batch, 2000, "rows per pipelined round (1..1048576)");
+ABSL_FLAG(int, timeout_ms, 10000, "deadline of one round (>= 1)");
 
 namespace {
 
@@ -48,8 +51,45 @@ using fuserank::remote::Reply;
 using fuserank::tools::RowBatch;
 using fuserank::tools::RowSource;
 
+constexpr int kMaxBatch = 1 << 20;
+
 void Fail(const std::string& message) {
   std::fprintf(stderr, "fuserank-load-redis: %s\n", message.c_str());
+}
+
+// The flags alone, before any file is read: InvalidArgument naming the flag.
+absl::Status CheckFlags() {
+  if (absl::GetFlag(FLAGS_table).empty() || absl::GetFlag(FLAGS_seed_nodes).empty() ||
+      absl::GetFlag(FLAGS_safetensors).empty() == absl::GetFlag(FLAGS_dump).empty()) {
+    return absl::InvalidArgumentError(
+        "need --seed_nodes, --table and one of --safetensors / --dump (see --help)");
+  }
+  for (const std::string& seed : absl::GetFlag(FLAGS_seed_nodes)) {
+    std::string host;
+    int port = 0;
+    if (!fuserank::remote::ParseAddress(seed, &host, &port)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--seed_nodes: '", seed, "' is not HOST:PORT (a port in 1..65535, [IPv6]:PORT)"));
+    }
+  }
+  if (const int batch = absl::GetFlag(FLAGS_batch); batch < 1 || batch > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch: want 1..", kMaxBatch, " rows a round, got ", batch));
+  }
+  if (const int timeout_ms = absl::GetFlag(FLAGS_timeout_ms); timeout_ms < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--timeout_ms: want >= 1, got ", timeout_ms));
+  }
+  if (!absl::GetFlag(FLAGS_dump).empty()) {
+    for (const auto& [name, value] : {std::pair{"keys", absl::GetFlag(FLAGS_keys)},
+                                      std::pair{"tensor", absl::GetFlag(FLAGS_tensor)},
+                                      std::pair{"qparams", absl::GetFlag(FLAGS_qparams)}}) {
+      if (!value.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", name, " applies to --safetensors; a --dump line holds its own id and values"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<RowSource>> OpenRows() {
@@ -83,7 +123,7 @@ struct Totals {
 // after it was checked, and the rows after it were not written.
 absl::Status WriteRows(RowSource& source, ClusterClient& client, const std::string& table,
                        Totals* totals) {
-  const size_t batch_rows = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_batch)));
+  const size_t batch_rows = static_cast<size_t>(absl::GetFlag(FLAGS_batch));
   const std::string prefix = absl::StrCat(absl::GetFlag(FLAGS_key_prefix), table, ":");
   RowBatch batch;
   std::vector<std::string> keys;
@@ -118,16 +158,16 @@ absl::Status WriteRows(RowSource& source, ClusterClient& client, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  fuserank::cli::ParseFlagsOrExit(
+      argc, argv, "fuserank-load-redis",
       "fuserank-load-redis --seed_nodes=h:p[,...] --table=T (--safetensors=F [--keys=K] | "
-      "--dump=D) [--dtype=fp32|fp16|bf16|int8]");
-  absl::ParseCommandLine(argc, argv);
-  const std::string table = absl::GetFlag(FLAGS_table);
-  if (table.empty() || absl::GetFlag(FLAGS_seed_nodes).empty() ||
-      absl::GetFlag(FLAGS_safetensors).empty() == absl::GetFlag(FLAGS_dump).empty()) {
-    Fail("need --seed_nodes, --table and one of --safetensors / --dump (see --help)");
+      "--dump=D) [--dtype=fp32|fp16|bf16|int8]",
+      {"tools/load_redis.cc"});
+  if (absl::Status flags = CheckFlags(); !flags.ok()) {
+    Fail(std::string(flags.message()));
     return 2;
   }
+  const std::string table = absl::GetFlag(FLAGS_table);
   absl::StatusOr<std::unique_ptr<RowSource>> source = OpenRows();
   if (!source.ok()) {
     Fail(std::string(source.status().message()));

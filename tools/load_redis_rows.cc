@@ -2,7 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <utility>
@@ -19,9 +22,26 @@
 namespace fuserank::tools {
 namespace {
 
+// An input file opened for reading: a directory is refused (an ifstream opens one and
+// reads nothing), and a failure says why (strerror).
+absl::Status OpenInput(const std::string& path, std::ifstream* in) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
+  }
+  errno = 0;
+  *in = std::ifstream(path);
+  if (!*in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno != 0 ? errno : EIO)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadKeys(const std::string& path, size_t rows, std::vector<int64_t>* keys) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ifstream in;
+  RETURN_IF_ERROR(OpenInput(path, &in));
+  std::vector<std::pair<int64_t, size_t>> lines;  // (key, line), to find a key given twice
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {
     if (line.empty()) continue;
@@ -30,10 +50,23 @@ absl::Status ReadKeys(const std::string& path, size_t rows, std::vector<int64_t>
       return absl::InvalidArgumentError(absl::StrCat(path, ":", n, ": not an int64"));
     }
     keys->push_back(key);
+    lines.emplace_back(key, n);
+  }
+  if (in.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));
   }
   if (keys->size() != rows) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", keys->size(), " keys for ", rows, " rows"));
+  }
+  // Two rows under one key: the second would overwrite the first in the cluster.
+  std::sort(lines.begin(), lines.end());
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i].first == lines[i - 1].first) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", lines[i].second, ": key ",
+                                                     lines[i].first, " again (first on line ",
+                                                     lines[i - 1].second, ")"));
+    }
   }
   return absl::OkStatus();
 }
@@ -156,10 +189,11 @@ std::optional<FileIdentity> RegularFileIdentity(const std::string& path) {
                       int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
 }
 
-// A dump. Check() reads every line; a regular file is then read again from the start, one
-// batch at a time, and must still be the file that was checked (same inode, size and
-// modification time, as many rows); any other input (a pipe, stdin) can be read once
-// only, so its rows are kept from the check.
+// A dump. Check() reads every line, refuses an empty dump and an id given twice (it keeps
+// each row's id, 8 bytes a row, to sort them); a regular file is then read again from the
+// start, one batch at a time, and must still be the file that was checked (same inode,
+// size and modification time, as many rows); any other input (a pipe, stdin) can be read
+// once only, so its rows are kept from the check.
 class DumpRows : public RowSource {
  public:
   DumpRows(std::string path, std::string dtype)
@@ -168,14 +202,29 @@ class DumpRows : public RowSource {
   absl::Status Check() {
     identity_ = RegularFileIdentity(path_);
     RETURN_IF_ERROR(Open());
+    std::vector<int64_t> ids;
+    checking_ = true;
     for (;;) {
       RowBatch batch;
       RETURN_IF_ERROR(Read(4096, &batch));
       if (batch.keys.empty()) break;
       rows_ += batch.keys.size();
+      ids.insert(ids.end(), batch.keys.begin(), batch.keys.end());
       if (!identity_.has_value()) held_.push_back(std::move(batch));
     }
+    checking_ = false;
+    if (rows_ == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": no rows (want lines \"<id> <v_1> ... <v_dim>\"); nothing to load"));
+    }
     if (identity_.has_value() && RegularFileIdentity(path_) != identity_) return Changed();
+    // An id twice: the later row would silently overwrite the earlier one in the cluster.
+    std::sort(ids.begin(), ids.end());
+    if (const auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end()) {
+      const int64_t id = *twice;
+      std::vector<int64_t>().swap(ids);
+      return IdTwice(id);
+    }
     if (identity_.has_value()) RETURN_IF_ERROR(Open());
     return absl::OkStatus();
   }
@@ -209,10 +258,8 @@ class DumpRows : public RowSource {
 
  private:
   absl::Status Open() {
-    in_ = std::ifstream(path_);
     line_ = 0;
-    if (!in_) return absl::NotFoundError(absl::StrCat(path_, ": cannot open"));
-    return absl::OkStatus();
+    return OpenInput(path_, &in_);
   }
   absl::Status Read(size_t max, RowBatch* batch) {
     batch->Clear();
@@ -222,12 +269,25 @@ class DumpRows : public RowSource {
       int64_t key = 0;
       const size_t before = batch->bytes.size();
       RETURN_IF_ERROR(ParseLine(line, &key, &batch->bytes));
-      if (batch->bytes.size() == before) continue;  // a blank line
+      if (batch->bytes.size() == before) {  // a blank line, before row rows_ + batch size
+        if (checking_) blank_before_.push_back(rows_ + batch->keys.size());
+        continue;
+      }
       batch->keys.push_back(key);
       batch->ends.push_back(batch->bytes.size());
     }
+    if (in_.bad()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": read failed: ", std::strerror(errno)));
+    }
     return absl::OkStatus();
   }
+  // The line of the row'th row (0-based): rows and blank lines before it, plus one.
+  size_t LineOf(size_t row) const {
+    const auto blanks = std::upper_bound(blank_before_.begin(), blank_before_.end(), row);
+    return row + 1 + static_cast<size_t>(blanks - blank_before_.begin());
+  }
+  absl::Status IdTwice(int64_t id);
   absl::Status Changed() const {
     return absl::FailedPreconditionError(
         absl::StrCat(path_, ": changed after it was checked (", rows_,
@@ -250,9 +310,38 @@ class DumpRows : public RowSource {
   std::optional<FileIdentity> identity_;  // nullopt: no regular file, rows in held_
   std::vector<RowBatch> held_;
   size_t next_held_ = 0;
-  size_t next_row_ = 0;  // in held_[next_held_]
-  size_t sent_ = 0;      // rows Next() handed out
+  size_t next_row_ = 0;               // in held_[next_held_]
+  size_t sent_ = 0;                   // rows Next() handed out
+  bool checking_ = false;             // in Check(): Read() records blank lines
+  std::vector<size_t> blank_before_;  // per blank line, the index of the row after it
 };
+
+// Names the first two lines of `id`, found again in the rows (a file is read once more).
+absl::Status DumpRows::IdTwice(int64_t id) {
+  size_t rows[2] = {0, 0};
+  int found = 0;
+  size_t row = 0;
+  auto visit = [&](const RowBatch& batch) {
+    for (int64_t key : batch.keys) {
+      if (key == id && found < 2) rows[found++] = row;
+      ++row;
+    }
+  };
+  if (identity_.has_value()) {
+    RETURN_IF_ERROR(Open());
+    RowBatch batch;
+    do {
+      RETURN_IF_ERROR(Read(4096, &batch));
+      visit(batch);
+    } while (!batch.keys.empty() && found < 2);
+  } else {
+    for (const RowBatch& batch : held_) visit(batch);
+  }
+  if (found < 2) return Changed();
+  return absl::InvalidArgumentError(absl::StrCat(path_, ":", LineOf(rows[1]), ": id ", id,
+                                                 " again (first on line ", LineOf(rows[0]),
+                                                 "): one row per id"));
+}
 
 absl::Status DumpRows::ParseLine(const std::string& line, int64_t* key, std::string* value) {
   const std::vector<absl::string_view> fields =

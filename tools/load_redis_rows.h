@@ -49,14 +49,15 @@ struct SafetensorsRowsOptions {
   std::string dtype;    // "" or the model's embedding_dtype, which must be the tensor's
 };
 
-// Errors name the file, the tensor or the key file's line.
+// Errors name the file, the tensor or the key file's line (a key given twice: both lines).
 absl::StatusOr<std::unique_ptr<RowSource>> OpenSafetensorsRows(
     const SafetensorsRowsOptions& options);
 
 // Lines "<id> <v_1> ... <v_dim>" (dtype int8: "<id> <scale> <bias> <q_1> ... <q_dim>"),
 // fields separated by spaces or tabs; dtype is fp32, fp16, bf16 or int8. fp16 and bf16
-// values are rounded to nearest even and refused when that overflows. Errors name the
-// file and line.
+// values are rounded to nearest even and refused when that overflows. A dump without rows,
+// a folder, and an id on two lines (which would load last-wins) are refused. Errors name
+// the file and line (an id twice: both lines).
 absl::StatusOr<std::unique_ptr<RowSource>> OpenDumpRows(const std::string& path,
                                                         const std::string& dtype);
 

@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <memory>
@@ -16,13 +17,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "bench/compare/score_diff.h"
 #include "bench/loadgen/request_pool.h"
 #include "engine/model_spec.h"
 #include "fuserank/v1/ranker.grpc.pb.h"
+#include "tools/cli/flags.h"
 
 ABSL_FLAG(std::string, test, "127.0.0.1:8700", "the server under test, host:port");
 ABSL_FLAG(std::string, reference, "", "the reference server, host:port (required)");
@@ -67,12 +67,22 @@ int Run() {
     std::fprintf(stderr, "fuserank-score-compare: --model and --reference are required\n");
     return 2;
   }
+  // A run that compares nothing (or within a NaN tolerance) would pass: refuse it.
+  const int requests = absl::GetFlag(FLAGS_requests);
+  const double tolerance = absl::GetFlag(FLAGS_tolerance);
+  const int timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  if (requests < 1 || !(tolerance >= 0) || !std::isfinite(tolerance) || timeout_ms < 1) {
+    std::fprintf(stderr,
+                 "fuserank-score-compare: want --requests >= 1, a finite --tolerance >= 0 and "
+                 "--timeout_ms >= 1 (got %d, %g, %d)\n",
+                 requests, tolerance, timeout_ms);
+    return 2;
+  }
   absl::StatusOr<engine::ModelSpec> spec = engine::ParseModelSpecFile(model_path);
   if (!spec.ok()) {
     std::fprintf(stderr, "fuserank-score-compare: %s\n", spec.status().ToString().c_str());
     return 2;
   }
-  const int timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
   auto test = Connect(absl::GetFlag(FLAGS_test), timeout_ms);
   auto ref = Connect(reference, timeout_ms);
   if (test == nullptr || ref == nullptr) return 1;
@@ -87,11 +97,10 @@ int Run() {
     options.seed = absl::GetFlag(FLAGS_seed) + generators.size();
     generators.emplace_back(*spec, options);
   }
-  const double tolerance = absl::GetFlag(FLAGS_tolerance);
   ScoreDiff diff;
   v1::RankRequest request;
   v1::RankResponse got, want;
-  for (int i = 0; i < absl::GetFlag(FLAGS_requests); ++i) {
+  for (int i = 0; i < requests; ++i) {
     generators[i % generators.size()].Next(&request);
     const grpc::Status a = Call(*test, request, timeout_ms, &got);
     const grpc::Status b = Call(*ref, request, timeout_ms, &want);
@@ -121,9 +130,10 @@ int Run() {
 }  // namespace fuserank::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  fuserank::cli::ParseFlagsOrExit(
+      argc, argv, "fuserank-score-compare",
       "Compares two fuserank servers' scores on the same requests.\n"
-      "  fuserank-score-compare --test=HOST:PORT --reference=HOST:PORT --model=MODEL.yaml");
-  absl::ParseCommandLine(argc, argv);
+      "  fuserank-score-compare --test=HOST:PORT --reference=HOST:PORT --model=MODEL.yaml",
+      {"bench/compare/"});
   return fuserank::bench::Run();
 }

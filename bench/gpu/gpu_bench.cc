@@ -224,8 +224,9 @@ int main(int argc, char** argv) {
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::printf("usage: fuserank-gpu-bench [--quick]\n  the GPU figures of docs/gpu.md on "
-                  "GPU 0; --quick: fewer repetitions\n");
+      std::printf(
+          "usage: fuserank-gpu-bench [--quick]\n  the GPU figures of docs/gpu.md on "
+          "GPU 0; --quick: fewer repetitions\n");
       return 0;
     }
     if (std::strcmp(argv[i], "--quick") != 0) {

@@ -12,24 +12,22 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "bench/loadgen/load_runner.h"
 #include "bench/loadgen/rate_schedule.h"
 #include "bench/loadgen/report.h"
 #include "bench/loadgen/request_pool.h"
 #include "engine/model_spec.h"
+#include "tools/cli/flags.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8700", "server address host:port");
 ABSL_FLAG(std::string, model, "", "model spec YAML (required): tables, dense widths");
 ABSL_FLAG(std::string, model_name, "", "RankRequest.model (empty: the server's default)");
-ABSL_FLAG(int32_t, candidates, 16, "candidates per request");
+ABSL_FLAG(int32_t, candidates, 16, "candidates per request (0..1048576)");
 ABSL_FLAG(int32_t, top_k, 10, "RankRequest.top_k (0: all, sorted)");
-ABSL_FLAG(int32_t, bag, 1, "ids per feature, every table");
-ABSL_FLAG(double, zipf, 1.05, "Zipf exponent of the ids over each table's rows (0: uniform)");
+ABSL_FLAG(int32_t, bag, 1, "ids per feature, every table (1..1048576)");
+ABSL_FLAG(double, zipf, 1.05,
+          "Zipf exponent of the ids over each table's rows, finite and >= 0 (0: uniform)");
 ABSL_FLAG(bool, scatter, true, "scatter Zipf ranks over the rows (hot rows not contiguous)");
 ABSL_FLAG(bool, weights, false, "send per-id weights (uniform in [0.5, 1.5))");
 ABSL_FLAG(int32_t, concurrency, 0, "closed loop: calls in flight (4 when --rate is not given)");
@@ -82,18 +80,13 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
-  // --help lists this tool's flags (absl matches only files named after the program).
-  usage_config.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "bench/loadgen/");
-  };
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(
-      "gRPC load generator for fuserank.v1.Ranker.\n  fuserank-bench --target=HOST:PORT "
-      "--model=MODEL.yaml [--candidates=N] [--concurrency=C | --rate=QPS] [--json]");
   std::vector<std::string> storage;
   std::vector<char*> args = NormalizeFlagNames(argc, argv, storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  fuserank::cli::ParseFlagsOrExit(
+      static_cast<int>(args.size()), args.data(), "fuserank-bench",
+      "gRPC load generator for fuserank.v1.Ranker.\n  fuserank-bench --target=HOST:PORT "
+      "--model=MODEL.yaml [--candidates=N] [--concurrency=C | --rate=QPS] [--json]",
+      {"bench/loadgen/"});
   using fuserank::bench::RequestOptions;
   using fuserank::bench::RunOptions;
 

@@ -1,9 +1,11 @@
 #include "bench/loadgen/request_pool.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace fuserank::bench {
 
@@ -47,12 +49,56 @@ void RequestGenerator::Next(fuserank::v1::RankRequest* request) {
   }
 }
 
+namespace {
+
+// About the serialized size of one request (an id's varint and its tags as 10 bytes).
+double EstimatedRequestBytes(const engine::ModelSpec& spec, const RequestOptions& options) {
+  double user = spec.dense_user * 4.0, item = 16 + spec.dense_item * 4.0;
+  for (const engine::TableSpec& table : spec.tables) {
+    const double feature =
+        8 + table.name.size() + options.bag * (10.0 + (options.weights ? 4.0 : 0.0));
+    (table.side == engine::Side::kUser ? user : item) += feature;
+  }
+  return 64 + user + item * options.candidates;
+}
+
+}  // namespace
+
+absl::Status ValidateRequestOptions(const engine::ModelSpec& spec, const RequestOptions& options,
+                                    int size) {
+  if (options.candidates < 0 || options.candidates > kMaxCandidates) {
+    return absl::InvalidArgumentError(absl::StrCat("--candidates: want 0..", kMaxCandidates,
+                                                   " (the largest server.max_candidates), got ",
+                                                   options.candidates));
+  }
+  if (options.bag < 1 || options.bag > kMaxBag) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bag: want 1..", kMaxBag, " (the largest server.max_ids_per_feature), got ",
+                     options.bag));
+  }
+  // !(x >= 0) also refuses NaN; an infinite exponent would never draw a rank.
+  if (!(options.zipf_alpha >= 0) || !std::isfinite(options.zipf_alpha)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--zipf: want a finite number >= 0, got ", options.zipf_alpha));
+  }
+  if (size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--requests_pool: want at least 1 request, got ", size));
+  }
+  const double request_bytes = EstimatedRequestBytes(spec, options);
+  if (request_bytes * size > kMaxPoolBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--requests_pool=%d requests of --candidates=%d, --bag=%d would take about %.1f GiB (%.0f "
+        "bytes a request), over %.0f GiB: ask for fewer",
+        size, options.candidates, options.bag, request_bytes * size / (1 << 30), request_bytes,
+        kMaxPoolBytes / (1 << 30)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RequestPool> BuildRequestPool(const engine::ModelSpec& spec,
                                              const RequestOptions& options, int size) {
-  if (size < 1) return absl::InvalidArgumentError("the request pool needs at least 1 request");
-  if (options.candidates < 0) return absl::InvalidArgumentError("candidates must be >= 0");
-  if (options.bag < 1) return absl::InvalidArgumentError("bag must be >= 1");
-  if (options.zipf_alpha < 0) return absl::InvalidArgumentError("zipf must be >= 0");
+  if (absl::Status valid = ValidateRequestOptions(spec, options, size); !valid.ok()) return valid;
   RequestPool pool;
   pool.serialized.resize(size);
   RequestGenerator generator(spec, options);

@@ -30,7 +30,8 @@ struct RequestOptions {
 
 class RequestGenerator {
  public:
-  // REQUIRES: `spec` is valid; options.candidates >= 0, options.bag >= 1.
+  // REQUIRES: `spec` is valid; ValidateRequestOptions(spec, options, 1) is OK (a NaN or
+  // infinite zipf_alpha aborts in ZipfSampler).
   RequestGenerator(const engine::ModelSpec& spec, const RequestOptions& options);
 
   // The next request; request_id is "bench-<n>".
@@ -55,7 +56,21 @@ struct RequestPool {
   double mean_bytes = 0;
 };
 
-// Builds `size` distinct serialized requests (size >= 1).
+// The largest --candidates and --bag: the largest server.max_candidates and
+// server.max_ids_per_feature a server can be configured with (2^20).
+inline constexpr int kMaxCandidates = 1 << 20;
+inline constexpr int kMaxBag = 1 << 20;
+// The most bytes a pool may take (an estimate from the options, checked before any is
+// built): beyond, a run would exhaust the memory of most machines rather than load a server.
+inline constexpr double kMaxPoolBytes = 4.0 * (1 << 30);
+
+// InvalidArgument, naming the flag (--candidates, --bag, --zipf, --requests_pool), unless
+// `options` and `size` describe a pool that can be built: candidates in 0..kMaxCandidates,
+// bag in 1..kMaxBag, a finite zipf >= 0, size >= 1, about kMaxPoolBytes at most.
+absl::Status ValidateRequestOptions(const engine::ModelSpec& spec, const RequestOptions& options,
+                                    int size);
+
+// Builds `size` distinct serialized requests; InvalidArgument as ValidateRequestOptions.
 absl::StatusOr<RequestPool> BuildRequestPool(const engine::ModelSpec& spec,
                                              const RequestOptions& options, int size);
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/check.h"
+
 namespace fuserank::bench {
 namespace {
 
@@ -21,7 +23,10 @@ double Helper2(double x) {
 }  // namespace
 
 ZipfSampler::ZipfSampler(int64_t n, double alpha) : n_(n < 1 ? 1 : n), alpha_(alpha) {
-  if (alpha_ <= 0.0) {
+  // A NaN or infinite exponent makes every draw a rejection: Sample() would never return.
+  FUSERANK_CHECK(std::isfinite(alpha) && alpha >= 0)
+      << "Zipf exponent " << alpha << ": want a finite number >= 0 (callers validate it)";
+  if (alpha_ == 0.0) {
     alpha_ = 0.0;
     return;
   }

@@ -12,7 +12,8 @@ namespace fuserank::bench {
 
 class ZipfSampler {
  public:
-  // REQUIRES: n >= 1, alpha >= 0.
+  // REQUIRES: n >= 1; alpha finite and >= 0 (checked: NaN or an infinity aborts, as
+  // Sample() would never return).
   ZipfSampler(int64_t n, double alpha);
 
   // A rank in [1, n]; rank 1 is the most frequent.

@@ -1,11 +1,13 @@
 #include "bench/loadgen/request_pool.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
 
 #include "engine/model_spec.h"
 #include "fuserank/v1/ranker.pb.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace fuserank::bench {
@@ -134,6 +136,49 @@ TEST(RequestPoolTest, RejectsBadOptions) {
   options.bag = 1;
   options.zipf_alpha = -1;
   EXPECT_FALSE(BuildRequestPool(spec, options, 1).ok());
+}
+
+// Each refusal names its flag and bound; before, --zipf=nan or inf hung the sampler and a
+// huge --candidates or --bag ended in std::bad_alloc.
+TEST(RequestPoolTest, RefusesWhatNoServerTakesOrNoMachineHolds) {
+  const engine::ModelSpec spec = TwoUserThreeItemSpec();
+  auto error = [&](const RequestOptions& options, int size) {
+    return std::string(ValidateRequestOptions(spec, options, size).message());
+  };
+  for (double alpha : {std::nan(""), HUGE_VAL, -HUGE_VAL, -0.5}) {
+    RequestOptions options;
+    options.zipf_alpha = alpha;
+    EXPECT_THAT(error(options, 1), ::testing::HasSubstr("--zipf: want a finite number >= 0"))
+        << alpha;
+    EXPECT_EQ(BuildRequestPool(spec, options, 1).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  RequestOptions options;
+  options.candidates = kMaxCandidates + 1;
+  EXPECT_THAT(error(options, 1), ::testing::HasSubstr("--candidates: want 0..1048576 (the largest "
+                                                      "server.max_candidates), got 1048577"));
+  options.candidates = -1;
+  EXPECT_THAT(error(options, 1), ::testing::HasSubstr("--candidates: want 0..1048576"));
+  options.candidates = 16;
+  options.bag = kMaxBag + 1;
+  EXPECT_THAT(error(options, 1), ::testing::HasSubstr("--bag: want 1..1048576 (the largest "
+                                                      "server.max_ids_per_feature), got 1048577"));
+  // Each flag within its bound, their product not: refused before anything is built.
+  options.candidates = kMaxCandidates;
+  options.bag = kMaxBag;
+  EXPECT_THAT(error(options, 1), ::testing::HasSubstr("--requests_pool=1 requests of "
+                                                      "--candidates=1048576, --bag=1048576 would "
+                                                      "take about"));
+  EXPECT_EQ(BuildRequestPool(spec, options, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  options.bag = 1;
+  EXPECT_THAT(error(options, 512), ::testing::HasSubstr("--requests_pool=512"));
+  EXPECT_EQ(error(options, 16), "");
+  EXPECT_THAT(error(RequestOptions(), 0), ::testing::HasSubstr("--requests_pool: want at least 1"));
+  // What the benchmarks ask for passes.
+  options.candidates = 4096;
+  options.bag = 8;
+  options.weights = true;
+  EXPECT_EQ(error(options, 512), "");
 }
 
 }  // namespace

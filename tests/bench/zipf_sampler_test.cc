@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -70,6 +72,54 @@ TEST(ZipfSamplerHugeTest, StaysInRangeAndFavoursRankOne) {
   }
   // P(1) / P(2) = 2^1.05 = 2.07.
   EXPECT_NEAR(static_cast<double>(ones) / twos, 2.07, 0.25);
+}
+
+// Any finite exponent >= 0 draws in range and returns: the rejection loop must accept a
+// draw for exponents at the edges of double (tiny, just around 1, huge, the largest).
+struct Exponent {
+  const char* name;
+  double alpha;
+};
+
+void PrintTo(const Exponent& e, std::ostream* os) { *os << e.alpha; }
+
+class ZipfSamplerExtremeTest : public ::testing::TestWithParam<std::tuple<int64_t, Exponent>> {};
+
+TEST_P(ZipfSamplerExtremeTest, EveryFiniteExponentDrawsInRange) {
+  const auto [n, exponent] = GetParam();
+  ZipfSampler sampler(n, exponent.alpha);
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t k = sampler.Sample(rng);
+    ASSERT_GE(k, 1) << "alpha " << exponent.alpha;
+    ASSERT_LE(k, n) << "alpha " << exponent.alpha;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EdgesOfDouble, ZipfSamplerExtremeTest,
+    ::testing::Combine(::testing::Values(1, 2, 1000, (int64_t{1} << 31) - 1),
+                       ::testing::Values(Exponent{"denorm_min",
+                                                  std::numeric_limits<double>::denorm_min()},
+                                         Exponent{"tiny", 1e-300}, Exponent{"small", 1e-9},
+                                         Exponent{"just_below_one", 1 - 1e-12},
+                                         Exponent{"just_above_one", 1 + 1e-12},
+                                         Exponent{"fifty", 50.0}, Exponent{"million", 1e6},
+                                         Exponent{"googol", 1e100}, Exponent{"huge", 1e300},
+                                         Exponent{"max", std::numeric_limits<double>::max()})),
+    [](const auto& info) {
+      return "rows" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name;
+    });
+
+// NaN or an infinity made every draw a rejection, and Sample() spun forever (fuserank-bench
+// --zipf=nan hung): the constructor refuses them, and a negative exponent, outright.
+TEST(ZipfSamplerDeathTest, NonFiniteOrNegativeExponentAborts) {
+  for (double alpha :
+       {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+        -std::numeric_limits<double>::infinity(), -1.0, -1e-300}) {
+    EXPECT_DEATH(ZipfSampler(10, alpha), "Zipf exponent .*: want a finite number >= 0")
+        << "alpha " << alpha;
+  }
 }
 
 TEST(RowScatterTest, IsAPermutationOfTheRows) {

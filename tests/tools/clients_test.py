@@ -109,6 +109,39 @@ class ClientOptionsTest(ClientTestBase):
         self.assertEqual(done.returncode, 2, done.stderr)
         self.assertIn(f"--model {missing}: No such file or directory", done.stderr)
 
+    def test_a_model_file_that_is_no_spec_is_a_one_line_error(self):
+        # Each raised a traceback (UnicodeDecodeError, KeyError, TypeError) before.
+        root = "name: m\nweights: m.safetensors\ninteraction: dot\ntop_mlp: [1]\n"
+        binary = os.path.join(self.tmp, "m.safetensors")
+        with open(binary, "wb") as f:
+            f.write(b"\x80\x00\xff\xfe" * 64)
+        cases = [
+            (binary, "not a YAML text file (byte 0x80 at offset 0 is not UTF-8)"),
+            (self.write("map.yaml", "server: {listen: x}\n"),
+             "not a model spec (want a map with name:, weights:, interaction:, top_mlp: and "
+             "tables:)"),
+            (self.write("list.yaml", "[1, 2]\n"), "not a model spec"),
+            (self.write("int.yaml", root + "tables: [5]\n"),
+             "tables[0]: want a map like {name: user_id, side: user, rows: 1000, dim: 16}, "
+             "got 5"),
+            (self.write("tables.yaml", root + "tables: 5\n"), "tables: want a list of tables"),
+            (self.write("side.yaml", root + "tables: [{name: u, rows: 3, dim: 4}]\n"),
+             "tables[0].side: want user or item, got None"),
+            (self.write("rows.yaml", root + "tables: [{name: u, side: user, rows: x, dim: 4}]\n"),
+             "tables[0].rows: want a count >= 1, got 'x'"),
+            (self.write("dense.yaml", root + "dense: 4\n"),
+             "dense: want a map like {user: 4, item: 3}, got 4"),
+            (self.write("dense_user.yaml", root + "dense: {user: -1}\n"),
+             "dense.user: want a count >= 0, got -1"),
+            (self.write("bad.yaml", "tables: [\n"), "invalid YAML at line 2"),
+        ]
+        for path, reason in cases:
+            with self.subTest(file=os.path.basename(path)):
+                done = self.run_client(RANK, "--model", path)
+                self.assertEqual(done.returncode, 2, done.stderr)
+                self.assertIn(f"rank_client: error: --model {path}: {reason}", done.stderr)
+                self.assertEqual(done.stderr.strip().count("\n"), 0, done.stderr)
+
     def test_a_redis_table_needs_remote_ids(self):
         spec_path = self.write("remote.yaml", (
             "name: r\nversion: '1'\nweights: r.safetensors\nembedding_dtype: fp32\n"
@@ -125,7 +158,7 @@ class ClientOptionsTest(ClientTestBase):
         # With a range, the request draws the redis table's ids from it.
         with open(spec_path) as f:
             spec = yaml.safe_load(f)
-        ids = rank_client.table_ids(None, spec, (1000, 1010))
+        ids = rank_client.table_ids(spec, (1000, 1010))
         self.assertEqual(ids, {"user_id": (0, 10), "item_id": (1000, 1010)})
         pb, _ = fuserank_client_common.load_stubs("clients_test", "ranker")
         request = rank_client.build_request(pb, spec, ids, 20, 0, random.Random(3))

@@ -203,6 +203,19 @@ class StateDictExportTest(ExportTestBase):
         self.assertEqual(status, 2)
         self.assertIn(f"--state-dict {missing}: no such file", stderr)
 
+    def test_a_binary_mapping_is_a_one_line_error(self):
+        # The state_dict's .pt given as the mapping raised UnicodeDecodeError, a traceback.
+        sd, mapping = fx.torchrec_state_dict(fx.make_model("dot", 68))
+        sd_path, _ = self._save(sd, mapping)
+        out = os.path.join(self.tmp, "b.yaml")
+        proc = self.run_cli("--state-dict", sd_path, "--mapping", sd_path, "--out", out)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertEqual(proc.stderr.strip().count("\n"), 0, proc.stderr)
+        self.assertRegex(proc.stderr, rf"fuserank_export: error: --mapping {sd_path}: not a YAML "
+                         r"text file \(byte 0x[0-9a-f]{2} at offset \d+ is not UTF-8\)")
+        self.assertFalse(os.path.exists(out))
+
     def test_cli_error_exits_2_naming_the_key(self):
         model = fx.make_model("dot", 67)
         sd, mapping = fx.torchrec_state_dict(model)

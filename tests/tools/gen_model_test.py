@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """fuserank-gen-model's --out: it names the spec (DIR/NAME.yaml) and the weights go to
 DIR/NAME.safetensors beside it, so any other --out is refused before anything is written
-(--out=m.safetensors used to write the spec over its own weights).
+(--out=m.safetensors used to write the spec over its own weights). Both outputs are
+checked before anything is written (a folder in their place, a spec that cannot be
+replaced, weights over --max_weights_bytes or the free space: exit 2) and replaced
+together, so a failure leaves the pair that was there and no temporary file.
 The binary comes from $FUSERANK_GEN_MODEL (ctest passes the built target); exit 77
 (skipped) without it."""
 import os
+import resource
+import signal
 import struct
 import subprocess
 import sys
@@ -51,6 +56,97 @@ class GenModelOutTest(unittest.TestCase):
                 with open(os.path.join(self.tmp, f"{stem}.safetensors"), "rb") as f:
                     (length,) = struct.unpack("<Q", f.read(8))
                     self.assertIn(b"embeddings.user_0.weight", f.read(length))
+
+
+def limited_file_size(limit):
+    """A preexec_fn: files of the child may not grow past `limit` bytes (a write past it
+    fails with EFBIG, "File too large", instead of SIGXFSZ killing the child)."""
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+class GenModelOutputFilesTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="fuserank_gen_model_files_test_")
+        self.tmp = self._tmp.name
+        self.spec = os.path.join(self.tmp, "m.yaml")
+        self.weights = os.path.join(self.tmp, "m.safetensors")
+
+    def tearDown(self):
+        subprocess.run(["chattr", "-i", self.spec], capture_output=True)
+        os.chmod(self.tmp, 0o700)
+        self._tmp.cleanup()
+
+    def gen(self, *flags, limit=None):
+        return subprocess.run([TOOL, f"--out={self.spec}", *SMALL, *flags], capture_output=True,
+                              text=True, timeout=120,
+                              preexec_fn=limited_file_size(limit) if limit else None)
+
+    def pair(self):
+        with open(self.spec, "rb") as s, open(self.weights, "rb") as w:
+            return s.read(), w.read()
+
+    def test_a_folder_in_place_of_either_file_writes_nothing(self):
+        # --out=<a directory>.yaml left d.safetensors and d.yaml.tmp behind.
+        for folder in (self.spec, self.weights):
+            with self.subTest(folder=os.path.basename(folder)):
+                os.mkdir(folder)
+                done = self.gen()
+                self.assertEqual(done.returncode, 2, done.stderr)
+                self.assertIn(f"{folder}: is a directory, not a file", done.stderr)
+                self.assertEqual(os.listdir(self.tmp), [os.path.basename(folder)])
+                os.rmdir(folder)
+
+    def test_a_spec_that_cannot_be_replaced_keeps_the_old_pair(self):
+        # The weights were replaced before the spec's rename failed: a broken pair.
+        self.assertEqual(self.gen("--seed=1").returncode, 0)
+        before = self.pair()
+        if os.geteuid() == 0:  # root writes any file but an immutable one
+            made = subprocess.run(["chattr", "+i", self.spec], capture_output=True, text=True)
+            if made.returncode != 0:
+                self.skipTest("as root only an immutable file cannot be replaced, and chattr +i "
+                              f"failed here: {made.stderr.strip()}")
+        else:
+            os.chmod(self.spec, 0o444)
+        done = self.gen("--seed=2")
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn(f"--out: {self.spec}: exists and cannot be replaced", done.stderr)
+        self.assertEqual(self.pair(), before, "the old spec and weights are both kept")
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["m.safetensors", "m.yaml"])
+
+    def test_a_failed_write_keeps_the_old_pair_and_no_temporary_file(self):
+        self.assertEqual(self.gen("--seed=1").returncode, 0)
+        before = self.pair()
+        done = self.gen("--seed=2", "--rows=100000", limit=64 * 1024)
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn("File too large", done.stderr)
+        self.assertEqual(self.pair(), before)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["m.safetensors", "m.yaml"])
+
+    def test_weights_over_the_bound_or_the_free_space_are_refused_naming_the_size(self):
+        # 10 rows of dim 4: 160 bytes of tables, 1184 of layers; the header comes on top.
+        done = self.gen("--max_weights_bytes=1000")
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertRegex(done.stderr, r"the weights would take 0\.0 GiB \(\d+ bytes\), over "
+                         r"--max_weights_bytes=1000")
+        self.assertEqual(os.listdir(self.tmp), [])
+        # Tables of dim 1024 fp32 (4 KiB a row) adding up to 1 GiB more than the free space;
+        # the file size limit keeps a check that fails from filling the disk.
+        fs = os.statvfs(self.tmp)
+        rows = (fs.f_bavail * fs.f_frsize + (1 << 30)) // 4096
+        tables = -(-rows // (2**31 - 1))
+        per_table = -(-rows // tables)
+        done = subprocess.run(
+            [TOOL, f"--out={self.spec}", "--user_tables=0", f"--item_tables={tables}",
+             f"--rows={per_table}", "--dim=1024", "--top_mlp=1", "--interaction=concat",
+             f"--max_weights_bytes={1 << 62}"],
+            capture_output=True, text=True, timeout=120, preexec_fn=limited_file_size(1 << 26))
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertRegex(done.stderr, r"the weights would take [\d.]+ GiB \(\d+ bytes\), and "
+                         rf"{self.tmp} has [\d.]+ GiB \(\d+ bytes\) free")
+        self.assertEqual(os.listdir(self.tmp), [])
 
 
 if __name__ == "__main__":
