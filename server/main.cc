@@ -29,18 +29,23 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: fuserank-server --config FILE\n"
-    "       fuserank-server --check-config FILE\n"
-    "       fuserank-server --print-reference-config\n";
+    "usage: fuserank-server --config FILE            serve with the config FILE (YAML)\n"
+    "       fuserank-server --check-config FILE      check FILE and its models, then exit:\n"
+    "                                                0 when it would start, 1 with the reason\n"
+    "       fuserank-server --print-reference-config print every config key, its default\n"
+    "                                                and what it does\n"
+    "       fuserank-server --help\n";
 
 struct Args {
   std::string config;
   bool check_only = false;
   bool print_reference = false;
+  bool help = false;
 };
 
-// Accepts "--flag VALUE" and "--flag=VALUE".
-bool ParseArgs(int argc, char** argv, Args* args) {
+// Accepts "--flag VALUE" and "--flag=VALUE". "" when the arguments make one command, else
+// what is wrong with them.
+std::string ParseArgs(int argc, char** argv, Args* args) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -49,7 +54,7 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
     } else if (arg == "--config" || arg == "--check-config") {
-      if (i + 1 >= argc) return false;
+      if (i + 1 >= argc) return arg + " needs a file";
       value = argv[++i];
     }
     if (arg == "--config") {
@@ -57,13 +62,20 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     } else if (arg == "--check-config") {
       args->config = value;
       args->check_only = true;
-    } else if (arg == "--print-reference-config" && value.empty()) {
+    } else if (arg == "--print-reference-config" && eq == std::string::npos) {
       args->print_reference = true;
+    } else if ((arg == "--help" || arg == "-h") && eq == std::string::npos) {
+      args->help = true;
     } else {
-      return false;
+      return "unknown argument '" + std::string(argv[i]) + "'";
     }
   }
-  return args->print_reference != !args->config.empty();
+  if (args->help) return "";
+  if (args->print_reference == !args->config.empty()) {
+    return args->print_reference ? "--print-reference-config takes no config"
+                                 : "no command: give --config FILE";
+  }
+  return "";
 }
 
 int CheckConfig(const std::string& path) {
@@ -163,9 +175,14 @@ int main(int argc, char** argv) {
   // the ranking path). The server binary runs without it; in-process tests keep it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Args args;
-  if (!ParseArgs(argc, argv, &args)) {
-    std::fputs(kUsage, stderr);
+  const std::string wrong = ParseArgs(argc, argv, &args);
+  if (!wrong.empty()) {
+    std::fprintf(stderr, "fuserank-server: %s\n%s", wrong.c_str(), kUsage);
     return 2;
+  }
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   if (args.print_reference) {
     std::fputs(fuserank::server::ReferenceConfigYaml().c_str(), stdout);

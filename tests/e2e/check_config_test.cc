@@ -3,13 +3,16 @@
 // others can read or larger than the limit, a token in clear text on a public admin
 // address, a model outside model.roots, a root that is no directory, a model over the
 // memory budget (counting its hot-row cache), two models served under one name, a config
-// path that is a directory, and engine.device: cuda without a usable GPU.
+// path that is a directory, and engine.device: cuda without a usable GPU. And the command
+// line itself: --help, and what a bad one is told.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend_factory.h"
@@ -203,6 +206,26 @@ TEST_F(CheckConfigTest, RefusesAModelOverTheMemoryBudgetCountingItsHotRows) {
   EXPECT_THAT(checked.output, HasSubstr("of the 1.9 MiB model memory budget "
                                         "(model.memory_budget_bytes)"));
   EXPECT_THAT(checked.output, HasSubstr("hot rows "));
+}
+
+// --help prints the usage on stdout and exits 0; a command line that is no command names
+// what is wrong, then the usage, and exits 2.
+TEST(ServerArgumentsTest, HelpExits0AndABadCommandLineSaysWhatIsWrong) {
+  const ServerRun help = testing::RunServerToExit("--help");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_THAT(help.output, HasSubstr("usage: fuserank-server --config FILE"));
+  EXPECT_THAT(help.output, HasSubstr("--check-config FILE"));
+  for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--bogus", "fuserank-server: unknown argument '--bogus'"},
+           {"", "fuserank-server: no command: give --config FILE"},
+           {"--config", "fuserank-server: --config needs a file"},
+           {"--print-reference-config --config x.yaml",
+            "fuserank-server: --print-reference-config takes no config"}}) {
+    const ServerRun run = testing::RunServerToExit(args);
+    EXPECT_EQ(run.exit_code, 2) << args << ": " << run.output;
+    EXPECT_THAT(run.output, HasSubstr(why)) << args;
+    EXPECT_THAT(run.output, HasSubstr("usage: fuserank-server")) << args;
+  }
 }
 
 }  // namespace
