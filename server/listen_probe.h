@@ -1,7 +1,8 @@
 // Whether a gRPC listen address is taken by another socket, asked before the models load so
 // that a port in use stops the start at once instead of after minutes of loading (gRPC
-// binds only when the server starts). A plain socket is bound as gRPC binds (SO_REUSEADDR,
-// no SO_REUSEPORT) and closed at once. Plain function; thread-safe.
+// binds only when the server starts). A plain socket is bound as gRPC 1.51 binds
+// (SO_REUSEADDR, no SO_REUSEPORT; a wildcard host as one dual-stack [::] socket, else
+// 0.0.0.0) and closed at once. Plain function; thread-safe.
 #ifndef FUSERANK_SERVER_LISTEN_PROBE_H_
 #define FUSERANK_SERVER_LISTEN_PROBE_H_
 
