@@ -29,16 +29,19 @@ void MemoryTrimmer::CallReceived(size_t wire_bytes) {
   }
 }
 
-void MemoryTrimmer::CallDone(size_t wire_bytes, size_t held_bytes) {
+bool MemoryTrimmer::CallDone(size_t wire_bytes, size_t held_bytes) {
   const size_t live = live_bytes_.fetch_sub(wire_bytes, std::memory_order_relaxed) - wire_bytes;
   bool trim = held_bytes >= kLargeRequestBytes;
-  // The end of a spike: racing calls may both see it; one of them takes it (exchange).
-  const size_t peak = peak_bytes_.load(std::memory_order_relaxed);
+  // The end of a spike: the peak is reset to what is live now only if no call raised it
+  // since it was read (a raised peak is a spike still going on); of racing calls that see
+  // the end, the one whose exchange succeeds takes it.
+  size_t peak = peak_bytes_.load(std::memory_order_relaxed);
   if (peak >= kSpikeBytes && live <= peak / 8 &&
-      peak_bytes_.exchange(live, std::memory_order_relaxed) >= kSpikeBytes) {
+      peak_bytes_.compare_exchange_strong(peak, live, std::memory_order_relaxed)) {
     trim = true;
   }
   if (trim) Noted();
+  return trim;
 }
 
 void MemoryTrimmer::Noted() {

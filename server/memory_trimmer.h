@@ -27,7 +27,7 @@ class MemoryTrimmer {
   MemoryTrimmer(const MemoryTrimmer&) = delete;
   MemoryTrimmer& operator=(const MemoryTrimmer&) = delete;
 
-  // Calls of more than this many wire bytes in flight at once make a spike.
+  // Calls of this many wire bytes or more in flight at once make a spike.
   static constexpr size_t kSpikeBytes = size_t{64} << 20;
   // A call done with a request this large (wire bytes and parsed values) is a cause alone.
   static constexpr size_t kLargeRequestBytes = size_t{1} << 20;
@@ -35,8 +35,8 @@ class MemoryTrimmer {
   // A call of `wire_bytes` was received.
   void CallReceived(size_t wire_bytes);
   // That call is done (the same `wire_bytes`); `held_bytes`: what it grew to, parsed values
-  // included. Trims soon when it was large or ends a spike.
-  void CallDone(size_t wire_bytes, size_t held_bytes);
+  // included. Trims soon when it was large or ends a spike; returns whether it did so.
+  bool CallDone(size_t wire_bytes, size_t held_bytes);
   // Trim soon.
   void Noted();
   // Trims done so far (for tests).
