@@ -1,7 +1,7 @@
 // fuserank-server's signals: SIGTERM and SIGINT stop it, SIGHUP is logged and ignored.
 // One thread takes them all with sigwait(), so no handler runs inside another thread's
 // work. What a stop signal does depends on the phase: while the server starts (config,
-// models, warm-up) it exits the process at once (status 1: nothing listens yet, nothing
+// models, warm-up) it exits the process at once (status 1: no gRPC port listens yet, nothing
 // to drain); while it serves it wakes WaitForStop() and the drain follows; during the
 // drain it exits at once (status 1), for a drain that cannot end. Used by main() only;
 // thread-safe; one per process (its thread shares the state and runs until the process

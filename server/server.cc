@@ -357,12 +357,14 @@ void Server::Shutdown() {
     ranker_->StartShutdown();
     if (kserve_ != nullptr) kserve_->StartShutdown();
     const bool kserve_idle = kserve_ == nullptr || kserve_->WaitIdle(grace);
-    if (!ranker_->WaitIdle(grace) || !kserve_idle) {
-      // Rank and ModelInfer calls the port still holds (those the drain waited for, and
-      // any refusal being answered in this instant).
+    // Rank and ModelInfer calls the port still holds (those the drain waited for, and any
+    // refusal being answered in this instant); none when the last ones finished just as
+    // the grace ran out: nothing is cut off then.
+    const int left = !ranker_->WaitIdle(grace) || !kserve_idle ? call_limiter_->inflight() : 0;
+    if (left > 0) {
       spdlog::warn(
           "server.shutdown_grace_seconds ({} s) ran out: cancelling the {} still in flight",
-          config_.server.shutdown_grace_seconds, Calls(call_limiter_->inflight()));
+          config_.server.shutdown_grace_seconds, Calls(left));
     }
   }
   if (watcher_ != nullptr) watcher_->Stop();

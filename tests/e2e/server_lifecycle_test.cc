@@ -137,8 +137,8 @@ struct HeldPort {
 };
 
 // The ports are checked before the models load: with a model path that does not exist, the
-// error still names the port (a start of minutes of loading stops at once), and nothing
-// listened meanwhile.
+// error still names the port (a start of minutes of loading stops at once; before the
+// check the model's error came first).
 TEST(ServerLifecycleTest, APortInUseStopsTheStartBeforeTheModelsLoad) {
   const HeldPort held;
   ASSERT_NE(held.port, 0) << strerror(errno);

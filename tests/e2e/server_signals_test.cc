@@ -168,6 +168,7 @@ TEST_F(ServerSignalsTest, SighupIsLoggedAndIgnoredWhileServing) {
                              "ReloadModel or the model file watch (model.watch_interval_seconds: "
                              "5), not on a signal"));
   EXPECT_THAT(log, HasSubstr("Terminated: shutting down"));
+  EXPECT_THAT(log, Not(HasSubstr("reloading"))) << "SIGHUP reloads nothing";
 }
 
 // The model's item_0 table lives in a Redis Cluster whose seeds never answer: the load
