@@ -27,7 +27,7 @@ if [[ $# -gt 0 ]]; then
 fi
 BUILD="${FUZZ_BUILD:-build-fuzz}"
 SECONDS_EACH="${FUZZ_SECONDS:-30}"
-TARGETS="${FUZZ_TARGETS:-request_decoder rank_path infer_request config safetensors model_spec model_load resp_frame}"
+TARGETS="${FUZZ_TARGETS:-request_decoder rank_path infer_request admin_request config safetensors model_spec model_load resp_frame}"
 JOBS="${JOBS:-$(nproc)}"
 
 for tool in clang clang++ cmake ninja; do

@@ -328,6 +328,98 @@ infer bad_outside_the_field "${TYPED/"${FROM}"/"${TO}"}"
 infer bad_many_parameters "${TYPED} $(for i in $(seq 0 64); do printf 'parameters {key: "p%d" value {bool_param: true}} ' "$i"; done)"
 infer bad_empty_inputs_flood "$(repeat 300 'inputs {}')"
 infer bad_group "${TYPED}" '\243\001\244\001'
+# SPEC section 3's content errors, one seed each: every one must be refused, and the
+# fuzzer's reference (tests/fuzz/reference_infer.h) must agree.
+swap() {  # name, from, to: TYPED with `from` replaced by `to`
+  [[ "${TYPED}" == *"$2"* ]] || { echo "make_corpus: '$2' is not in TYPED" >&2; exit 1; }
+  infer "$1" "${TYPED/"$2"/"$3"}"
+}
+swap bad_weight_count 'shape: [2] contents {fp32_contents: [0.5, 2]}' \
+  'shape: [1] contents {fp32_contents: [0.5]}'
+swap bad_nan_weight '[0.5, 2]' '[0.5, nan]'
+swap bad_inf_user_dense '[1, -2]' '[1, -inf]'
+swap bad_nan_item_dense '[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]' '[0.1, 0.2, 0.3, 0.4, nan, 0.6]'
+swap bad_user_dense_width 'shape: [1, 2] contents {fp32_contents: [1, -2]}' \
+  'shape: [1, 1] contents {fp32_contents: [1]}'
+swap bad_item_dense_rows 'shape: [2, 3] contents {fp32_contents: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}' \
+  'shape: [1, 3] contents {fp32_contents: [0.1, 0.2, 0.3]}'
+swap bad_item_dense_width 'shape: [2, 3] contents {fp32_contents: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}' \
+  'shape: [2, 2] contents {fp32_contents: [0.1, 0.2, 0.3, 0.4]}'
+swap bad_reject_oov '[9, 0, 4]' '[9, 0, 10]'
+swap bad_datatype "\"item_1\" ${I64} shape: [3] contents {int64_contents: [9, 0, 4]}" \
+  "\"item_1\" ${I32} shape: [3] contents {int_contents: [9, 0, 4]}"
+swap bad_lengths_sum '[2, 1]' '[2, 2]'
+swap bad_negative_length '[2, 1]' '[4, -1]'
+swap bad_user_lengths_shape 'shape: [1] contents {int_contents: [2]}' \
+  'shape: [2] contents {int_contents: [1, 1]}'
+swap bad_item_lengths_count 'shape: [2] contents {int_contents: [2, 1]}' \
+  'shape: [3] contents {int_contents: [2, 1, 0]}'
+swap bad_ids_without_lengths "inputs {name: \"item_1__lengths\" ${I32} shape: [2] contents {int_contents: [2, 1]}}" ''
+swap bad_no_item_ids "inputs {name: \"item_ids\" ${I64} shape: [2] contents {int64_contents: [1000, 1001]}}" ''
+infer bad_top_k_kind "${TYPED} parameters {key: \"top_k\" value {string_param: \"1\"}}"
+# Weighted item bags over two candidates (the second bag starts past the first's ids).
+infer valid_item_weights "${TYPED}
+inputs {name: \"item_0\" ${I64} shape: [3] contents {int64_contents: [1, 2, 3]}}
+inputs {name: \"item_0__lengths\" ${I32} shape: [2] contents {int_contents: [1, 2]}}
+inputs {name: \"item_0__weights\" ${F32} shape: [3] contents {fp32_contents: [0.5, 0.25, 2]}}"
+FROM='[3, 107]'
+TO='[-9223372036854775808, 9223372036854775807]'
+infer valid_modulo_extremes "${TYPED/"${FROM}"/"${TO}"}
+parameters {key: \"top_k\" value {uint64_param: 18446744073709551615}}"
+# raw_input_contents: a NaN (0x7fc00000) among the item dense values, an id past an
+# oov: reject table, and raw bytes of the wrong size.
+RAW_INPUTS='inputs {name: "item_1" datatype: "INT64" shape: [1]}
+inputs {name: "item_1__lengths" datatype: "INT32" shape: [1]}
+inputs {name: "user_dense" datatype: "FP32" shape: [1, 2]}
+inputs {name: "item_dense" datatype: "FP32" shape: [1, 3]}
+inputs {name: "item_ids" datatype: "INT64" shape: [1]}'
+raw() {  # name, raw item_1 id, raw item dense values
+  infer "$1" "${RAW_INPUTS}
+raw_input_contents: \"$2\"
+raw_input_contents: \"\\001\\000\\000\\000\"
+raw_input_contents: \"\\000\\000\\200?\\000\\000\\000@\"
+raw_input_contents: \"$3\"
+raw_input_contents: \"\\350\\003\\000\\000\\000\\000\\000\\000\""
+}
+raw valid_raw_reject_table '\011\000\000\000\000\000\000\000' '\000\000\200?\000\000\000@\000\000@@'
+raw bad_raw_nan_dense '\011\000\000\000\000\000\000\000' '\000\000\200?\000\000\300\177\000\000@@'
+raw bad_raw_reject_oov '\012\000\000\000\000\000\000\000' '\000\000\200?\000\000\000@\000\000@@'
+raw bad_raw_size '\011\000\000\000\000\000\000' '\000\000\200?\000\000\000@\000\000@@'
+
+# --- admin_request: one byte that picks the request the seed check judges (0 SetHotRows,
+# 1 GetHotRows, 2 RebuildHotRows, 3 ReloadModel), then its bytes; the fuzzer's hot-set
+# capacity is 4 ids per table.
+mkdir -p "${OUT}/admin_request"
+admin() {  # name, selector (a printf escape), message type, text proto[, raw bytes appended]
+  {
+    printf "$2"
+    printf '%s\n' "$4" | protoc --encode="fuserank.v1.$3" --proto_path="${ROOT}/proto" \
+      "${ROOT}/proto/fuserank/v1/admin.proto"
+    if [[ $# -ge 5 ]]; then printf "$5"; fi
+  } >"${OUT}/admin_request/$1.pb"
+}
+admin_raw() { printf "$2" >"${OUT}/admin_request/$1.pb"; }  # name, bytes
+admin valid_set_two_tables '\000' SetHotRowsRequest \
+  'tables {table: "user_0" ids: [1, 2, -1]} tables {table: "item_0" ids: [5]} model: "m"'
+admin valid_set_at_capacity '\000' SetHotRowsRequest 'tables {table: "item_1" ids: [0, 1, 2, 3]}'
+admin_raw valid_set_empty '\000'
+# Ids not packed, a packed run split in two, unknown fields (a varint, a group) inside a
+# table: 4 ids in all, as protobuf merges them.
+admin_raw valid_set_split_ids '\000\012\022\012\001a\020\001\022\002\002\003\020\377\001\070\011\073\070\001\074'
+admin bad_set_over_capacity '\000' SetHotRowsRequest \
+  'tables {table: "user_0" ids: [1]} tables {table: "item_0" ids: [1, 2, 3, 4, 5]}'
+admin_raw bad_set_over_capacity_split '\000\012\014\012\001b\022\003\001\002\003\020\004\020\005'
+admin_raw bad_set_truncated '\000\012\010\012\001a\022\003\001'
+admin_raw bad_set_name_not_utf8 '\000\012\003\012\001\377'
+admin_raw bad_set_end_group '\000\014'
+admin_raw bad_set_unterminated_packed_id '\000\012\005\012\000\022\001\200'
+admin valid_get_tables '\001' GetHotRowsRequest 'tables: ["user_0", "item_0"] model: "m"'
+admin_raw valid_get_all '\001'
+admin_raw bad_get_not_utf8 '\001\012\002\300\200'
+admin valid_rebuild_tables '\002' RebuildHotRowsRequest 'tables: ["item_1"]'
+admin_raw bad_rebuild_truncated '\002\012\005item'
+admin valid_reload '\003' ReloadModelRequest 'model: "m" path: "/models/m.yaml"'
+admin_raw bad_reload_bad_wire_type '\003\017'
 
 # --- resp_frame: what a Redis node sends (the fuzzer's limits: lines 64 bytes, bulk strings
 # 256, arrays 16 elements, 64 in all, 4 deep).

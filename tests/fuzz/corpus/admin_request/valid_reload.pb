@@ -1,0 +1,2 @@
+
+m/models/m.yaml
