@@ -100,9 +100,9 @@ absl::Status CheckContentKind(const ModelInferRequest& request) {
   for (int i = 0; i < request.inputs_size(); ++i) {
     if (request.inputs(i).has_contents()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(request.inputs(i).name(),
+          absl::StrCat(engine::EscapeText(request.inputs(i).name(), 64),
                        ": has contents while the request uses raw_input_contents; send each "
-                       "tensor one way"));
+                       "tensor one way"));  // the name is the client's, not yet checked
     }
   }
   return absl::OkStatus();

@@ -237,6 +237,13 @@ std::vector<BadCase> BadCases() {
       {"RawAndTypedContentsMixed", true,
        [](auto* r) { r->mutable_inputs(0)->mutable_contents()->add_int64_contents(1); },
        "user_0: has contents while the request uses raw_input_contents"},
+      // The name is the client's and not checked yet: escaped in the message.
+      {"RawAndTypedContentsMixedUnderAnUnknownName", true,
+       [](auto* r) {
+         r->mutable_inputs(0)->set_name("bad\x01name\xff");
+         r->mutable_inputs(0)->mutable_contents()->add_int64_contents(1);
+       },
+       "bad\\x01name\\xff: has contents while the request uses raw_input_contents"},
   };
 }
 
