@@ -9,9 +9,9 @@ that fails leaves no partial file), fuserank-load-redis (a folder or an empty du
 taken as they came), fuserank-score-compare (--requests=0 passed, comparing nothing).
 
 The binaries come from the environment (ctest passes the built targets): FUSERANK_GEN_MODEL,
-FUSERANK_LOAD_REDIS, FUSERANK_KSERVE_DATA, FUSERANK_BENCH, FUSERANK_SCORE_COMPARE and,
-where CUDA is built, FUSERANK_GPU_BENCH; exit 77 (skipped) when one of the first five is
-missing.
+FUSERANK_LOAD_REDIS, FUSERANK_KSERVE_DATA, FUSERANK_BENCH and FUSERANK_SCORE_COMPARE; exit
+77 (skipped) when one is missing, or when a case skipped (unittest_main).
+fuserank-gpu-bench, built only with CUDA, has its own suite: gpu_bench_cli_test.py.
 """
 import json
 import os
@@ -23,11 +23,12 @@ import sys
 import tempfile
 import unittest
 
+from unittest_main import SKIP_EXIT_CODE, run_tests
+
 TOOLS = {name: os.environ.get(var, "") for name, var in (
     ("gen-model", "FUSERANK_GEN_MODEL"), ("load-redis", "FUSERANK_LOAD_REDIS"),
     ("kserve-data", "FUSERANK_KSERVE_DATA"), ("bench", "FUSERANK_BENCH"),
     ("score-compare", "FUSERANK_SCORE_COMPARE"))}
-GPU_BENCH = os.environ.get("FUSERANK_GPU_BENCH", "")
 # A flag of each tool that --help must list.
 A_FLAG = {"gen-model": "--max_weights_bytes", "load-redis": "--seed_nodes",
           "kserve-data": "--requests_pool", "bench": "--concurrency",
@@ -83,14 +84,6 @@ class HelpAndArgumentsTest(TempDirTest):
                 self.assertNotIn("No flags matched", done.stdout)
                 self.assertIn(f"fuserank-{tool}:", done.stdout)
                 self.assertIn(f"    {A_FLAG[tool]} (", done.stdout)
-
-    def test_gpu_bench_help_needs_no_gpu(self):
-        if not GPU_BENCH:  # not built without CUDA: nothing to check
-            return
-        done = run(GPU_BENCH, "--help")
-        self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertIn("usage: fuserank-gpu-bench [--quick]", done.stdout)
-        self.assert_refused(run(GPU_BENCH, "--qiuck"), "unknown argument '--qiuck'")
 
     def test_an_argument_that_is_no_flag_is_refused(self):
         for tool in TOOLS:
@@ -257,5 +250,5 @@ if __name__ == "__main__":
     missing = [name for name, path in TOOLS.items() if not path or not os.path.exists(path)]
     if missing:
         print(f"skipped: not built: {', '.join('fuserank-' + m for m in missing)}")
-        sys.exit(77)
-    unittest.main(verbosity=2)
+        sys.exit(SKIP_EXIT_CODE)
+    run_tests()

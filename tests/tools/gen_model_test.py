@@ -4,9 +4,10 @@ DIR/NAME.safetensors beside it, so any other --out is refused before anything is
 (--out=m.safetensors used to write the spec over its own weights). Both outputs are
 checked before anything is written (a folder in their place, a spec that cannot be
 replaced, weights over --max_weights_bytes or the free space: exit 2) and replaced
-together, so a failure leaves the pair that was there and no temporary file.
+as a pair: a failed write, or a spec whose rename fails after the weights' (the old
+weights are put back), leaves the pair that was there and no temporary file.
 The binary comes from $FUSERANK_GEN_MODEL (ctest passes the built target); exit 77
-(skipped) without it."""
+(skipped) without it, or when a case skipped (unittest_main)."""
 import os
 import resource
 import signal
@@ -17,6 +18,8 @@ import tempfile
 import unittest
 
 import yaml
+
+from unittest_main import SKIP_EXIT_CODE, run_tests
 
 TOOL = os.environ.get("FUSERANK_GEN_MODEL", "")
 SMALL = ["--rows=10", "--dim=4", "--top_mlp=4,1"]
@@ -99,8 +102,8 @@ class GenModelOutputFilesTest(unittest.TestCase):
                 self.assertEqual(os.listdir(self.tmp), [os.path.basename(folder)])
                 os.rmdir(folder)
 
-    def test_a_spec_that_cannot_be_replaced_keeps_the_old_pair(self):
-        # The weights were replaced before the spec's rename failed: a broken pair.
+    def test_a_spec_that_cannot_be_replaced_is_refused_before_anything_is_written(self):
+        # It used to be found at the spec's rename, after the weights' (a broken pair).
         self.assertEqual(self.gen("--seed=1").returncode, 0)
         before = self.pair()
         if os.geteuid() == 0:  # root writes any file but an immutable one
@@ -115,6 +118,33 @@ class GenModelOutputFilesTest(unittest.TestCase):
         self.assertIn(f"--out: {self.spec}: exists and cannot be replaced", done.stderr)
         self.assertEqual(self.pair(), before, "the old spec and weights are both kept")
         self.assertEqual(sorted(os.listdir(self.tmp)), ["m.safetensors", "m.yaml"])
+
+    def test_a_spec_rename_that_fails_puts_the_old_weights_back(self):
+        # The spec passes the checks but its rename fails after the weights': in a sticky
+        # folder (mode 1777, as /tmp) only a file's owner may replace it, so a spec of
+        # another user, writable by all, refuses the rename (EPERM) while the weights, the
+        # tool's user's own, are replaced. The new weights stayed beside the old spec.
+        if os.geteuid() != 0:
+            self.skipTest("a process of another user is started from root: as any other "
+                          "user, no file of another user can be made here")
+        self.assertEqual(self.gen("--seed=1").returncode, 0)
+        before = self.pair()
+        nobody = 65534
+        os.chown(self.weights, nobody, nobody)
+        os.chmod(self.spec, 0o666)
+        os.chmod(self.tmp, 0o1777)
+
+        def as_nobody():
+            os.setgid(nobody)
+            os.setuid(nobody)
+        done = subprocess.run([TOOL, f"--out={self.spec}", *SMALL, "--seed=2"],
+                              capture_output=True, text=True, timeout=120, preexec_fn=as_nobody)
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertEqual(self.pair(), before, "the old weights are back beside the old spec")
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["m.safetensors", "m.yaml"])
+        self.assertIn(f"{self.spec}: cannot replace it with {self.spec}.tmp-", done.stderr)
+        self.assertIn(f"Operation not permitted; {self.weights} is as it was before",
+                      done.stderr)
 
     def test_a_failed_write_keeps_the_old_pair_and_no_temporary_file(self):
         self.assertEqual(self.gen("--seed=1").returncode, 0)
@@ -152,5 +182,5 @@ class GenModelOutputFilesTest(unittest.TestCase):
 if __name__ == "__main__":
     if not TOOL or not os.path.exists(TOOL):
         print("skipped: fuserank-gen-model not built (FUSERANK_GEN_MODEL)")
-        sys.exit(77)
-    unittest.main(verbosity=2)
+        sys.exit(SKIP_EXIT_CODE)
+    run_tests()
