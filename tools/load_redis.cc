@@ -7,8 +7,10 @@
 // existed as one file; fields separated by spaces or tabs; with --dtype=int8 "<id> <scale>
 // <bias> <q_1> ... <q_dim>"). The input is checked before anything is written (exit 2 on a
 // bad line, an fp16/bf16 value out of range, a --dtype unlike the tensor's), then sent one
-// batch at a time, so memory holds one batch, not the table. Idempotent (SET overwrites
-// with the same bytes); prints progress and a summary; exits 1 when any row was not written.
+// batch at a time: the values in memory are one batch's, but the check keeps every row's
+// id (8 bytes a row) and a dump from a pipe or stdin is held whole. Idempotent (SET
+// overwrites with the same bytes); prints progress and a summary; exits 1 when any row was
+// not written.
 // Bad flags (a seed node that is no HOST:PORT, --batch or --timeout_ms < 1, --keys/--tensor/
 // --qparams with --dump, an argument that is no flag) and bad input (an empty dump, an id
 // twice) exit 2 before anything is written.
@@ -26,7 +28,9 @@
 #include "engine/remote/cluster_client.h"
 #include "engine/remote/cluster_state.h"
 #include "tools/cli/flags.h"
+#include "tools/load_redis_dump_rows.h"
 #include "tools/load_redis_rows.h"
+#include "tools/load_redis_safetensors_rows.h"
 
 ABSL_FLAG(std::vector<std::string>, seed_nodes, {}, "host:port of cluster nodes (comma-separated)");
 ABSL_FLAG(std::string, table, "", "the table name, as in the model spec");

@@ -6,6 +6,7 @@
 // once a second when stdout is a terminal.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "bench/loadgen/load_runner.h"
 #include "bench/loadgen/rate_schedule.h"
 #include "bench/loadgen/report.h"
@@ -65,16 +67,67 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::st
   return out;
 }
 
-// A flag out of range: exit 2, as the other bench tools.
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "fuserank-bench: %s\n", message.c_str());
-  return 2;
-}
+using fuserank::bench::RequestOptions;
+using fuserank::bench::RunOptions;
 
 // Exit 2 for what the flags asked (InvalidArgument), 1 for the rest (no connection, ...).
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "fuserank-bench: %s\n", std::string(status.message()).c_str());
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+// The requests' flags; BuildRequestPool checks the rest of them against the model.
+absl::StatusOr<RequestOptions> RequestFromFlags() {
+  RequestOptions request;
+  request.candidates = absl::GetFlag(FLAGS_candidates);
+  if (absl::GetFlag(FLAGS_top_k) < 0) return absl::InvalidArgumentError("--top_k must be >= 0");
+  request.top_k = static_cast<uint32_t>(absl::GetFlag(FLAGS_top_k));
+  request.bag = absl::GetFlag(FLAGS_bag);
+  request.zipf_alpha = absl::GetFlag(FLAGS_zipf);
+  request.scatter = absl::GetFlag(FLAGS_scatter);
+  request.weights = absl::GetFlag(FLAGS_weights);
+  request.model_name = absl::GetFlag(FLAGS_model_name);
+  request.seed = absl::GetFlag(FLAGS_seed);
+  return request;
+}
+
+// The load's flags: closed loop (--concurrency, 4 when nothing is given) or open loop
+// (--rate, or --schedule's phases), never both.
+absl::StatusOr<RunOptions> RunFromFlags() {
+  RunOptions run;
+  run.target = absl::GetFlag(FLAGS_target);
+  run.rate = absl::GetFlag(FLAGS_rate);
+  run.concurrency = absl::GetFlag(FLAGS_concurrency);
+  // SimpleAtod takes "inf" and "nan"; a negative or NaN rate must not turn into the
+  // closed-loop default below.
+  if (!std::isfinite(run.rate) || run.rate < 0) {
+    return absl::InvalidArgumentError("--rate must be finite and >= 0");
+  }
+  if (run.concurrency < 0) return absl::InvalidArgumentError("--concurrency must be >= 0");
+  absl::StatusOr<std::vector<fuserank::bench::RatePhase>> schedule =
+      fuserank::bench::ParseSchedule(absl::GetFlag(FLAGS_schedule));
+  if (!schedule.ok()) return schedule.status();
+  run.schedule = *std::move(schedule);
+  if (!run.schedule.empty()) {
+    if (run.rate > 0) return absl::InvalidArgumentError("give --rate or --schedule, not both");
+    run.rate = run.schedule.front().rate;
+  }
+  if (run.rate > 0 && run.concurrency > 0) {
+    return absl::InvalidArgumentError("give --concurrency or --rate, not both");
+  }
+  if (run.rate <= 0 && run.concurrency <= 0) run.concurrency = 4;
+  run.duration_s = absl::GetFlag(FLAGS_duration);
+  run.bucket_s = absl::GetFlag(FLAGS_bucket);
+  run.warmup_s = absl::GetFlag(FLAGS_warmup);
+  run.channels = absl::GetFlag(FLAGS_channels);
+  run.threads = absl::GetFlag(FLAGS_threads);
+  run.timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  run.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
+  run.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
+  run.validate = absl::GetFlag(FLAGS_validate);
+  run.seed = absl::GetFlag(FLAGS_seed);
+  run.progress = isatty(STDOUT_FILENO) != 0;
+  return run;
 }
 
 }  // namespace
@@ -87,68 +140,28 @@ int main(int argc, char** argv) {
       "gRPC load generator for fuserank.v1.Ranker.\n  fuserank-bench --target=HOST:PORT "
       "--model=MODEL.yaml [--candidates=N] [--concurrency=C | --rate=QPS] [--json]",
       {"bench/loadgen/"});
-  using fuserank::bench::RequestOptions;
-  using fuserank::bench::RunOptions;
 
   const std::string model_path = absl::GetFlag(FLAGS_model);
-  if (model_path.empty()) return Usage("--model=MODEL.yaml is required");
+  if (model_path.empty()) return Fail(absl::InvalidArgumentError("--model=MODEL.yaml is required"));
   absl::StatusOr<fuserank::engine::ModelSpec> spec =
       fuserank::engine::ParseModelSpecFile(model_path);
   if (!spec.ok()) return Fail(spec.status());
-
-  RequestOptions request;
-  request.candidates = absl::GetFlag(FLAGS_candidates);
-  if (absl::GetFlag(FLAGS_top_k) < 0) return Usage("--top_k must be >= 0");
-  request.top_k = static_cast<uint32_t>(absl::GetFlag(FLAGS_top_k));
-  request.bag = absl::GetFlag(FLAGS_bag);
-  request.zipf_alpha = absl::GetFlag(FLAGS_zipf);
-  request.scatter = absl::GetFlag(FLAGS_scatter);
-  request.weights = absl::GetFlag(FLAGS_weights);
-  request.model_name = absl::GetFlag(FLAGS_model_name);
-  request.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<RequestOptions> request = RequestFromFlags();
+  if (!request.ok()) return Fail(request.status());
   const int pool_size = absl::GetFlag(FLAGS_requests_pool);
   absl::StatusOr<fuserank::bench::RequestPool> pool =
-      fuserank::bench::BuildRequestPool(*spec, request, pool_size);
+      fuserank::bench::BuildRequestPool(*spec, *request, pool_size);
   if (!pool.ok()) return Fail(pool.status());
+  absl::StatusOr<RunOptions> run = RunFromFlags();
+  if (!run.ok()) return Fail(run.status());
 
-  RunOptions run;
-  run.target = absl::GetFlag(FLAGS_target);
-  run.rate = absl::GetFlag(FLAGS_rate);
-  run.concurrency = absl::GetFlag(FLAGS_concurrency);
-  // SimpleAtod takes "inf" and "nan"; a negative or NaN rate must not turn into the
-  // closed-loop default below.
-  if (!std::isfinite(run.rate) || run.rate < 0) return Usage("--rate must be finite and >= 0");
-  if (run.concurrency < 0) return Usage("--concurrency must be >= 0");
-  absl::StatusOr<std::vector<fuserank::bench::RatePhase>> schedule =
-      fuserank::bench::ParseSchedule(absl::GetFlag(FLAGS_schedule));
-  if (!schedule.ok()) return Fail(schedule.status());
-  run.schedule = *std::move(schedule);
-  if (!run.schedule.empty()) {
-    if (run.rate > 0) return Usage("give --rate or --schedule, not both");
-    run.rate = run.schedule.front().rate;
-  }
-  if (run.rate > 0 && run.concurrency > 0) return Usage("give --concurrency or --rate, not both");
-  if (run.rate <= 0 && run.concurrency <= 0) run.concurrency = 4;
-  run.duration_s = absl::GetFlag(FLAGS_duration);
-  run.bucket_s = absl::GetFlag(FLAGS_bucket);
-  run.warmup_s = absl::GetFlag(FLAGS_warmup);
-  run.channels = absl::GetFlag(FLAGS_channels);
-  run.threads = absl::GetFlag(FLAGS_threads);
-  run.timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
-  run.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
-  run.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
-  run.validate = absl::GetFlag(FLAGS_validate);
-  run.seed = request.seed;
-  run.progress = isatty(STDOUT_FILENO) != 0;
-
-  absl::StatusOr<fuserank::bench::RunResult> result = fuserank::bench::RunLoad(run, *pool);
+  absl::StatusOr<fuserank::bench::RunResult> result = fuserank::bench::RunLoad(*run, *pool);
   if (!result.ok()) return Fail(result.status());
-
   fuserank::bench::BenchReport report;
-  report.target = run.target;
+  report.target = run->target;
   report.model = spec->name;
-  report.run = run;
-  report.request = request;
+  report.run = *run;
+  report.request = *request;
   report.requests_pool = pool_size;
   report.request_bytes = pool->mean_bytes;
   report.result = *std::move(result);

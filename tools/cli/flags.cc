@@ -28,8 +28,18 @@ void ParseFlagsOrExit(int argc, char** argv, absl::string_view program, absl::st
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   // absl::ParseCommandLine exits 1 after printing --help; parsing with the usage flags left
-  // alone, then handling them here, lets a help that was asked for exit 0. Abseil 20220623
-  // has no public API for this (ParseAbseilFlagsOnly came later).
+  // alone, then handling them here, lets a help that was asked for exit 0.
+  // Written for Abseil 20220623 (Debian bookworm's libabsl-dev), which has no public API
+  // for this, against its internals: flags_internal::ParseCommandLineImpl (five arguments)
+  // and HandleUsageFlags (an int, -1 when no usage flag was given). Internals change without
+  // notice; on an upgrade, either
+  //  - use the public absl::ParseAbseilFlagsOnly of later releases (it returns the
+  //    positional arguments and the unrecognized flags; absl::ReportUnrecognizedFlags
+  //    reports the latter), accepting that its --help exits 1 (tests/tools/cli_test.py
+  //    checks for 0), or
+  //  - keep exit 0 with that release's flags_internal::ParseAbseilFlagsOnlyImpl(...,
+  //    UsageFlagsAction::kIgnoreUsage) and HandleUsageFlags (a HelpMode there, kNone for
+  //    none), checking their signatures in its absl/flags/internal/parse.h and usage.h.
   using absl::flags_internal::ArgvListAction;
   using absl::flags_internal::OnUndefinedFlag;
   using absl::flags_internal::UsageFlagsAction;
