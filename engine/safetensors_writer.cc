@@ -1,5 +1,8 @@
 // Safetensors writer: the header first (names, dtypes, shapes, offsets), then the
 // tensor bytes streamed in order, into a temporary file renamed into place on Close().
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -78,9 +81,14 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
 
   const std::string tmp = path + ".tmp";
-  std::FILE* file = std::fopen(tmp.c_str(), "wb");
+  // Not through a symbolic link planted at the temporary name (O_NOFOLLOW: refused, ELOOP);
+  // a regular file left there by a run that died is written over.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  std::FILE* file = fd >= 0 ? ::fdopen(fd, "wb") : nullptr;
   if (file == nullptr) {
-    return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(error)));
   }
   std::setvbuf(file, nullptr, _IOFBF, 1 << 20);
   std::unique_ptr<SafetensorsWriter> writer(new SafetensorsWriter(path, file, offset));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -146,6 +147,30 @@ TEST(SafetensorsTest, IncompleteWriteLeavesNoFile) {
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   EXPECT_FALSE(SafetensorsWriter::Create(path, {{"x", "F99", {4}}}).ok());
   EXPECT_FALSE(SafetensorsWriter::Create(path, {{"x", "F32", {1}}, {"x", "F32", {1}}}).ok());
+}
+
+// A symbolic link planted at the writer's temporary name is not followed: the create fails
+// (ELOOP) and the link's target is untouched. A regular file left there is written over.
+TEST(SafetensorsTest, TheWriterDoesNotFollowALinkAtItsTemporaryName) {
+  TempDir dir;
+  const std::string path = dir.File("w.safetensors");
+  const std::string target = dir.File("victim");
+  std::ofstream(target) << "keep me";
+  std::filesystem::create_symlink(target, path + ".tmp");
+  auto writer = SafetensorsWriter::Create(path, {{"x", "F32", {1}}});
+  ASSERT_FALSE(writer.ok());
+  EXPECT_THAT(writer.status().message(), HasSubstr(".tmp: cannot create: "));
+  std::ifstream in(target);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "keep me");
+  std::filesystem::remove(path + ".tmp");
+  std::ofstream(path + ".tmp") << "left by a run that died";
+  writer = SafetensorsWriter::Create(path, {{"x", "F32", {1}}});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  const float x = 2.5f;
+  ASSERT_TRUE((*writer)->Append(&x, sizeof(x)).ok());
+  ASSERT_TRUE((*writer)->Close().ok());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
 
 TEST(SafetensorsTest, RefusesTruncatedFile) {
