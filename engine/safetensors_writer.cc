@@ -81,9 +81,14 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
 
   const std::string tmp = path + ".tmp";
-  // Not through a symbolic link planted at the temporary name (O_NOFOLLOW: refused, ELOOP);
-  // a regular file left there by a run that died is written over.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  // A file of its own: whatever is at the temporary name (a file left by a run that died,
+  // or a link or file someone planted there) is removed, never followed nor written into;
+  // O_EXCL then refuses anything planted again in between.
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(tmp.c_str(), kFlags, 0666);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) {
+    fd = ::open(tmp.c_str(), kFlags, 0666);
+  }
   std::FILE* file = fd >= 0 ? ::fdopen(fd, "wb") : nullptr;
   if (file == nullptr) {
     const int error = errno;

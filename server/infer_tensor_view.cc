@@ -100,9 +100,9 @@ absl::Status CheckContentKind(const ModelInferRequest& request) {
   for (int i = 0; i < request.inputs_size(); ++i) {
     if (request.inputs(i).has_contents()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(engine::EscapeText(request.inputs(i).name(), 64),
+          absl::StrCat(engine::EscapeText(request.inputs(i).name()),
                        ": has contents while the request uses raw_input_contents; send each "
-                       "tensor one way"));  // the name is the client's, not yet checked
+                       "tensor one way"));  // the name is the client's, not yet checked: as LogSafe
     }
   }
   return absl::OkStatus();

@@ -37,9 +37,10 @@ std::vector<std::string> Stricter(const engine::ModelSpec& before, const engine:
       if (a.name != b.name || a.side != b.side || a.oov != engine::Oov::kReject || a.remote()) {
         continue;
       }
-      if (b.oov != engine::Oov::kReject) {
+      if (b.remote() || b.oov != engine::Oov::kReject) {
         stricter.push_back(absl::StrCat(a.name, " refuses ids outside [0, ", a.rows,
-                                        ") (oov: reject; was modulo)"));
+                                        ") (oov: reject; was ",
+                                        b.remote() ? "storage: redis" : "modulo", ")"));
       } else if (a.rows < b.rows) {
         stricter.push_back(
             absl::StrCat(a.name, " refuses ids from ", a.rows, " (was ", b.rows, ", oov: reject)"));

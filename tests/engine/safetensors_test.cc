@@ -149,28 +149,38 @@ TEST(SafetensorsTest, IncompleteWriteLeavesNoFile) {
   EXPECT_FALSE(SafetensorsWriter::Create(path, {{"x", "F32", {1}}, {"x", "F32", {1}}}).ok());
 }
 
-// A symbolic link planted at the writer's temporary name is not followed: the create fails
-// (ELOOP) and the link's target is untouched. A regular file left there is written over.
-TEST(SafetensorsTest, TheWriterDoesNotFollowALinkAtItsTemporaryName) {
+// Whatever is at the writer's temporary name is removed, not followed nor written into: a
+// symbolic link (its target keeps its bytes), a hard link to another file (that file keeps
+// its bytes), a file a run that died left.
+TEST(SafetensorsTest, TheWriterNeverWritesThroughWhatIsAtItsTemporaryName) {
   TempDir dir;
   const std::string path = dir.File("w.safetensors");
-  const std::string target = dir.File("victim");
-  std::ofstream(target) << "keep me";
-  std::filesystem::create_symlink(target, path + ".tmp");
-  auto writer = SafetensorsWriter::Create(path, {{"x", "F32", {1}}});
-  ASSERT_FALSE(writer.ok());
-  EXPECT_THAT(writer.status().message(), HasSubstr(".tmp: cannot create: "));
-  std::ifstream in(target);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, "keep me");
-  std::filesystem::remove(path + ".tmp");
+  const std::string victim = dir.File("victim");
+  auto read = [](const std::string& file) {
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  auto write_one = [&] {
+    auto writer = SafetensorsWriter::Create(path, {{"x", "F32", {1}}});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    const float x = 2.5f;
+    ASSERT_TRUE((*writer)->Append(&x, sizeof(x)).ok());
+    ASSERT_TRUE((*writer)->Close().ok());
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+    std::vector<std::byte> bytes = ReadAll(path);
+    absl::StatusOr<TensorMap> parsed = ParseSafetensors(bytes.data(), bytes.size(), nullptr);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(std::memcmp(parsed->at("x").data, &x, sizeof(x)), 0);
+  };
+  std::ofstream(victim) << "keep me";
+  std::filesystem::create_symlink(victim, path + ".tmp");
+  ASSERT_NO_FATAL_FAILURE(write_one());
+  EXPECT_EQ(read(victim), "keep me");
+  std::filesystem::create_hard_link(victim, path + ".tmp");
+  ASSERT_NO_FATAL_FAILURE(write_one());
+  EXPECT_EQ(read(victim), "keep me");
   std::ofstream(path + ".tmp") << "left by a run that died";
-  writer = SafetensorsWriter::Create(path, {{"x", "F32", {1}}});
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  const float x = 2.5f;
-  ASSERT_TRUE((*writer)->Append(&x, sizeof(x)).ok());
-  ASSERT_TRUE((*writer)->Close().ok());
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  ASSERT_NO_FATAL_FAILURE(write_one());
 }
 
 TEST(SafetensorsTest, RefusesTruncatedFile) {

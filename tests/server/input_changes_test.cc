@@ -48,5 +48,15 @@ TEST(InputChangesTest, FewerRowsUnderRejectRefuseIdsThatWereTaken) {
   EXPECT_EQ(InputChanges(before, after), "");
 }
 
+TEST(InputChangesTest, ARedisTableMadeLocalUnderRejectSaysSo) {
+  ModelSpec before = testing::SmallSpec(1, 1, 100, 8);
+  before.tables[1].storage = engine::Storage::kRedis;  // any int64 id was taken
+  before.tables[1].rows = 0;
+  ModelSpec after = testing::SmallSpec(1, 1, 100, 8);
+  after.tables[1].oov = Oov::kReject;
+  EXPECT_EQ(InputChanges(before, after),
+            "item_0 refuses ids outside [0, 100) (oov: reject; was storage: redis)");
+}
+
 }  // namespace
 }  // namespace fuserank::server

@@ -10,6 +10,7 @@ The binary comes from $FUSERANK_GEN_MODEL (ctest passes the built target); exit 
 (skipped) without it, or when a case skipped (unittest_main)."""
 import os
 import resource
+import shutil
 import signal
 import struct
 import subprocess
@@ -134,14 +135,21 @@ class GenModelOutputFilesTest(unittest.TestCase):
         os.chmod(self.spec, 0o666)
         os.chmod(self.tmp, 0o1777)
 
+        # The tool copied beside the model: the build tree may sit under a folder that
+        # user cannot enter (a clone under /root). It links no build-tree library.
+        tool = os.path.join(self.tmp, "gen-model")
+        shutil.copy(TOOL, tool)
+        os.chmod(tool, 0o755)
+
         def as_nobody():
+            os.setgroups([])
             os.setgid(nobody)
             os.setuid(nobody)
-        done = subprocess.run([TOOL, f"--out={self.spec}", *SMALL, "--seed=2"],
+        done = subprocess.run([tool, f"--out={self.spec}", *SMALL, "--seed=2"],
                               capture_output=True, text=True, timeout=120, preexec_fn=as_nobody)
         self.assertEqual(done.returncode, 1, done.stderr)
         self.assertEqual(self.pair(), before, "the old weights are back beside the old spec")
-        self.assertEqual(sorted(os.listdir(self.tmp)), ["m.safetensors", "m.yaml"])
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["gen-model", "m.safetensors", "m.yaml"])
         self.assertIn(f"{self.spec}: cannot replace it with {self.spec}.tmp-", done.stderr)
         self.assertIn(f"Operation not permitted; {self.weights} is as it was before",
                       done.stderr)
