@@ -34,8 +34,8 @@ from fuserank_export_model import (DTYPES, ExportError, SourceModel, check_choic
                                    validate)
 from fuserank_export_readers import MAPPING_KEYS, from_module, from_state_dict
 from fuserank_export_writer import (dequantize_rows_int8, model_tensors, quantize_rows_int8,
-                                    remove_quietly, spec_yaml, write_safetensors,
-                                    write_safetensors_file)
+                                    spec_yaml, write_safetensors, write_safetensors_file)
+from fuserank_files import open_new, remove_quietly
 
 __all__ = ["ExportError", "SourceModel", "dequantize_rows_int8", "export", "export_module",
            "export_state_dict", "from_module", "from_state_dict", "main",
@@ -75,24 +75,45 @@ def export(src: SourceModel, out: str, name: Optional[str] = None, version: str 
         raise ExportError(f"--out {out}: cannot create the folder {e.filename or directory}: "
                           f"{reason}") from e
     temporary = (weights + ".tmp", out + ".tmp")
+    old_weights = weights + ".old"  # the weights replaced, until the spec is replaced too
     try:
         write_safetensors_file(temporary[0], tensors, {"format": "pt",
                                                        "producer": "fuserank_export",
                                                        "name": name, "version": version})
-        with open(temporary[1], "w", encoding="utf-8") as f:
+        with open_new(temporary[1], "w", encoding="utf-8") as f:
             f.write(spec)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(temporary[0], weights)
-        os.replace(temporary[1], out)
+        replace_pair(temporary, (weights, out), old_weights)
     except OSError as e:
         where = e.filename if e.filename is not None else out
         raise ExportError(f"--out {out}: cannot write {where}: "
                           f"{e.strerror or e}") from e
     finally:
-        for path in temporary:
+        for path in (*temporary, old_weights):
             remove_quietly(path)
     return out, weights
+
+
+def replace_pair(new: Tuple[str, str], dest: Tuple[str, str], side: str) -> None:
+    """Renames new[0] over dest[0], then new[1] over dest[1]; when the second rename fails,
+    puts the old dest[0] back (kept as a hard link at `side` meanwhile; removed when there
+    was none), so that a spec never names weights it was not written with. A process that
+    dies between the two renames leaves the new weights beside the old spec, the old
+    weights at `side`."""
+    had_old = os.path.lexists(dest[0])
+    if had_old:
+        remove_quietly(side)
+        os.link(dest[0], side, follow_symlinks=False)  # a link there is kept as a link
+    os.replace(new[0], dest[0])
+    try:
+        os.replace(new[1], dest[1])
+    except OSError:
+        if had_old:
+            os.replace(side, dest[0])
+        else:
+            remove_quietly(dest[0])
+        raise
 
 
 def export_module(module: Any, out: str, mapping: Optional[Mapping] = None,

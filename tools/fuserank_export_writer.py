@@ -13,6 +13,7 @@ import torch
 
 from fuserank_export_model import (ExportError, Layer, SourceModel, TableWeights, dot_vectors,
                                    fuserank_dot_columns)
+from fuserank_files import open_new, remove_quietly
 
 QUANT_CHUNK_ROWS = 1 << 16
 
@@ -111,14 +112,6 @@ def write_safetensors(path: str, tensors: Sequence[Tuple[str, str, np.ndarray]],
         remove_quietly(tmp)
 
 
-def remove_quietly(path: str) -> None:
-    """Removes a temporary file left by a failed write; a missing one is no error."""
-    try:
-        os.remove(path)
-    except OSError:
-        pass
-
-
 def write_safetensors_file(path: str, tensors: Sequence[Tuple[str, str, np.ndarray]],
                            metadata: Optional[Mapping[str, str]] = None) -> None:
     """The safetensors bytes written to `path` itself, flushed to disk (a caller renames
@@ -136,7 +129,7 @@ def write_safetensors_file(path: str, tensors: Sequence[Tuple[str, str, np.ndarr
         arrays.append(array)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
+    with open_new(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
         for array in arrays:

@@ -28,6 +28,8 @@ import sys
 import numpy as np
 import yaml
 
+from fuserank_files import open_new, remove_quietly
+
 _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
 
 
@@ -352,11 +354,11 @@ def export(model_path, out_path, opset=17):
     onnx.checker.check_model(model, full_check=True)
     tmp = out_path + ".tmp"
     try:
-        onnx.save(model, tmp)
+        with open_new(tmp, "wb") as f:  # never through a link or file planted there
+            onnx.save(model, f)
         os.replace(tmp, out_path)
     except OSError as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        remove_quietly(tmp)
         raise ExportError(f"--out {out_path}: cannot write: {e.strerror or e}") from e
     return model
 

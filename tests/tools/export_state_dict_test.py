@@ -6,11 +6,13 @@ Run: /usr/bin/python3 tests/tools/export_state_dict_test.py   (ctest: export_sta
 label unit)
 """
 
+import errno
 import os
 import resource
 import subprocess
 import sys
 import unittest
+import unittest.mock
 
 import numpy as np
 import yaml
@@ -309,6 +311,40 @@ class OutputPathTest(ExportTestBase):
         self.assertIn("fuserank_export: error: --out", proc.stderr)
         self.assertIn("File too large", proc.stderr)
         self.assertEqual(self.listing(out_dir), before)
+
+
+    def test_links_planted_at_the_temporary_names_are_not_followed(self):
+        out_dir = os.path.join(self.tmp, "p")
+        os.makedirs(out_dir)
+        victim = os.path.join(self.tmp, "victim")
+        with open(victim, "wb") as f:
+            f.write(b"keep me")
+        for name in ("m.safetensors.tmp", "m.yaml.tmp"):
+            os.symlink(victim, os.path.join(out_dir, name))
+        status, stderr = self.export(os.path.join(out_dir, "m.yaml"))
+        self.assertEqual(status, 0, stderr)
+        with open(victim, "rb") as f:
+            self.assertEqual(f.read(), b"keep me")
+        self.assertEqual(sorted(os.listdir(out_dir)), ["m.safetensors", "m.yaml"])
+
+    def test_a_spec_rename_that_fails_puts_the_old_weights_back(self):
+        out_dir = os.path.join(self.tmp, "r")
+        os.makedirs(out_dir)
+        for suffix in (".yaml", ".safetensors"):
+            with open(os.path.join(out_dir, "m" + suffix), "wb") as f:
+                f.write(b"old " + suffix.encode())
+        before = self.listing(out_dir)
+        real_replace = os.replace
+
+        def replace(src, dst):  # the spec's rename fails; the weights' goes through
+            if str(dst).endswith(".yaml"):
+                raise OSError(errno.EPERM, "Operation not permitted", dst)
+            real_replace(src, dst)
+        with unittest.mock.patch.object(fe.os, "replace", replace):
+            status, stderr = self.export(os.path.join(out_dir, "m.yaml"))
+        self.assertEqual(status, 2, stderr)
+        self.assertIn("Operation not permitted", stderr)
+        self.assertEqual(self.listing(out_dir), before, "the old weights are back")
 
 
 if __name__ == "__main__":
