@@ -357,6 +357,13 @@ swap bad_item_lengths_count 'shape: [2] contents {int_contents: [2, 1]}' \
 swap bad_ids_without_lengths "inputs {name: \"item_1__lengths\" ${I32} shape: [2] contents {int_contents: [2, 1]}}" ''
 swap bad_no_item_ids "inputs {name: \"item_ids\" ${I64} shape: [2] contents {int64_contents: [1000, 1001]}}" ''
 infer bad_top_k_kind "${TYPED} parameters {key: \"top_k\" value {string_param: \"1\"}}"
+# Typed contents in a request of raw contents, on an input whose name (70 bytes, not a
+# table) the refusal quotes: quoted as LogSafe quotes it (a 64-byte cut failed the check).
+LONG_NAME="$(printf 'n%.0s' $(seq 70))"
+infer bad_long_name_typed_under_raw "inputs {name: \"${LONG_NAME}\" ${I64} shape: [1] contents {int64_contents: [5]}}
+inputs {name: \"item_0__lengths\" ${I32} shape: [1]}
+raw_input_contents: \"\\005\\000\\000\\000\\000\\000\\000\\000\"
+raw_input_contents: \"\\001\\000\\000\\000\""
 # Weighted item bags over two candidates (the second bag starts past the first's ids).
 infer valid_item_weights "${TYPED}
 inputs {name: \"item_0\" ${I64} shape: [3] contents {int64_contents: [1, 2, 3]}}
