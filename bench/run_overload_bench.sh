@@ -126,18 +126,12 @@ stop_server
 
 "$PY" - "$OUT" "$CAPACITY" "$STARTED" "$LOADAVG_START" "$LOADAVG_END" "$WRITE_DOCS" \
   "$LABEL" "$ENGINE" "$CONCURRENCY" "$CAPACITY_ENGINE" "$OPEN_REPEATS" "$SPIKE_BEFORE" "$SPIKE" <<'EOF'
-import glob, json, os, platform, re, subprocess, sys
+import glob, json, os, re, subprocess, sys
 out, capacity, started, load_start, load_end, write_docs, label, engine, concurrency, capacity_engine, open_repeats, spike_before, spike_s = sys.argv[1:]
 capacity = float(capacity)
 spike_before, spike_s = float(spike_before), float(spike_s)
-def cpu():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+sys.path.insert(0, "bench")
+from machine import cpu_model as cpu
 def load(path):
     try:
         return json.load(open(path))

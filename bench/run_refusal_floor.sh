@@ -99,16 +99,10 @@ LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 "$PY" - "$OUT/runs.txt" "$RATE" "$DURATION" "$REPEATS" "$STARTED" "$LOADAVG_START" \
   "$LOADAVG_END" "$WRITE_DOCS" "$SERVER_CPU" "$LOAD_CPU" <<'EOF'
-import collections, os, platform, re, statistics, subprocess, sys
+import collections, os, re, statistics, subprocess, sys
 path, rate, duration, repeats, started, load_start, load_end, write_docs, server_cpu, load_cpu = sys.argv[1:]
-def cpu():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+sys.path.insert(0, "bench")
+from machine import cpu_model as cpu
 tick = os.sysconf("SC_CLK_TCK")
 runs = collections.defaultdict(list)
 for line in open(path):

@@ -171,19 +171,13 @@ done
 if [[ "$WRITE_DOCS" == 1 ]]; then
   "$PY" - "$OUT/results" docs/benchmarks.md "$CANDIDATES" "$DURATION" "$STARTED" "$LOADAVG_START" \
     "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PYEOF'
-import glob, json, os, platform, subprocess, sys, time
+import glob, json, os, subprocess, sys, time
 results, doc, candidates, duration, started, load_start, load_end = sys.argv[1:8]
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
 if subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0:
     commit += "+dirty"
-def cpu():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+sys.path.insert(0, "bench")
+from machine import cpu_model as cpu
 rows = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(results, "*.json")))]
 order = {"local": 0, "tables_11pct": 1, "all": 2}
 label = {"local": "0% (all local)", "tables_11pct": "~11% (item_0, item_1)", "all": "100% (all 26 tables)"}

@@ -9,9 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
-import unittest
 
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from unittest_main import run_tests  # noqa: E402,F401 (the suites call du.run_tests)
 
 SOURCE_DIR = os.environ.get(
     "FUSERANK_SOURCE_DIR",
@@ -192,19 +194,3 @@ def python_check():
     """The tests need Debian's python3 (python3-yaml, python3-grpcio)."""
     if not sys.executable.startswith("/usr/bin/"):
         print(f"note: running under {sys.executable}, not /usr/bin/python3", file=sys.stderr)
-
-
-SKIP_EXIT_CODE = 77  # ctest SKIP_RETURN_CODE: reported as skipped, never as passed
-
-
-def run_tests():
-    """unittest.main, then exit 1 on a failure, else 77 when a case was skipped (each named
-    with its reason on stderr), so that a check not run never reads as passed."""
-    result = unittest.main(verbosity=2, exit=False).result
-    if not result.wasSuccessful():
-        sys.exit(1)
-    if result.skipped:
-        for test, why in result.skipped:
-            print(f"SKIPPED {test.id()}: {why}", file=sys.stderr)
-        sys.exit(SKIP_EXIT_CODE)
-    sys.exit(0)

@@ -23,7 +23,8 @@ import sys
 import tempfile
 import unittest
 
-from unittest_main import SKIP_EXIT_CODE, run_tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from unittest_main import SKIP_EXIT_CODE, run_tests  # noqa: E402
 
 TOOLS = {name: os.environ.get(var, "") for name, var in (
     ("gen-model", "FUSERANK_GEN_MODEL"), ("load-redis", "FUSERANK_LOAD_REDIS"),

@@ -20,7 +20,8 @@ import unittest
 
 import yaml
 
-from unittest_main import SKIP_EXIT_CODE, run_tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from unittest_main import SKIP_EXIT_CODE, run_tests  # noqa: E402
 
 TOOL = os.environ.get("FUSERANK_GEN_MODEL", "")
 SMALL = ["--rows=10", "--dim=4", "--top_mlp=4,1"]

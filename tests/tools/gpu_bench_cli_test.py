@@ -5,10 +5,13 @@ $FUSERANK_GPU_BENCH; ctest registers this suite only where CUDA is built (the bi
 there), and without the variable the case skips and the run exits 77 (unittest_main), so a
 check not run never reads as passed."""
 import os
+import sys
 import unittest
 
 import cli_test
-from unittest_main import run_tests
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from unittest_main import run_tests  # noqa: E402
 
 GPU_BENCH = os.environ.get("FUSERANK_GPU_BENCH", "")
 

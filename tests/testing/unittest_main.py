@@ -1,7 +1,6 @@
-"""unittest.main for the suites of tests/tools under ctest's convention (SKIP_RETURN_CODE
-77): exit 1 on a failure, else 77 when a case was skipped, each named with its reason on
-stderr, so that a check not run never reads as passed (as tests/deploy/deploy_util.py's
-run_tests)."""
+"""unittest.main for the Python suites under ctest's convention (SKIP_RETURN_CODE 77): exit
+1 on a failure, else 77 when a case was skipped, each named with its reason on stderr, so
+that a check not run never reads as passed. Importers put this folder on sys.path."""
 import sys
 import unittest
 
